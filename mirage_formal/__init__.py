@@ -1,0 +1,20 @@
+"""mirage-formal: a superoptimizer for tensor programs.
+
+The public API is this explicit re-export list. Layering (arrows point to what a package may
+import): ``ir`` <- ``semantics`` <- ``formal``, ``verify``; ``ir`` <- ``search`` (handed a
+pruner and a checker through its own Protocols); ``ir`` <- ``codegen``; ``optimize`` wires
+search, verify and codegen; ``cli`` sits on top.
+"""
+
+from mirage_formal import workloads
+from mirage_formal.errors import FormatError, GraphError, MirageError, ResourceError, UnsupportedOpError
+from mirage_formal.ir import REGISTRY, BlockGraph, DType, Graph, KernelGraph, Node, Tensor
+from mirage_formal.semantics import random_inputs, run_reference
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "REGISTRY", "BlockGraph", "DType", "FormatError", "Graph", "GraphError", "KernelGraph",
+    "MirageError", "Node", "ResourceError", "Tensor", "UnsupportedOpError", "__version__",
+    "random_inputs", "run_reference", "workloads",
+]
