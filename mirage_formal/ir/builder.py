@@ -37,6 +37,7 @@ from mirage_formal.ir.graph import (
     MapT,
     as_grid,
     as_map,
+    block_phases,
     make_input,
     make_iter,
     make_kernel,
@@ -175,6 +176,12 @@ class KernelBuilder(_Builder):
         self.forloop = forloop
         self._outputs: list[BlockOutput] = []
         self._built: list[Tensor] | None = None
+        self._phase: dict[Node, bool] = {}
+
+    def op(self, name: str, *args: Tensor, **attrs: Any) -> Tensor:
+        t = super().op(name, *args, **attrs)
+        block_phases([t.node], self._phase)  # loop/accumulator errors surface at once
+        return t
 
     def iter(self, x: Tensor | int, imap: Sequence[int] | Mapping[str, int] | None = None,
              fmap: int = -1) -> Tensor:
@@ -187,7 +194,9 @@ class KernelBuilder(_Builder):
         else:
             i = int(x)
         sig = [(n.shape, n.dtype) for n in self.inputs]
-        return Tensor(self, make_iter(sig, i, as_map(imap, "imap"), int(fmap), self.grid, self.forloop))
+        n = make_iter(sig, i, as_map(imap, "imap"), int(fmap), self.grid, self.forloop)
+        self._phase[n] = False
+        return Tensor(self, n)
 
     def accum(self, t: Tensor, kind: str = "sum", fold: int | None = None) -> Tensor:
         return self.op("accum", t, kind=kind, fold=fold)

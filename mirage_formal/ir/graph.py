@@ -183,13 +183,17 @@ class BlockGraph:
         return [(self.output_shape(o), o.node.dtype) for o in self.outputs]
 
 
-def block_phases(nodes: Iterable[Node]) -> dict[Node, bool]:
+def block_phases(nodes: Iterable[Node], after: dict[Node, bool] | None = None) -> dict[Node, bool]:
     """For each block node: True if it is computed after the for-loop (past an accumulator).
 
     Raises if an op mixes loop and post-loop operands or an accumulator is applied twice.
+    ``after`` may hold the phases of earlier nodes (incremental use by the builder); it is
+    updated in place and returned.
     """
-    after: dict[Node, bool] = {}
+    after = {} if after is None else after
     for n in nodes:
+        if n in after:
+            continue
         if n.op == ITER:
             after[n] = False
             continue

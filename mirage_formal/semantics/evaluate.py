@@ -28,7 +28,9 @@ class Semantics(Protocol):
 
     def op(self, name: str, args: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray: ...
 
-    def accum(self, x: np.ndarray, attrs: Mapping[str, Any], loop_axis: int) -> np.ndarray: ...
+    def accum(self, x: np.ndarray, attrs: Mapping[str, Any], loop_axis: int) -> np.ndarray:
+        """Fold ``x`` over ``loop_axis``, whose size is always the full for-loop range."""
+        ...
 
 
 def evaluate_block(bg: BlockGraph, inputs: Sequence[np.ndarray], sem: Semantics) -> list[np.ndarray]:
@@ -39,7 +41,13 @@ def evaluate_block(bg: BlockGraph, inputs: Sequence[np.ndarray], sem: Semantics)
             vals[n] = iterate(inputs[n.attr("input")], n.attr("imap"), n.attr("fmap"),
                               bg.grid, bg.forloop)
         elif n.op == "accum":
-            vals[n] = sem.accum(vals[n.src[0]], n.attr_dict, LOOP_AXIS)
+            # A tile that does not vary with the loop is still added once per iteration.
+            x = vals[n.src[0]]
+            if x.shape[LOOP_AXIS] != bg.forloop:
+                full = list(x.shape)
+                full[LOOP_AXIS] = bg.forloop
+                x = np.broadcast_to(x, full)
+            vals[n] = sem.accum(x, n.attr_dict, LOOP_AXIS)
         else:
             args = align([vals[s] for s in n.src], LEAD)
             vals[n] = sem.op(n.op, args, n.attr_dict)
