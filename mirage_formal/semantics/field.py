@@ -136,9 +136,11 @@ def matmul_mod(a: Array, b: Array, m: int) -> Array:
     if plan == "split":
         bf = b.astype(np.float64)
         mask = (1 << w) - 1
-        lo = np.matmul((a & mask).astype(np.float64), bf).astype(np.int64) % m
+        lo = np.matmul((a & mask).astype(np.float64), bf).astype(np.int64)  # < 2^53
         hi = np.matmul((a >> w).astype(np.float64), bf).astype(np.int64) % m
-        return (hi * ((1 << w) % m) + lo) % m
+        hi *= (1 << w) % m  # < 2^62, and + lo stays below 2^63
+        hi += lo
+        return hi % m
     if plan == "chunk":
         step = 2 ** (53 - 2 * (w + 1))  # the most terms one Karatsuba GEMM sums exactly
         acc = None
@@ -153,8 +155,15 @@ def matmul_mod(a: Array, b: Array, m: int) -> Array:
     p0 = np.matmul(a0.astype(np.float64), b0.astype(np.float64)).astype(np.int64)
     p2 = np.matmul(a1.astype(np.float64), b1.astype(np.float64)).astype(np.int64)
     p1 = np.matmul((a0 + a1).astype(np.float64), (b0 + b1).astype(np.float64)).astype(np.int64)
-    mid = (p1 - p0 - p2) % m
-    return ((p2 % m) * ((1 << (2 * w)) % m) % m + mid * ((1 << w) % m) % m + p0 % m) % m
+    p1 -= p0
+    p1 -= p2
+    p1 %= m  # the middle limb product, reduced
+    p1 *= (1 << w) % m  # < 2^47
+    p2 %= m
+    p2 *= (1 << (2 * w)) % m  # < 2^62; the sum below stays under 2^63
+    p2 += p1
+    p2 += p0
+    return p2 % m
 
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
