@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from mirage_formal.ir.graph import GET, INPUT, ITER, KERNEL_OP, BlockGraph, KernelGraph, block_phases
+from mirage_formal.ir.graph import GET, INPUT, ITER, KERNEL_OP, BlockGraph, KernelGraph
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY
 from mirage_formal.semantics.field import EXP_OPS, P_SIDE, Q_SIDE, SQRT_FN
@@ -310,20 +310,27 @@ def analyze(graph: KernelGraph) -> ProgramInfo:
 def _block_degrees(kn: Node, bg: BlockGraph, ins: list[Deg], info: ProgramInfo,
                    need: dict[Node, set[str]]) -> list[Deg]:
     deg: dict[Node, Deg] = {}
-    phases = block_phases(bg.nodes)
-    blocks = math.prod(bg.grid)
+    # Lead extent of each block value: the grid axes and loop iterations it actually varies
+    # over (as the evaluator's broadcast arrays). Blocks that read the same data compute the
+    # same formal terms, so only these many elements are distinct.
+    lead: dict[Node, tuple[int, ...]] = {}
     for b in bg.nodes:
-        per_iter = bg.forloop if not phases[b] else 1
-        elements = blocks * per_iter * math.prod(b.shape)
         sides = need.get(b) or {P_SIDE}
         if b.op == ITER:
+            imap, fmap = b.attr("imap"), b.attr("fmap")
+            lead[b] = (*(bg.grid[a] if imap[a] != -1 else 1 for a in range(3)),
+                       bg.forloop if fmap != -1 else 1)
             deg[b] = ins[b.attr("input")]
-        elif b.op == "accum":
-            deg[b] = _accum_degree(b, deg[b.src[0]], bg.forloop, info, blocks * math.prod(b.shape),
-                                   (kn, b), sides)
+            continue
+        srcl = [lead[s] for s in b.src]
+        lead[b] = tuple(max(v) for v in zip(*srcl, strict=True))
+        if b.op == "accum":
+            lead[b] = (*lead[b][:3], 1)
+            deg[b] = _accum_degree(b, deg[b.src[0]], bg.forloop, info,
+                                   math.prod(lead[b]) * math.prod(b.shape), (kn, b), sides)
         else:
-            deg[b] = _op_degree(b, [deg[s] for s in b.src], info, f"block {b.op} node", elements,
-                                (kn, b), sides)
+            deg[b] = _op_degree(b, [deg[s] for s in b.src], info, f"block {b.op} node",
+                                math.prod(lead[b]) * math.prod(b.shape), (kn, b), sides)
     outs = []
     for o in bg.outputs:
         d = deg[o.node]
