@@ -60,7 +60,7 @@ DEFAULT_Q = 1073741789
 EXP_OPS = frozenset({"exp", "silu", "sigmoid"})
 
 
-class ZeroDivisorInTrial(Exception):  # noqa: N818 - control flow, not a user error
+class ZeroDivisorInTrial(Exception):
     """A divisor was zero at this random point: the caller draws a new trial."""
 
 
@@ -69,6 +69,11 @@ class FieldDomainError(MirageError):
 
 
 # ---------------------------------------------------------------- arithmetic helpers
+
+def _i64(x: Any) -> Array:
+    """Typed view of an int64 result (no copy)."""
+    return np.asarray(x, dtype=np.int64)
+
 
 def check_field(p: int, q: int) -> None:
     """Raise unless p and q are primes with q | p - 1, q odd and p < 2^31."""
@@ -132,7 +137,7 @@ def matmul_mod(a: Array, b: Array, m: int) -> Array:
     bits = max(int(m - 1).bit_length(), 1)
     plan, w = _limb_plan(k, bits)
     if plan == "direct":
-        return np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int64) % m
+        return _i64(np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int64) % m)
     if plan == "split":
         bf = b.astype(np.float64)
         mask = (1 << w) - 1
@@ -140,7 +145,7 @@ def matmul_mod(a: Array, b: Array, m: int) -> Array:
         hi = np.matmul((a >> w).astype(np.float64), bf).astype(np.int64) % m
         hi *= (1 << w) % m  # < 2^62, and + lo stays below 2^63
         hi += lo
-        return hi % m
+        return _i64(hi % m)
     if plan == "chunk":
         step = 2 ** (53 - 2 * (w + 1))  # the most terms one Karatsuba GEMM sums exactly
         acc = None
@@ -163,7 +168,7 @@ def matmul_mod(a: Array, b: Array, m: int) -> Array:
     p2 *= (1 << (2 * w)) % m  # < 2^62; the sum below stays under 2^63
     p2 += p1
     p2 += p0
-    return p2 % m
+    return _i64(p2 % m)
 
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -174,7 +179,7 @@ def _mix(z: Array) -> Array:
     """splitmix64's finalizer: a bijective avalanche mix of uint64 words."""
     z = (z ^ (z >> np.uint64(30))) * _M1
     z = (z ^ (z >> np.uint64(27))) * _M2
-    return z ^ (z >> np.uint64(31))
+    return _i64(z ^ (z >> np.uint64(31)))
 
 
 def _name_id(name: str) -> int:
@@ -229,7 +234,7 @@ class FieldTrial:
     def exp(self, arg_q: Array) -> Array:
         """ω^e mod p for exponents e in [0, q): a p-side value."""
         e = np.asarray(arg_q, dtype=np.int64)
-        return self._hi[e >> self._shift] * self._lo[e & ((1 << self._shift) - 1)] % self.p
+        return _i64(self._hi[e >> self._shift] * self._lo[e & ((1 << self._shift) - 1)] % self.p)
 
     def random_function(self, fid: str, x: Array, side: str) -> Array:
         """A pseudo-random function ``fid`` of the value, fixed for this trial and side."""
@@ -245,19 +250,19 @@ class FieldTrial:
 
 def _ring(name: str, xs: Sequence[Array], attrs: Mapping[str, Any], m: int) -> Array:
     if name == "add":
-        return (xs[0] + xs[1]) % m
+        return _i64((xs[0] + xs[1]) % m)
     if name == "sub":
-        return (xs[0] - xs[1]) % m
+        return _i64((xs[0] - xs[1]) % m)
     if name == "mul":
-        return xs[0] * xs[1] % m
+        return _i64(xs[0] * xs[1] % m)
     if name == "neg":
         return (-xs[0]) % m
     if name == "square":
-        return xs[0] * xs[0] % m
+        return _i64(xs[0] * xs[0] % m)
     if name == "mul_scalar":
         return xs[0] * const_mod(as_rational(attrs["scalar"]), m) % m
     if name == "sum":
-        return np.sum(xs[0], axis=attrs["axis"], keepdims=attrs["keepdims"]) % m
+        return _i64(np.sum(xs[0], axis=attrs["axis"], keepdims=attrs["keepdims"]) % m)
     if name == "matmul":
         return matmul_mod(xs[0], xs[1], m)
     raise MirageError(f"field: no ring rule for {name!r}; add one to semantics/field.py")
@@ -265,7 +270,7 @@ def _ring(name: str, xs: Sequence[Array], attrs: Mapping[str, Any], m: int) -> A
 
 def _mean(x: Array, axis: int, keepdims: bool, m: int) -> Array:
     n = x.shape[axis]
-    return np.sum(x, axis=axis, keepdims=keepdims) % m * pow(n % m, -1, m) % m
+    return _i64(np.sum(x, axis=axis, keepdims=keepdims) % m * pow(n % m, -1, m) % m)
 
 
 #: Field rules by kind, then by op name (see the module docstring). ``None`` marks an op the
@@ -302,7 +307,7 @@ def same_side_op(trial: FieldTrial, name: str, xs: Sequence[Array], attrs: Mappi
     if kind == "ring":
         return _ring(name, xs, attrs, m)
     if kind == "div":
-        return xs[0] * inverse_mod(xs[1], m) % m
+        return _i64(xs[0] * inverse_mod(xs[1], m) % m)
     if kind == "mean":
         return _mean(xs[0], attrs["axis"], attrs["keepdims"], m)
     if kind == "opaque":
@@ -313,7 +318,7 @@ def same_side_op(trial: FieldTrial, name: str, xs: Sequence[Array], attrs: Mappi
         x = xs[0]
         ms = (_mean(x * x % m, -1, True, m) + const_mod(as_rational(attrs["eps"]), m)) % m
         r = x * inverse_mod(trial.random_function(SQRT_FN, ms, side), m) % m
-        return r * xs[1] % m if len(xs) == 2 else r
+        return _i64(r * xs[1] % m if len(xs) == 2 else r)
     raise FieldDomainError(f"field: {name} crosses sides and is applied by the evaluator")
 
 
@@ -328,7 +333,7 @@ def exp_op(trial: FieldTrial, name: str, arg_p: Array | None, arg_q: Array) -> A
         return inv
     if name == "silu":
         assert arg_p is not None
-        return arg_p * inv % p
+        return _i64(arg_p * inv % p)
     raise MirageError(f"field: no rule for the exp-kind op {name!r}")
 
 
@@ -344,7 +349,7 @@ def accum_op(trial: FieldTrial, x: Array, attrs: Mapping[str, Any], loop_axis: i
         xx = xx.reshape(*x.shape[:-1], last // fold, fold).sum(axis=-2)
     s = xx.sum(axis=loop_axis, keepdims=True) % m
     if kind == "sum":
-        return s
+        return _i64(s)
     mean = s * pow(count % m, -1, m) % m
     return trial.random_function(SQRT_FN, mean, side) if kind == "rms" else mean
 

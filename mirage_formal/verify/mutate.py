@@ -136,29 +136,42 @@ def _node_changes(n: Node, kernel: Node | None, where: str) -> Iterator[_Change]
                 yield _Change("fmap", f"{where} fmap {d}", n, kernel, _set_iter(imap, d))
         return
     if op in _SWAP_BINARY and len(n.src) == 2:
-        yield _Change("swap", f"{where} swap", n, kernel, lambda b, a: (b.op, [a[1], a[0]], b.attr_dict))
+        yield _Change("swap", f"{where} swap", n, kernel, _swap)
     for other in _REPLACE.get(op, ()):
-        yield _Change("op", f"{where} -> {other}", n, kernel,
-                      lambda b, a, o=other: (o, a, {}))
+        yield _Change("op", f"{where} -> {other}", n, kernel, _replace(other, None))
     if op in ("sum", "mean"):
         for ax in range(-len(n.src[0].shape), 0):
             if ax != n.attr("axis"):
-                yield _Change("axis", f"{where} axis {ax}", n, kernel,
-                              lambda b, a, ax=ax: (b.op, a, {**b.attr_dict, "axis": ax}))
+                yield _Change("axis", f"{where} axis {ax}", n, kernel, _replace(None, {"axis": ax}))
     if op == "accum":
         kind, fold = n.attr("kind"), n.attr("fold")
         for k in ("sum", "mean", "rms"):
             if k != kind:
-                yield _Change("accum", f"{where} kind {k}", n, kernel,
-                              lambda b, a, k=k: ("accum", a, {"kind": k, "fold": b.attr("fold")}))
+                yield _Change("accum", f"{where} kind {k}", n, kernel, _replace(None, {"kind": k}))
         last = n.src[0].shape[-1]
         folds: list[int | None] = [None, 1, *[d for d in range(2, last) if last % d == 0][:3]]
         for f in folds:
             if f != fold:
-                yield _Change("accum", f"{where} fold {f}", n, kernel,
-                              lambda b, a, f=f: ("accum", a, {"kind": b.attr("kind"), "fold": f}))
+                yield _Change("accum", f"{where} fold {f}", n, kernel, _replace(None, {"fold": f}))
     if len(n.src) == 1 and op not in (ITER,) and n.src[0].shape == n.shape:
-        yield _Change("drop", f"{where} dropped", n, kernel, lambda b, a: ("=", [a[0]], {}))
+        yield _Change("drop", f"{where} dropped", n, kernel, _drop)
+
+
+def _swap(b: Node, a: list[Node]) -> tuple[str, list[Node], dict[str, Any]]:
+    return (b.op, [a[1], a[0]], b.attr_dict)
+
+
+def _drop(b: Node, a: list[Node]) -> tuple[str, list[Node], dict[str, Any]]:
+    return ("=", [a[0]], {})
+
+
+def _replace(op: str | None, attrs: dict[str, Any] | None) -> Edit:
+    """An edit that renames the op (dropping its attributes) or overrides some attributes."""
+    def edit(b: Node, a: list[Node]) -> tuple[str, list[Node], dict[str, Any]]:
+        if op is not None:
+            return (op, a, {})
+        return (b.op, a, {**b.attr_dict, **(attrs or {})})
+    return edit
 
 
 def _set_iter(imap: tuple[int, ...], fmap: int) -> Edit:

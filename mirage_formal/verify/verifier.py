@@ -323,4 +323,4 @@ def info_of(graph: KernelGraph) -> ProgramInfo:
     return analyze(graph)
 
 
-__all__ = ["VerifyError", "Verifier", "compare_float64", "info_of", "verify"]
+__all__ = ["Verifier", "VerifyError", "compare_float64", "info_of", "verify"]
