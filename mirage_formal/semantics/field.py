@@ -179,7 +179,7 @@ def _mix(z: Array) -> Array:
     """splitmix64's finalizer: a bijective avalanche mix of uint64 words."""
     z = (z ^ (z >> np.uint64(30))) * _M1
     z = (z ^ (z >> np.uint64(27))) * _M2
-    return _i64(z ^ (z >> np.uint64(31)))
+    return np.asarray(z ^ (z >> np.uint64(31)), dtype=np.uint64)
 
 
 def _name_id(name: str) -> int:
