@@ -155,19 +155,23 @@ def matmul_mod(a: Array, b: Array, m: int) -> Array:
         assert acc is not None
         return acc
     mask = (1 << w) - 1
-    a0, a1 = a & mask, a >> w
-    b0, b1 = b & mask, b >> w
-    p0 = np.matmul(a0.astype(np.float64), b0.astype(np.float64)).astype(np.int64)
-    p2 = np.matmul(a1.astype(np.float64), b1.astype(np.float64)).astype(np.int64)
-    p1 = np.matmul((a0 + a1).astype(np.float64), (b0 + b1).astype(np.float64)).astype(np.int64)
+    a0, a1 = (a & mask).astype(np.float64), (a >> w).astype(np.float64)
+    b0, b1 = (b & mask).astype(np.float64), (b >> w).astype(np.float64)
+    p0 = np.matmul(a0, b0)
+    p2 = np.matmul(a1, b1)
+    a0 += a1
+    b0 += b1
+    p1 = np.matmul(a0, b0)
+    # All three are integers below 2^53, so the middle term is exact in float64 too.
     p1 -= p0
     p1 -= p2
-    p1 %= m  # the middle limb product, reduced
-    p1 *= (1 << w) % m  # < 2^47
-    p2 %= m
-    p2 *= (1 << (2 * w)) % m  # < 2^62; the sum below stays under 2^63
-    p2 += p1
-    p2 += p0
+    mid = p1.astype(np.int64) % m
+    mid *= (1 << w) % m  # < 2^47
+    hi = p2.astype(np.int64) % m
+    hi *= (1 << (2 * w)) % m  # < 2^62; the sum below stays under 2^63
+    hi += mid
+    hi += p0.astype(np.int64)
+    p2 = hi
     return _i64(p2 % m)
 
 
