@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from mirage_formal.ir.graph import GET, INPUT, ITER, KERNEL_OP, BlockGraph, KernelGraph
@@ -139,11 +140,18 @@ class ProgramInfo:
     divisions: dict[tuple[Any, ...], Site] = field(default_factory=dict)
     opaque: dict[tuple[Any, ...], Site] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    #: numerators of the float constants (mul_scalar scalars, rms_norm eps), as exact rationals
+    constants: set[int] = field(default_factory=set)
     exp_count: int = 0
 
     @property
     def in_class(self) -> bool:
         return not self.problems
+
+    def field_problems(self, p: int, q: int) -> list[str]:
+        """Constants that vanish in Z_p or Z_q would hide terms: the bound does not cover them."""
+        return [f"the constant with numerator {c} is a multiple of p={p} or q={q}"
+                for c in sorted(self.constants) if c and (c % p == 0 or c % q == 0)]
 
     def output_degrees(self, graph: KernelGraph) -> list[Deg]:
         return [self.degrees[o] for o in graph.outputs]
@@ -166,6 +174,9 @@ def _op_degree(n: Node, args: list[Deg], info: ProgramInfo, where: str, elements
     kind = REGISTRY[name].field
     rank = len(n.shape)
     cs = [const_axes(d, s.shape, rank) for d, s in zip(args, n.src, strict=True)]
+    for k in ("scalar", "eps"):
+        if isinstance(a.get(k), float) and math.isfinite(a[k]):
+            info.constants.add(Fraction(a[k]).numerator)
     if name in EXP_OPS:
         info.exp_count += 1
         if args[0].has_exp:

@@ -76,7 +76,7 @@ class Verdict:
         if self.status == ACCEPTED or self.status == INCONCLUSIVE:
             b = f"2^{math.log2(self.bound):.1f}" if self.bound else "n/a"
             pt = f"2^{math.log2(self.per_trial_bound):.1f}" if self.per_trial_bound else "n/a"
-            lines.append(f"  false-accept bound {b} (asked {self.bound_requested:.3g}); "
+            lines.append(f"  false-accept bound {b} (asked 2^{math.log2(self.bound_requested):.1f}); "
                          f"{self.trials} trials at {pt} each")
         if self.first_difference is not None:
             fd = self.first_difference

@@ -126,9 +126,10 @@ class Verifier:
         self.max_trials = max_trials
         self.cache_bytes = cache_bytes
         self.ref_info = analyze(reference)
-        if not self.ref_info.in_class:
+        problems = self.ref_info.problems + self.ref_info.field_problems(p, q)
+        if problems:
             raise VerifyError("the reference program is outside the class the field test covers: "
-                              + "; ".join(self.ref_info.problems))
+                              + "; ".join(problems))
         self._trials: list[_Trial] = []
         self._ref_float: list[np.ndarray] | None = None
         self._float_inputs: dict[str, np.ndarray] | None = None
@@ -195,15 +196,17 @@ class Verifier:
         t0 = time.perf_counter()
         maps = self._mappings(candidate)
         info = analyze(candidate)
+        problems = info.problems + info.field_problems(self.p, self.q)
         common: dict[str, Any] = dict(bound_requested=self.bound, p=self.p, q=self.q, seed=self.seed,
                                       candidate=candidate.key, permutations=len(maps),
                                       float64_tolerance=_dtype_tol(self.reference))
-        if not info.in_class:
+        if problems:
             return Verdict(False, NOT_APPLICABLE, None, per_trial_bound=None, trials=0,
                            trials_needed=None, resampled=0, theorem="none: the bound does not apply",
                            assumption=None, output_map=None, first_difference=None,
                            float64_max_rel_error=None, float64_ok=None,
-                           reason="candidate is outside the LAX class: " + "; ".join(info.problems),
+                           reason="candidate is outside the class the bound covers: "
+                           + "; ".join(problems),
                            seconds=time.perf_counter() - t0, **common)
         bounds = [pair_bound(self.reference, self.ref_info, candidate, info, list(m), self.p, self.q)
                   for m in maps]

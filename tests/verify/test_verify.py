@@ -272,6 +272,19 @@ def test_exp_of_exp_is_outside_the_class() -> None:
     assert "does not apply" in v.theorem
 
 
+def test_constants_that_vanish_in_the_field_are_not_covered() -> None:
+    """x + 2p·y equals x mod p: such a candidate is refused, not accepted."""
+    g = mf.Graph()
+    x = g.input((4, 4), "f32", "x")
+    g.input((4, 4), "f32", "y")
+    g.output(x)
+    h = mf.Graph()
+    x2, y2 = h.input((4, 4), "f32", "x"), h.input((4, 4), "f32", "y")
+    h.output(h.add(x2, h.mul_scalar(y2, scalar=float(2 * 2147483579))))
+    v = verify(g.build(), h.build(), seed=1)
+    assert v.status == NOT_APPLICABLE and "multiple of p" in v.reason
+
+
 def test_shape_incompatible_pair_is_a_clear_error() -> None:
     ref = W.program("gqa", 1, **SMALL_GQA)
     other = W.program("gqa", 1, kv=256, q=32)
