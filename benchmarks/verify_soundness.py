@@ -124,7 +124,7 @@ def main() -> None:
               "|---|---|---|---|---|---|---|---|---|"]
     for p, q in [(47, 23), (167, 83), (1019, 509)]:
         fields += tiny_field(p, q, args.seeds)
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     text = "\n".join([
         "# Verifier soundness (benchmarks/verify_soundness.py)", "",
         f"- date: {date}; {time.time() - t0:.0f} s",

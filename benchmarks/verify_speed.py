@@ -114,7 +114,7 @@ def main() -> None:
         ctx.append((name, f"{v.status}, {v.trials} trials at 2^{np.log2(v.per_trial_bound):.1f}, "
                           f"{time.perf_counter() - t:.2f} s"))  # type: ignore[attr-defined]
 
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# Verifier speed (benchmarks/verify_speed.py)",
         "",

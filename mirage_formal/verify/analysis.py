@@ -174,9 +174,9 @@ def _op_degree(n: Node, args: list[Deg], info: ProgramInfo, where: str, elements
     kind = REGISTRY[name].field
     rank = len(n.shape)
     cs = [const_axes(d, s.shape, rank) for d, s in zip(args, n.src, strict=True)]
-    for k in ("scalar", "eps"):
-        if isinstance(a.get(k), float) and math.isfinite(a[k]):
-            info.constants.add(Fraction(a[k]).numerator)
+    for cname in ("scalar", "eps"):
+        if isinstance(a.get(cname), float) and math.isfinite(a[cname]):
+            info.constants.add(Fraction(a[cname]).numerator)
     if name in EXP_OPS:
         info.exp_count += 1
         if args[0].has_exp:
