@@ -34,12 +34,18 @@ ROOT = Path(__file__).resolve().parents[1]
 CKPT = Path("/work/shared/mirage_checkpoints/gqa_bs1.json")
 
 
+CPU: list[float] = []
+
+
 def _median(f: object, repeats: int) -> tuple[float, object]:
-    times, last = [], None
+    """Median wall time of f(i) over repeats; the median CPU time is appended to CPU."""
+    times, cpu, last = [], [], None
     for i in range(repeats):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         last = f(i)  # type: ignore[operator]
         times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+    CPU.append(statistics.median(cpu))
     return statistics.median(times), last
 
 
@@ -68,9 +74,9 @@ def main() -> None:
 
     t_full, v = _median(lambda i: verify(ref, hw, seed=1000 + i), r)
     assert v.accepted  # type: ignore[attr-defined]
-    rows.append(("one-shot verify(), with float64 check", f"{t_full:.3f} s"))
+    rows.append(("one-shot verify(), with float64 check", f"{t_full:.3f} s (CPU {CPU[-1]:.3f} s)"))
     t_nofloat, v = _median(lambda i: verify(ref, hw, seed=2000 + i, float_check=False), r)
-    rows.append(("one-shot verify(), field test only", f"{t_nofloat:.3f} s"))
+    rows.append(("one-shot verify(), field test only", f"{t_nofloat:.3f} s (CPU {CPU[-1]:.3f} s)"))
     rows.append(("trials to 2^-64 / per-trial bound",
                  f"{v.trials} / 2^{np.log2(v.per_trial_bound):.1f}"))  # type: ignore[attr-defined]
 
@@ -80,7 +86,7 @@ def main() -> None:
         ev.outputs(hw)
 
     t_trial, _ = _median(one_trial, r)
-    rows.append(("cost per trial (reference + candidate, cold)", f"{t_trial:.3f} s"))
+    rows.append(("cost per trial (reference + candidate, cold)", f"{t_trial:.3f} s (CPU {CPU[-1]:.3f} s)"))
 
     if CKPT.exists():
         cands = load_mirage(CKPT, [n.attr("name") for n in ref.inputs])
@@ -115,12 +121,15 @@ def main() -> None:
                           f"{time.perf_counter() - t:.2f} s"))  # type: ignore[attr-defined]
 
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
     lines = [
         "# Verifier speed (benchmarks/verify_speed.py)",
         "",
         f"- date: {date}",
         f"- machine: {machine()}",
         f"- command: `PYTHONPATH=. python benchmarks/verify_speed.py --repeats {r}`",
+        f"- load average at the end (1/5/15 min): {' '.join(load)} (other jobs share these 2 cores;"
+        " CPU is process time summed over BLAS threads)",
         f"- field: p = {v.p}, q = {v.q}; bound asked 2^-64; medians of {r} repeats",  # type: ignore[attr-defined]
         "",
         "## gqa b=1 (Q 2x256x64, K 2x64x4096, V 2x4096x64), hand-written FlashDecoding μGraph",

@@ -116,6 +116,46 @@ def inverse_mod(x: Array, m: int) -> Array:
     return result
 
 
+def _fold_rows(a: Array, b: Array) -> Array:
+    """``a @ b`` in float64 where batch axes on which ``b`` is broadcast become rows of ``a``.
+
+    Block-level operands often repeat one tile of b for every block of a grid axis; numpy
+    would run one small GEMM per block (and slowly, through its broadcast loop). Moving those
+    axes into a's row dimension gives one large GEMM with the same result.
+    """
+    nd = max(a.ndim, b.ndim)
+    a = a.reshape((1,) * (nd - a.ndim) + a.shape)
+    b = b.reshape((1,) * (nd - b.ndim) + b.shape)
+    batch = range(nd - 2)
+    fold = [i for i in batch if b.shape[i] == 1 and a.shape[i] > 1]
+    if not fold:
+        return np.matmul(a, b)
+    keep = [i for i in batch if i not in fold]
+    m, k = a.shape[-2], a.shape[-1]
+    at = a.transpose([*keep, *fold, nd - 2, nd - 1])
+    ksh = [a.shape[i] for i in keep]
+    fsh = [a.shape[i] for i in fold]
+    at = at.reshape(*ksh, math.prod(fsh) * m, k)
+    bt = b.reshape(*[b.shape[i] for i in keep], k, b.shape[-1])
+    c = np.matmul(at, bt).reshape(*ksh, *fsh, m, b.shape[-1])
+    inv = np.argsort([*keep, *fold, nd - 2, nd - 1])
+    return c.transpose(inv)
+
+
+def _gemm(a: Array, b: Array) -> Array:
+    """Float64 batched matmul, folding broadcast batch axes into one GEMM where it can."""
+    nd = max(a.ndim, b.ndim)
+    sa = (1,) * (nd - a.ndim) + a.shape
+    sb = (1,) * (nd - b.ndim) + b.shape
+    a_rep = any(x == 1 and y > 1 for x, y in zip(sa[:-2], sb[:-2], strict=True))
+    b_rep = any(y == 1 and x > 1 for x, y in zip(sa[:-2], sb[:-2], strict=True))
+    if b_rep and not a_rep:
+        return _fold_rows(a, b)
+    if a_rep and not b_rep:  # (a @ b)^T = b^T @ a^T: fold into b's columns instead
+        return np.swapaxes(_fold_rows(np.swapaxes(b, -1, -2), np.swapaxes(a, -1, -2)), -1, -2)
+    return np.matmul(a, b)
+
+
 def _limb_plan(k: int, bits: int) -> tuple[str, int]:
     """How to split a K-term product of residues < 2^bits so float64 sums stay exact."""
     # One-sided split: limbs of w bits times full residues; K * 2^w * 2^bits <= 2^53.
@@ -137,12 +177,12 @@ def matmul_mod(a: Array, b: Array, m: int) -> Array:
     bits = max(int(m - 1).bit_length(), 1)
     plan, w = _limb_plan(k, bits)
     if plan == "direct":
-        return _i64(np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int64) % m)
+        return _i64(_gemm(a.astype(np.float64), b.astype(np.float64)).astype(np.int64) % m)
     if plan == "split":
         bf = b.astype(np.float64)
         mask = (1 << w) - 1
-        lo = np.matmul((a & mask).astype(np.float64), bf).astype(np.int64)  # < 2^53
-        hi = np.matmul((a >> w).astype(np.float64), bf).astype(np.int64) % m
+        lo = _gemm((a & mask).astype(np.float64), bf).astype(np.int64)  # < 2^53
+        hi = _gemm((a >> w).astype(np.float64), bf).astype(np.int64) % m
         hi *= (1 << w) % m  # < 2^62, and + lo stays below 2^63
         hi += lo
         return _i64(hi % m)
@@ -157,11 +197,11 @@ def matmul_mod(a: Array, b: Array, m: int) -> Array:
     mask = (1 << w) - 1
     a0, a1 = (a & mask).astype(np.float64), (a >> w).astype(np.float64)
     b0, b1 = (b & mask).astype(np.float64), (b >> w).astype(np.float64)
-    p0 = np.matmul(a0, b0)
-    p2 = np.matmul(a1, b1)
+    p0 = _gemm(a0, b0)
+    p2 = _gemm(a1, b1)
     a0 += a1
     b0 += b1
-    p1 = np.matmul(a0, b0)
+    p1 = _gemm(a0, b0)
     # All three are integers below 2^53, so the middle term is exact in float64 too.
     p1 -= p0
     p1 -= p2
