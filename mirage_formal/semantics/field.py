@@ -129,7 +129,7 @@ def _fold_rows(a: Array, b: Array) -> Array:
     batch = range(nd - 2)
     fold = [i for i in batch if b.shape[i] == 1 and a.shape[i] > 1]
     if not fold:
-        return np.matmul(a, b)
+        return np.asarray(np.matmul(a, b))
     keep = [i for i in batch if i not in fold]
     m, k = a.shape[-2], a.shape[-1]
     at = a.transpose([*keep, *fold, nd - 2, nd - 1])
@@ -139,7 +139,7 @@ def _fold_rows(a: Array, b: Array) -> Array:
     bt = b.reshape(*[b.shape[i] for i in keep], k, b.shape[-1])
     c = np.matmul(at, bt).reshape(*ksh, *fsh, m, b.shape[-1])
     inv = np.argsort([*keep, *fold, nd - 2, nd - 1])
-    return c.transpose(inv)
+    return np.asarray(c.transpose(inv))
 
 
 def _gemm(a: Array, b: Array) -> Array:
@@ -153,7 +153,7 @@ def _gemm(a: Array, b: Array) -> Array:
         return _fold_rows(a, b)
     if a_rep and not b_rep:  # (a @ b)^T = b^T @ a^T: fold into b's columns instead
         return np.swapaxes(_fold_rows(np.swapaxes(b, -1, -2), np.swapaxes(a, -1, -2)), -1, -2)
-    return np.matmul(a, b)
+    return np.asarray(np.matmul(a, b))
 
 
 def _limb_plan(k: int, bits: int) -> tuple[str, int]:
