@@ -142,7 +142,7 @@ def _fold_rows(a: Array, b: Array) -> Array:
     return np.asarray(c.transpose(inv))
 
 
-def _gemm(a: Array, b: Array) -> Array:
+def batched_matmul(a: Array, b: Array) -> Array:
     """Float64 batched matmul, folding broadcast batch axes into one GEMM where it can."""
     nd = max(a.ndim, b.ndim)
     sa = (1,) * (nd - a.ndim) + a.shape
@@ -177,12 +177,12 @@ def matmul_mod(a: Array, b: Array, m: int) -> Array:
     bits = max(int(m - 1).bit_length(), 1)
     plan, w = _limb_plan(k, bits)
     if plan == "direct":
-        return _i64(_gemm(a.astype(np.float64), b.astype(np.float64)).astype(np.int64) % m)
+        return _i64(batched_matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int64) % m)
     if plan == "split":
         bf = b.astype(np.float64)
         mask = (1 << w) - 1
-        lo = _gemm((a & mask).astype(np.float64), bf).astype(np.int64)  # < 2^53
-        hi = _gemm((a >> w).astype(np.float64), bf).astype(np.int64) % m
+        lo = batched_matmul((a & mask).astype(np.float64), bf).astype(np.int64)  # < 2^53
+        hi = batched_matmul((a >> w).astype(np.float64), bf).astype(np.int64) % m
         hi *= (1 << w) % m  # < 2^62, and + lo stays below 2^63
         hi += lo
         return _i64(hi % m)
@@ -197,11 +197,11 @@ def matmul_mod(a: Array, b: Array, m: int) -> Array:
     mask = (1 << w) - 1
     a0, a1 = (a & mask).astype(np.float64), (a >> w).astype(np.float64)
     b0, b1 = (b & mask).astype(np.float64), (b >> w).astype(np.float64)
-    p0 = _gemm(a0, b0)
-    p2 = _gemm(a1, b1)
+    p0 = batched_matmul(a0, b0)
+    p2 = batched_matmul(a1, b1)
     a0 += a1
     b0 += b1
-    p1 = _gemm(a0, b0)
+    p1 = batched_matmul(a0, b0)
     # All three are integers below 2^53, so the middle term is exact in float64 too.
     p1 -= p0
     p1 -= p2
