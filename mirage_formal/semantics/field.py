@@ -253,7 +253,7 @@ class FieldTrial:
         self._lo = self._powers(omega, 1 << self._shift)
         self._hi = self._powers(pow(omega, 1 << self._shift, p), ((q - 1) >> self._shift) + 1)
         self._inputs: dict[tuple[str, tuple[int, ...], str], Array] = {}
-        self._keys: dict[tuple[str, str], tuple[np.uint64, np.uint64]] = {}
+        self._keys: dict[tuple[str, str], tuple[np.uint64, np.uint64, np.uint64]] = {}
 
     def _rng(self, *key: int) -> np.random.Generator:
         return np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(self.index, *key)))
@@ -280,13 +280,21 @@ class FieldTrial:
         e = np.asarray(arg_q, dtype=np.int64)
         return _i64(self._hi[e >> self._shift] * self._lo[e & ((1 << self._shift) - 1)] % self.p)
 
-    def random_function(self, fid: str, x: Array, side: str) -> Array:
-        """A pseudo-random function ``fid`` of the value, fixed for this trial and side."""
+    def random_function(self, fid: str, x: Array, side: str, other: Array | None = None) -> Array:
+        """A pseudo-random function ``fid`` of the value, fixed for this trial and side.
+
+        With ``other`` (the argument's value on the q side) the function is of the pair
+        (x mod p, x mod q): the verifier uses this for arguments free of exp, so that two
+        different arguments must collide in both fields at once to collide at all.
+        """
         if (fid, side) not in self._keys:
-            k = self._rng(3, SIDES.index(side), _name_id(fid)).integers(0, 2**63, size=2, dtype=np.int64)
-            self._keys[(fid, side)] = (np.uint64(k[0]), np.uint64(k[1]))
-        k1, k2 = self._keys[(fid, side)]
-        z = _mix(_mix(np.asarray(x, dtype=np.int64).astype(np.uint64) + k1) ^ k2)
+            k = self._rng(3, SIDES.index(side), _name_id(fid)).integers(0, 2**63, size=3, dtype=np.int64)
+            self._keys[(fid, side)] = (np.uint64(k[0]), np.uint64(k[1]), np.uint64(k[2]))
+        k1, k2, k3 = self._keys[(fid, side)]
+        z = _mix(np.asarray(x, dtype=np.int64).astype(np.uint64) + k1)
+        if other is not None:
+            z = _mix(z ^ (np.asarray(other, dtype=np.int64).astype(np.uint64) + k3))
+        z = _mix(z ^ k2)
         return (z % np.uint64(self.modulus(side))).astype(np.int64)
 
 
@@ -354,16 +362,47 @@ def same_side_op(trial: FieldTrial, name: str, xs: Sequence[Array], attrs: Mappi
         return _i64(xs[0] * inverse_mod(xs[1], m) % m)
     if kind == "mean":
         return _mean(xs[0], attrs["axis"], attrs["keepdims"], m)
-    if kind == "opaque":
-        if name == "rsqrt":
-            return inverse_mod(trial.random_function(SQRT_FN, xs[0], side), m)
-        return trial.random_function(name, xs[0], side)
-    if kind == "rms":
-        x = xs[0]
-        ms = (_mean(x * x % m, -1, True, m) + const_mod(as_rational(attrs["eps"]), m)) % m
-        r = x * inverse_mod(trial.random_function(SQRT_FN, ms, side), m) % m
-        return _i64(r * xs[1] % m if len(xs) == 2 else r)
+    if kind in RF_KINDS:
+        return opaque_op(trial, name, {side: xs}, attrs, side, dual=False)
     raise FieldDomainError(f"field: {name} crosses sides and is applied by the evaluator")
+
+
+RF_KINDS = ("opaque", "rms")
+
+
+def rf_fid(name: str) -> str:
+    """The random function an op applies: rsqrt, rms_norm and accum rms share sqrt's."""
+    return SQRT_FN if name in ("rsqrt", "rms_norm", "accum") else name
+
+
+def _rf_argument(name: str, xs: Sequence[Array], attrs: Mapping[str, Any], m: int) -> Array:
+    if REGISTRY[name].field == "rms":
+        x = xs[0]
+        return _i64((_mean(x * x % m, -1, True, m) + const_mod(as_rational(attrs["eps"]), m)) % m)
+    return xs[0]
+
+
+def opaque_op(trial: FieldTrial, name: str, xs: Mapping[str, Sequence[Array]],
+              attrs: Mapping[str, Any], side: str, dual: bool) -> Array:
+    """An op built on a random function (kinds opaque and rms), on ``side``.
+
+    ``xs`` holds the operands on ``side`` and, when ``dual``, the first operand on the other
+    side too: the random function then takes the argument's value in both fields.
+    """
+    m = trial.modulus(side)
+    fid = rf_fid(name)
+    if dual:
+        u = {s: _rf_argument(name, xs[s], attrs, trial.modulus(s)) for s in SIDES}
+        r = trial.random_function(fid, u[P_SIDE], side, other=u[Q_SIDE])
+    else:
+        r = trial.random_function(fid, _rf_argument(name, xs[side], attrs, m), side)
+    here = xs[side]
+    if name == "rsqrt":
+        return inverse_mod(r, m)
+    if REGISTRY[name].field == "rms":
+        out = here[0] * inverse_mod(r, m) % m
+        return _i64(out * here[1] % m if len(here) == 2 else out)
+    return r
 
 
 def exp_op(trial: FieldTrial, name: str, arg_p: Array | None, arg_q: Array) -> Array:
@@ -381,9 +420,7 @@ def exp_op(trial: FieldTrial, name: str, arg_p: Array | None, arg_q: Array) -> A
     raise MirageError(f"field: no rule for the exp-kind op {name!r}")
 
 
-def accum_op(trial: FieldTrial, x: Array, attrs: Mapping[str, Any], loop_axis: int, side: str) -> Array:
-    """Fold a tile over loop iterations (and the last dimension for fold), in the field."""
-    m = trial.modulus(side)
+def _accum_sum(x: Array, attrs: Mapping[str, Any], loop_axis: int, m: int) -> tuple[Array, int]:
     kind, fold = attrs["kind"], attrs["fold"]
     count = x.shape[loop_axis]
     xx = x * x % m if kind == "rms" else x
@@ -391,11 +428,56 @@ def accum_op(trial: FieldTrial, x: Array, attrs: Mapping[str, Any], loop_axis: i
         last = x.shape[-1]
         count *= last // fold
         xx = xx.reshape(*x.shape[:-1], last // fold, fold).sum(axis=-2)
-    s = xx.sum(axis=loop_axis, keepdims=True) % m
-    if kind == "sum":
-        return _i64(s)
-    mean = s * pow(count % m, -1, m) % m
-    return trial.random_function(SQRT_FN, mean, side) if kind == "rms" else mean
+    return _i64(xx.sum(axis=loop_axis, keepdims=True) % m), count
+
+
+def accum_op(trial: FieldTrial, x: Array, attrs: Mapping[str, Any], loop_axis: int, side: str,
+             x_other: Array | None = None) -> Array:
+    """Fold a tile over loop iterations (and the last dimension for fold), in the field.
+
+    For kind rms with ``x_other`` (the tile on the other side) the square root's random
+    function takes the mean of squares in both fields (see :func:`opaque_op`).
+    """
+    m = trial.modulus(side)
+    s, count = _accum_sum(x, attrs, loop_axis, m)
+    if attrs["kind"] == "sum":
+        return s
+    mean = _i64(s * pow(count % m, -1, m) % m)
+    if attrs["kind"] != "rms":
+        return mean
+    if x_other is None:
+        return trial.random_function(SQRT_FN, mean, side)
+    other = Q_SIDE if side == P_SIDE else P_SIDE
+    mo = trial.modulus(other)
+    so, _ = _accum_sum(x_other, attrs, loop_axis, mo)
+    mean_o = _i64(so * pow(count % mo, -1, mo) % mo)
+    means = {side: mean, other: mean_o}
+    return trial.random_function(SQRT_FN, means[P_SIDE], side, other=means[Q_SIDE])
+
+
+def node_purity(n: Node, kernel: Node | None, memo: dict[tuple[Node, Node | None], tuple[bool, bool]]
+                ) -> tuple[bool, bool]:
+    """(exp-free, random-function-free) for a kernel node (kernel=None) or a block node of
+    the graph-defined kernel ``kernel``: whether any exp, or any random function, feeds it."""
+    key = (n, kernel)
+    if key in memo:
+        return memo[key]
+    if n.op == INPUT:
+        out = (True, True)
+    elif n.op == GET:
+        kn = n.src[0]
+        out = node_purity(kn.attr("graph").outputs[n.attr("index")].node, kn, memo)
+    elif n.op == ITER:
+        assert kernel is not None
+        out = node_purity(kernel.src[n.attr("input")], None, memo)
+    else:
+        parts = [node_purity(s, kernel, memo) for s in n.src]
+        ef = all(p[0] for p in parts) and n.op not in EXP_OPS
+        rf = all(p[1] for p in parts) and REGISTRY[n.op].field not in RF_KINDS and not (
+            n.op == "accum" and n.attr("kind") == "rms")
+        out = (ef, rf)
+    memo[key] = out
+    return out
 
 
 # ---------------------------------------------------------------- evaluation
@@ -415,6 +497,7 @@ class FieldEvaluator:
         self.trial = trial
         self.cache: MutableMapping[Key, Any] = cache if cache is not None else {}
         self.on_store = on_store
+        self.purity: dict[tuple[Node, Node | None], tuple[bool, bool]] = {}
 
     def _store(self, key: Key, value: Any) -> Any:
         self.cache[key] = value
@@ -438,7 +521,8 @@ class FieldEvaluator:
             return self._store(key, self.value(n.src[0], side)[n.attr("index")])
         if n.op == KERNEL_OP:
             ins = [_Lazy(self, s) for s in n.src]
-            return self._store(key, evaluate_block_field(n.attr("graph"), ins, t, side))
+            return self._store(key, evaluate_block_field(n.attr("graph"), ins, t, side, n,
+                                                         self.purity))
         if n.op in EXP_OPS:
             if side != P_SIDE:
                 raise FieldDomainError(
@@ -448,6 +532,13 @@ class FieldEvaluator:
             arg_p = self.value(n.src[0], P_SIDE) if n.op == "silu" else None
             return self._store(key, exp_op(t, n.op, arg_p, arg_q))
         xs = [self.value(s, side) for s in n.src]
+        if REGISTRY[n.op].field in RF_KINDS:
+            dual = node_purity(n.src[0], None, self.purity)[0]
+            opnds = {side: xs}
+            if dual:
+                other = Q_SIDE if side == P_SIDE else P_SIDE
+                opnds[other] = [self.value(n.src[0], other)]
+            return self._store(key, opaque_op(t, n.op, opnds, n.attr_dict, side, dual))
         return self._store(key, same_side_op(t, n.op, xs, n.attr_dict, side))
 
 
@@ -462,9 +553,20 @@ class _Lazy:
 
 
 def evaluate_block_field(bg: BlockGraph, inputs: Sequence[_Lazy], trial: FieldTrial,
-                         side: str) -> list[Array]:
+                         side: str, kernel: Node,
+                         purity: dict[tuple[Node, Node | None], tuple[bool, bool]]) -> list[Array]:
     """All outputs of one graph-defined kernel on ``side``, for every block and iteration."""
     vals: dict[Key, Array] = {}
+
+    def other_side(s: str) -> str:
+        return Q_SIDE if s == P_SIDE else P_SIDE
+
+    def full_loop(x: Array) -> Array:
+        if x.shape[LOOP_AXIS] != bg.forloop:  # a loop-invariant tile is added F times
+            full = list(x.shape)
+            full[LOOP_AXIS] = bg.forloop
+            x = np.broadcast_to(x, full)
+        return x
 
     def val(n: Node, s: str) -> Array:
         key = (n, s)
@@ -474,12 +576,11 @@ def evaluate_block_field(bg: BlockGraph, inputs: Sequence[_Lazy], trial: FieldTr
             v = iterate(inputs[n.attr("input")].get(s), n.attr("imap"), n.attr("fmap"),
                         bg.grid, bg.forloop)
         elif n.op == "accum":
-            x = val(n.src[0], s)
-            if x.shape[LOOP_AXIS] != bg.forloop:  # a loop-invariant tile is added F times
-                full = list(x.shape)
-                full[LOOP_AXIS] = bg.forloop
-                x = np.broadcast_to(x, full)
-            v = accum_op(trial, x, n.attr_dict, LOOP_AXIS, s)
+            x = full_loop(val(n.src[0], s))
+            x_other = None
+            if n.attr("kind") == "rms" and node_purity(n.src[0], kernel, purity)[0]:
+                x_other = full_loop(val(n.src[0], other_side(s)))
+            v = accum_op(trial, x, n.attr_dict, LOOP_AXIS, s, x_other)
         elif n.op in EXP_OPS:
             if s != P_SIDE:
                 raise FieldDomainError(
@@ -488,6 +589,13 @@ def evaluate_block_field(bg: BlockGraph, inputs: Sequence[_Lazy], trial: FieldTr
             arg_q = val(n.src[0], Q_SIDE)
             arg_p = val(n.src[0], P_SIDE) if n.op == "silu" else None
             v = exp_op(trial, n.op, arg_p, arg_q)
+        elif REGISTRY[n.op].field in RF_KINDS:
+            args = align([val(x, s) for x in n.src], LEAD)
+            opnds = {s: args}
+            dual = node_purity(n.src[0], kernel, purity)[0]
+            if dual:
+                opnds[other_side(s)] = [val(n.src[0], other_side(s))]
+            v = opaque_op(trial, n.op, opnds, n.attr_dict, s, dual)
         else:
             args = align([val(x, s) for x in n.src], LEAD)
             v = same_side_op(trial, n.op, args, n.attr_dict, s)

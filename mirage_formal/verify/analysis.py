@@ -32,7 +32,7 @@ from typing import Any
 from mirage_formal.ir.graph import GET, INPUT, ITER, KERNEL_OP, BlockGraph, KernelGraph
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY
-from mirage_formal.semantics.field import EXP_OPS, P_SIDE, Q_SIDE, SQRT_FN
+from mirage_formal.semantics.field import EXP_OPS, P_SIDE, Q_SIDE, RF_KINDS, SQRT_FN, node_purity
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,10 @@ class Site:
     deg: Deg
     side: str
     fid: str = ""
+    #: the random function takes the argument in both fields (it is free of exp) ...
+    dual: bool = False
+    #: ... and the argument is also free of random functions: p and q values independent
+    pure: bool = False
 
 
 @dataclass
@@ -143,6 +147,7 @@ class ProgramInfo:
     #: numerators of the float constants (mul_scalar scalars, rms_norm eps), as exact rationals
     constants: set[int] = field(default_factory=set)
     exp_count: int = 0
+    purity: dict[tuple[Node, Node | None], tuple[bool, bool]] = field(default_factory=dict)
 
     @property
     def in_class(self) -> bool:
@@ -223,14 +228,16 @@ def _op_degree(n: Node, args: list[Deg], info: ProgramInfo, where: str, elements
         ms = d_add(d_sum(sq, n.shape[-1], kx is None or -1 in kx), ONE)
         rows = elements // n.shape[-1]
         for s in sides:
-            info.opaque[(*side_key, s)] = Site((*side_key, s), rows, ms, s, SQRT_FN)
+            info.opaque[(*side_key, s)] = Site((*side_key, s), rows, ms, s, SQRT_FN,
+                                               *_rf_mode(n, side_key, info))
             info.divisions[(*side_key, "inv", s)] = Site((*side_key, "inv", s), rows, VAR, s)
         out = d_div(x, VAR, kx, frozenset({-1}))
         return d_mul(out, args[1], out.const, cs[1]) if len(args) == 2 else out
     if kind == "opaque":
         fid = SQRT_FN if name == "rsqrt" else name
         for s in sides:
-            info.opaque[(*side_key, s)] = Site((*side_key, s), elements, args[0], s, fid)
+            info.opaque[(*side_key, s)] = Site((*side_key, s), elements, args[0], s, fid,
+                                               *_rf_mode(n, side_key, info))
         if name == "rsqrt":
             for s in sides:
                 info.divisions[(*side_key, "inv", s)] = Site((*side_key, "inv", s), elements, VAR, s)
@@ -249,24 +256,37 @@ def _accum_degree(n: Node, x: Deg, forloop: int, info: ProgramInfo, elements: in
         return d_sum(x, count)
     ms = d_sum(d_mul(x, x), count)
     for s in sides:
-        info.opaque[(*side_key, s)] = Site((*side_key, s), elements, ms, s, SQRT_FN)
+        info.opaque[(*side_key, s)] = Site((*side_key, s), elements, ms, s, SQRT_FN,
+                                           *_rf_mode(n, side_key, info))
     return VAR
 
 
-def _block_sides(bg: BlockGraph, out_sides: list[set[str]]) -> dict[Node, set[str]]:
+def _rf_mode(n: Node, side_key: tuple[Any, ...], info: ProgramInfo) -> tuple[bool, bool]:
+    """(dual, pure) for the random-function application at node n (see Site)."""
+    kernel = side_key[0] if len(side_key) == 2 else None
+    ef, rf = node_purity(n.src[0], kernel, info.purity)
+    return ef, ef and rf
+
+
+def _uses_rf(n: Node) -> bool:
+    return REGISTRY[n.op].field in RF_KINDS or (n.op == "accum" and n.attr("kind") == "rms")
+
+
+def _block_sides(bg: BlockGraph, out_sides: list[set[str]], kn: Node,
+                 info: ProgramInfo) -> dict[Node, set[str]]:
     """Sides each block node is evaluated on, from the sides its outputs are needed on."""
     nodes = bg.nodes
     need: dict[Node, set[str]] = {n: set() for n in nodes}
     for o, s in zip(bg.outputs, out_sides, strict=True):
         need[o.node] |= s
     for n in reversed(nodes):
-        _propagate(n, need)
+        _propagate(n, need, kn, info)
     return need
 
 
-def _propagate(n: Node, need: dict[Node, set[str]]) -> None:
+def _propagate(n: Node, need: dict[Node, set[str]], kernel: Node | None, info: ProgramInfo) -> None:
     s = need[n]
-    for src in n.src:
+    for i, src in enumerate(n.src):
         if n.op in EXP_OPS:
             if P_SIDE in s:
                 need[src].add(Q_SIDE)
@@ -274,6 +294,9 @@ def _propagate(n: Node, need: dict[Node, set[str]]) -> None:
                     need[src].add(P_SIDE)
         else:
             need[src] |= s
+            # A random function of an exp-free argument reads it in both fields.
+            if i == 0 and s and _uses_rf(n) and node_purity(src, kernel, info.purity)[0]:
+                need[src] |= {P_SIDE, Q_SIDE}
 
 
 def analyze(graph: KernelGraph) -> ProgramInfo:
@@ -291,7 +314,7 @@ def analyze(graph: KernelGraph) -> ProgramInfo:
             out_sides: list[set[str]] = [set() for _ in bg.outputs]
             for g in gets:
                 out_sides[g.attr("index")] |= need[g]
-            bn = _block_sides(bg, out_sides)
+            bn = _block_sides(bg, out_sides, n, info)
             block_need[n] = bn
             for b in bg.nodes:
                 if b.op == ITER:
@@ -299,7 +322,7 @@ def analyze(graph: KernelGraph) -> ProgramInfo:
         elif n.op == GET:
             need[n.src[0]] |= need[n]
         else:
-            _propagate(n, need)
+            _propagate(n, need, None, info)
     info.sides = need
     for n in nodes:
         if n.op == INPUT:
@@ -378,16 +401,24 @@ def pair_bound(ref: KernelGraph, ri: ProgramInfo, cand: KernelGraph, ci: Program
         e = dx / p + dy / q
         if e >= worst:
             worst, deg = e, (dx, dy)
-    # Random-function sites: pairs of applications whose arguments collide.
-    groups: dict[tuple[str, str], tuple[int, int, int]] = {}
+    # Random-function sites: pairs of applications whose arguments collide. A function of
+    # (x mod p, x mod q) (dual) is a different function from one of x mod p alone, so the
+    # two kinds of application are counted apart. For pure arguments (rational functions of
+    # the inputs) the p and q values are independent, so a collision needs both at once.
+    groups: dict[tuple[str, str, bool], tuple[int, int, int, bool]] = {}
     for site in {**ri.opaque, **ci.opaque}.values():
-        m, ax, ay = groups.get((site.fid, site.side), (0, 0, 0))
-        groups[(site.fid, site.side)] = (m + site.elements, max(ax, site.deg.nx + site.deg.dx),
-                                         max(ay, site.deg.ny + site.deg.dy))
+        key = (site.fid, site.side, site.dual)
+        m, ax, ay, pure = groups.get(key, (0, 0, 0, True))
+        groups[key] = (m + site.elements, max(ax, site.deg.nx + site.deg.dx),
+                       max(ay, site.deg.ny + site.deg.dy), pure and site.pure)
     coll = 0.0
-    for (_, side), (m, ax, ay) in groups.items():
+    for (_, side, dual), (m, ax, ay, pure) in groups.items():
         mod = p if side == P_SIDE else q
-        coll += m * (m - 1) / 2 * (max(ax, 1) / mod + ay / q)
+        pairs = m * (m - 1) / 2
+        if dual and pure:
+            coll += pairs * (max(ax, 1) / p) * (max(ax, 1) / q)
+        else:
+            coll += pairs * (max(ax, 1) / mod + ay / q)
     delta = 0.0
     for site in {**ri.divisions, **ci.divisions}.values():
         mod = p if site.side == P_SIDE else q

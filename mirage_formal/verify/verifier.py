@@ -33,6 +33,7 @@ import numpy as np
 
 from mirage_formal.errors import MirageError
 from mirage_formal.ir.graph import KernelGraph
+from mirage_formal.semantics.evaluate import evaluate
 from mirage_formal.semantics.field import (
     DEFAULT_P,
     DEFAULT_Q,
@@ -40,10 +41,9 @@ from mirage_formal.semantics.field import (
     FieldTrial,
     Key,
     ZeroDivisorInTrial,
+    batched_matmul,
     check_field,
 )
-from mirage_formal.semantics.evaluate import evaluate
-from mirage_formal.semantics.field import batched_matmul
 from mirage_formal.semantics.reference import F64, random_inputs
 from mirage_formal.verify.analysis import PairBound, ProgramInfo, analyze, pair_bound
 from mirage_formal.verify.verdict import (
