@@ -2,6 +2,10 @@
 
 Run:  PYTHONPATH=. python benchmarks/verify_speed.py [--repeats 5] [--out benchmarks/results/verify_speed.md]
 
+On a shared 2-core machine OpenBLAS's threads can stall badly when other jobs hold the cores
+(a 256x64x128 batched GEMM measured 740 ms instead of 13 ms at load 6); set
+OPENBLAS_NUM_THREADS=1 for numbers that do not depend on the neighbours.
+
 Measures (median of repeats, fresh seeds):
 - one-shot ``verify(gqa b=1, hand-written μGraph, 2^-64)``: analysis, reference and candidate
   in the field for every trial, and the float64 cross-check of both;
@@ -15,6 +19,7 @@ and, for context, one-shot times of the other hand-written / example μGraphs.
 from __future__ import annotations
 
 import argparse
+import os
 import datetime
 import platform
 import statistics
@@ -128,6 +133,7 @@ def main() -> None:
         f"- date: {date}",
         f"- machine: {machine()}",
         f"- command: `PYTHONPATH=. python benchmarks/verify_speed.py --repeats {r}`",
+        f"- OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '(unset: all cores)')}",
         f"- load average at the end (1/5/15 min): {' '.join(load)} (other jobs share these 2 cores;"
         " CPU is process time summed over BLAS threads)",
         f"- field: p = {v.p}, q = {v.q}; bound asked 2^-64; medians of {r} repeats",  # type: ignore[attr-defined]
