@@ -19,8 +19,8 @@ and, for context, one-shot times of the other hand-written / example μGraphs.
 from __future__ import annotations
 
 import argparse
-import os
 import datetime
+import os
 import platform
 import statistics
 import subprocess
