@@ -7,7 +7,13 @@ search, verify and codegen; ``cli`` sits on top.
 """
 
 from mirage_formal import workloads
-from mirage_formal.errors import FormatError, GraphError, MirageError, ResourceError, UnsupportedOpError
+from mirage_formal.errors import (
+    FormatError,
+    GraphError,
+    MirageError,
+    ResourceError,
+    UnsupportedOpError,
+)
 from mirage_formal.ir import REGISTRY, BlockGraph, DType, Graph, KernelGraph, Node, Tensor
 from mirage_formal.semantics import random_inputs, run_reference
 

@@ -53,7 +53,7 @@ def kernel_programs(draw: Any, max_ops: int = 6) -> mf.KernelGraph:
             for i in range(draw(st.integers(1, 3)))]
     for _ in range(draw(st.integers(1, max_ops))):
         _apply_random_op(draw, g, pool, "kernel")
-    outs = [pool[-1]] + draw(st.lists(st.sampled_from(pool), max_size=1))
+    outs = [pool[-1], *draw(st.lists(st.sampled_from(pool), max_size=1))]
     g.output(*outs)
     return g.build()
 

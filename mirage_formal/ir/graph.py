@@ -25,7 +25,7 @@ from typing import Any
 from mirage_formal.errors import GraphError
 from mirage_formal.ir.dtypes import DType, promote
 from mirage_formal.ir.node import Node, node
-from mirage_formal.ir.ops import BLOCK, KERNEL, get_op
+from mirage_formal.ir.ops import BLOCK, get_op
 
 GridT = tuple[int, int, int]
 MapT = tuple[int, int, int]

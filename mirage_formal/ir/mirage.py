@@ -77,7 +77,7 @@ def _dims(t: Mapping[str, Any], where: str) -> tuple[tuple[int, ...], DType]:
 
 
 def _check(n: Node, declared: Mapping[str, Any], where: str) -> None:
-    dims, dt = _dims(declared, where)
+    dims, _dt = _dims(declared, where)
     if n.shape != dims:
         raise FormatError(
             f"{where}: the file declares shape {list(dims)} but our semantics give {list(n.shape)}"

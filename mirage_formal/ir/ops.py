@@ -89,7 +89,7 @@ class OpDef:
                 continue
             if a.kind is float and isinstance(v, int) and not isinstance(v, bool):
                 v = float(v)
-            if a.kind is int and isinstance(v, bool) or not isinstance(v, a.kind):
+            if (a.kind is int and isinstance(v, bool)) or not isinstance(v, a.kind):
                 raise GraphError(
                     f"{self.name}: attribute {a.name}={v!r} must be of type {a.kind.__name__}"
                 )

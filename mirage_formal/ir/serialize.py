@@ -38,6 +38,7 @@ from mirage_formal.ir.graph import (
     BlockGraph,
     BlockOutput,
     KernelGraph,
+    as_grid,
     as_map,
     make_input,
     make_kernel,
@@ -117,7 +118,7 @@ class _Reader:
         v = self.get(d, key, list, where)
         if not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
             raise self.fail(f"{where}.{key}", "expected a list of integers")
-        return v
+        return [int(x) for x in v]
 
     def ref(self, nodes: Sequence[Node], i: int, where: str) -> Node:
         if not 0 <= i < len(nodes):
@@ -135,7 +136,7 @@ class _Reader:
             raise self.fail(where, f"declares {dtype}{list(shape)} but the op gives {n.dtype}{list(n.shape)}")
 
     def block(self, d: Any, srcs: Sequence[Node], where: str) -> BlockGraph:
-        grid = tuple(self.ints(d, "grid", where))
+        grid = as_grid(self.ints(d, "grid", where))
         threads = self.get(d, "threads", int, where)
         forloop = self.get(d, "forloop", int, where)
         b = self.get(d, "block", dict, where)
@@ -159,9 +160,7 @@ class _Reader:
             w = f"{where}.block.outputs[{i}]"
             outs.append(BlockOutput(self.ref(nodes, self.get(od, "node", int, w), w),
                                     as_map(self.ints(od, "omap", w), "omap")))
-        if len(grid) != 3:
-            raise self.fail(f"{where}.grid", "expected three sizes")
-        return BlockGraph(grid, threads, forloop, sig, tuple(outs))  # type: ignore[arg-type]
+        return BlockGraph(grid, threads, forloop, sig, tuple(outs))
 
     def ugraph(self, d: Any, where: str) -> tuple[KernelGraph, dict[str, Any]]:
         nodes: list[Node] = []

@@ -36,6 +36,7 @@ from mirage_formal.ir.graph import (
     BlockGraph,
     BlockOutput,
     KernelGraph,
+    as_grid,
     make_input,
     make_kernel,
     make_op,
@@ -130,7 +131,7 @@ def parse_text(text: str) -> KernelGraph:
                 while lines[i] != "}":
                     body.append(lines[i])
                     i += 1
-                grid = tuple(attrs["grid"])
+                grid = as_grid(attrs["grid"])
                 sig = tuple((s.shape, s.dtype) for s in srcs)
                 benv: dict[str, Node] = {}
                 saves: list[BlockOutput] = []
@@ -153,7 +154,7 @@ def parse_text(text: str) -> KernelGraph:
                         bn = make_op(bm["op"], bsrcs, battrs, BLOCK)
                     _expect(bn, bm["dtype"], shape, b)
                     benv[bm["name"]] = bn
-                bg = BlockGraph(grid, int(attrs["threads"]), int(attrs["forloop"]), sig, tuple(saves))  # type: ignore[arg-type]
+                bg = BlockGraph(grid, int(attrs["threads"]), int(attrs["forloop"]), sig, tuple(saves))
                 gets = make_kernel(bg, srcs)
                 env[m["name"]] = gets[0].src[0]
             elif op == GET:
@@ -161,6 +162,7 @@ def parse_text(text: str) -> KernelGraph:
                 bg2: BlockGraph = kn.attr("graph")
                 s, d = bg2.output_types()[int(attrs["index"])]
                 n = node(GET, (kn,), (("index", int(attrs["index"])),), s, d)
+                _expect(n, m["dtype"], tuple(int(x) for x in (m["shape"] or "").split(",") if x.strip()), ln)
                 env[m["name"]] = n
             elif op == INPUT:
                 shape = tuple(int(x) for x in m["shape"].split(",") if x.strip())
