@@ -84,6 +84,21 @@ class _Trial:
         for k in [k for k in self.cache if k not in self.pinned]:
             del self.cache[k]
 
+    def slim(self, reference: KernelGraph) -> None:
+        """Keep only the reference's outputs and inputs pinned (the rest is recomputed)."""
+        keep = {(o, "p") for o in reference.outputs}
+        drop = [k for k in self.pinned if k not in keep and k[0].op != "input"]
+        for k in drop:
+            self.pinned.discard(k)
+            self.cache.pop(k, None)
+
+    @staticmethod
+    def _nbytes(v: Any) -> int:
+        return sum(a.nbytes for a in v) if isinstance(v, list) else int(v.nbytes)
+
+    def pinned_bytes(self) -> int:
+        return sum(self._nbytes(v) for k, v in self.cache.items() if k in self.pinned)
+
     def unpinned_bytes(self) -> int:
         total = 0
         for k, v in self.cache.items():
@@ -160,6 +175,10 @@ class Verifier:
                 t.ref_outputs = t.evaluator(pin=True).outputs(self.reference)
             except ZeroDivisorInTrial:
                 t.ref_zero_divisor = True
+            # The reference's intermediate values speed up candidates that share them, but
+            # not at any price: past the budget a trial keeps only its outputs and inputs.
+            if sum(tr.pinned_bytes() for tr in self._trials) > self.cache_bytes:
+                t.slim(self.reference)
         return t
 
     def _tidy(self) -> None:

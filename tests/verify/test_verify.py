@@ -348,3 +348,15 @@ def test_permuted_outputs_are_matched() -> None:
     h.output(h.mul(b2, a2), h.add(b2, a2))
     v = verify(g.build(), h.build(), seed=2)
     assert v.accepted and v.output_map == (1, 0) and v.permutations == 2
+
+
+def test_cache_budget_keeps_results_identical() -> None:
+    """A tiny cache budget drops intermediate values but never changes a verdict."""
+    _, ref, hw = small_cases()[1]
+    roomy = Verifier(ref, seed=9)
+    tight = Verifier(ref, seed=9, cache_bytes=1)
+    for c in [hw, *[m.graph for m in mutants(hw)][:6]]:
+        a, b = roomy.check(c), tight.check(c)
+        assert (a.status, a.trials, a.first_difference) == (b.status, b.trials, b.first_difference)
+    for t in tight._trials:
+        assert all(k[0].op == "input" or k[0] in ref.outputs for k in t.pinned)
