@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from graph_strategies import block_programs
+from graph_strategies import block_programs, kernel_programs
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -205,3 +205,18 @@ def test_inputs_do_not_depend_on_request_order() -> None:
     t2.input("B", (3, 3), "q")
     assert (t2.input("A", (3, 3), "p") == a1).all()
     assert not (t1.input("A", (3, 3), "p") == FieldTrial(10, 4).input("A", (3, 3), "p")).all()
+
+
+@given(st.one_of(block_programs(), kernel_programs()), st.integers(0, 2**32))
+def test_evaluator_uses_only_the_sides_the_analysis_counts(g: mf.KernelGraph, seed: int) -> None:
+    """The bound counts divisors and random functions per side from the analysis; the
+    evaluator must never compute a kernel-level value on a side the analysis did not list."""
+    info = analyze(g)
+    assume(info.in_class)
+    ev = FieldEvaluator(FieldTrial(seed, 0))
+    try:
+        ev.outputs(g)
+    except ZeroDivisorInTrial:
+        assume(False)
+    for (n, side) in ev.cache:
+        assert side in info.sides[n], (n, side, info.sides[n])
