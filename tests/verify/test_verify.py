@@ -360,3 +360,27 @@ def test_cache_budget_keeps_results_identical() -> None:
         assert (a.status, a.trials, a.first_difference) == (b.status, b.trials, b.first_difference)
     for t in tight._trials:
         assert all(k[0].op == "input" or k[0] in ref.outputs for k in t.pinned)
+
+
+def test_shared_subgraphs_are_evaluated_once_per_trial(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two candidates sharing their first kernel: the second evaluates only its own kernel."""
+    import mirage_formal.semantics.field as field
+
+    _, ref, hw = small_cases()[1]
+    second = [m.graph for m in mutants(hw) if "kernel 7" in m.where or "kernel 6" in m.where]
+    shared = [c for c in second if hw.kernels[0] in c.kernels]
+    assert shared, "expected a mutant of the combine kernel that keeps the first kernel"
+    v = Verifier(ref, seed=4, float_check=False)
+    first = v.check(hw)
+    calls: list[object] = []
+    real = field.evaluate_block_field
+
+    def counting(*args: object, **kw: object) -> list[np.ndarray]:
+        calls.append(args[4])  # the kernel node being evaluated
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(field, "evaluate_block_field", counting)
+    verdict = v.check(shared[0])
+    assert first.accepted and verdict.trials >= 1
+    assert calls, "the candidate's own kernel must be evaluated"
+    assert hw.kernels[0] not in calls, "the shared first kernel was evaluated again"
