@@ -132,7 +132,8 @@ def main() -> None:
         "",
         f"- date: {date}",
         f"- machine: {machine()}",
-        f"- command: `PYTHONPATH=. python benchmarks/verify_speed.py --repeats {r}`",
+        f"- command: `{'OPENBLAS_NUM_THREADS=' + os.environ['OPENBLAS_NUM_THREADS'] + ' ' if 'OPENBLAS_NUM_THREADS' in os.environ else ''}"
+        f"PYTHONPATH=. python benchmarks/verify_speed.py --repeats {r}`",
         f"- OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '(unset: all cores)')}",
         f"- load average at the end (1/5/15 min): {' '.join(load)} (other jobs share these 2 cores;"
         " CPU is process time summed over BLAS threads)",
