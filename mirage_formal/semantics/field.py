@@ -171,6 +171,26 @@ def _limb_plan(k: int, bits: int) -> tuple[str, int]:
     return "chunk", h
 
 
+def _split_small(a: Array, b: Array, m: int, w: int, bits: int) -> Array:
+    """Limbs of the smaller operand times the other one whole: one GEMM per limb.
+
+    When one operand is much larger (a weight matrix against a few rows), this reads the
+    large one once per limb and never splits it; every partial sum is below 2^53.
+    """
+    split_a = a.size <= b.size
+    small, big = (a, b) if split_a else (b, a)
+    bigf = big.astype(np.float64)
+    mask = (1 << w) - 1
+    acc: Array | None = None
+    for i in range(-(-bits // w)):
+        limb = ((small >> (w * i)) & mask).astype(np.float64)
+        prod = batched_matmul(limb, bigf) if split_a else batched_matmul(bigf, limb)
+        part = prod.astype(np.int64) % m * ((1 << (w * i)) % m) % m
+        acc = part if acc is None else (acc + part) % m
+    assert acc is not None
+    return acc
+
+
 def matmul_mod(a: Array, b: Array, m: int) -> Array:
     """Exact (a @ b) mod m for residues in [0, m), m < 2^31, via float64 BLAS GEMMs."""
     k = a.shape[-1]
@@ -178,14 +198,11 @@ def matmul_mod(a: Array, b: Array, m: int) -> Array:
     plan, w = _limb_plan(k, bits)
     if plan == "direct":
         return _i64(batched_matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int64) % m)
-    if plan == "split":
-        bf = b.astype(np.float64)
-        mask = (1 << w) - 1
-        lo = batched_matmul((a & mask).astype(np.float64), bf).astype(np.int64)  # < 2^53
-        hi = batched_matmul((a >> w).astype(np.float64), bf).astype(np.int64) % m
-        hi *= (1 << w) % m  # < 2^62, and + lo stays below 2^63
-        hi += lo
-        return _i64(hi % m)
+    # A lopsided product (one operand 8x the other): split only the small one, up to 4 limbs.
+    w1 = 53 - bits - max(k - 1, 1).bit_length()
+    if plan != "split" and w1 >= 1 and -(-bits // w1) <= 4 and (
+            a.size >= 8 * b.size or b.size >= 8 * a.size):
+        return _i64(_split_small(a, b, m, w1, bits))
     if plan == "chunk":
         step = 2 ** (53 - 2 * (w + 1))  # the most terms one Karatsuba GEMM sums exactly
         acc = None

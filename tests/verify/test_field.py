@@ -220,3 +220,16 @@ def test_evaluator_uses_only_the_sides_the_analysis_counts(g: mf.KernelGraph, se
         assume(False)
     for (n, side) in ev.cache:
         assert side in info.sides[n], (n, side, info.sides[n])
+
+
+@pytest.mark.parametrize("m", [DEFAULT_P, DEFAULT_Q])
+@pytest.mark.parametrize("shapes", [((1, 2, 300), (300, 90)), ((40, 300), (1, 300, 2)),
+                                    ((2, 1, 4100), (1, 4100, 30))])
+def test_matmul_mod_lopsided_products_are_exact(m: int, shapes: tuple[tuple[int, ...], ...]) -> None:
+    rng = np.random.default_rng(len(shapes[0]) + m % 7)
+    a = rng.integers(0, m, size=shapes[0])
+    b = rng.integers(0, m, size=shapes[1])
+    a[..., 0, :] = m - 1
+    b[..., :, 0] = m - 1
+    want = (np.matmul(a.astype(object), b.astype(object)) % m).astype(np.int64)
+    assert (matmul_mod(a, b, m) == want).all()
