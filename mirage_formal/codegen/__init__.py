@@ -1,0 +1,22 @@
+"""Code generation: μGraphs to CUDA C++ through NVRTC, validated against the program, timed.
+
+Pipeline: :mod:`lower` (pre-defined kernel ops to default block graphs) -> :mod:`emit` (one
+``__global__`` function per block graph, shared memory planned by :mod:`plan`) -> :mod:`nvrtc`
+(cubin for the device's architecture, cached on disk) -> :mod:`runtime` (driver API) ->
+:mod:`validate` (every kernel against the float64 reference) and :mod:`timing` (CUDA events).
+
+Imports ``ir`` (and ``semantics`` for the validation reference); never z3 or galois, so it
+runs on GPU machines that have neither.
+"""
+
+from mirage_formal.codegen.compiled import CompiledGraph, compile_graph, emit_graph, graph_bytes
+from mirage_formal.codegen.emit import EmittedKernel, emit_block_graph
+from mirage_formal.codegen.lower import Launch, default_block_graph, launches
+from mirage_formal.codegen.nvrtc import CompileError, compile_cubin
+from mirage_formal.codegen.runtime import DeviceArray, DriverError, NoGPUError, gpu_available
+
+__all__ = [
+    "CompileError", "CompiledGraph", "DeviceArray", "DriverError", "EmittedKernel", "Launch",
+    "NoGPUError", "compile_cubin", "compile_graph", "default_block_graph", "emit_block_graph",
+    "emit_graph", "gpu_available", "graph_bytes", "launches",
+]

@@ -1,0 +1,546 @@
+"""The emitter: one block graph becomes one CUDA C++ ``__global__`` function.
+
+Every block tile is fp32. A tile is either *materialized* (an fp32 buffer in shared memory,
+or in a per-block global workspace when shared memory is too small, see :mod:`plan`) or
+*inlined*: an input iterator or an elementwise op whose every consumer is elementwise, an
+accumulator or an output saver is never stored; whoever reads it recomputes it from its
+operands in registers (the fused elementwise chain of DESIGN.md). Operands of matmuls,
+reductions and rms_norm are always materialized. A matmul whose only consumer is a plain
+(sum or mean, fold None) accumulator adds into the accumulator directly.
+
+The kernel is a flat list of *steps*; each step is one loop over the elements of one tile,
+threads striding over elements, followed by ``__syncthreads()``:
+
+    pre:  zero accumulators; load loop-invariant iterator tiles (fmap = -1)
+    loop: for it in [0, F): per-iteration tiles in topological order, accumulator updates
+    post: accumulator finalisation (mean, rms), post-loop ops, output savers
+
+Index arithmetic uses compile-time shapes only: a tile of shape S is row-major; iterator
+element t of input T sits at T[b_a*(S_d/g_a) + it*tile_d + t_d] per dimension d (DESIGN.md),
+and output savers write block b's tile at chunk b of each omap dimension.
+
+Imports ``ir`` and :mod:`plan`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from mirage_formal.errors import GraphError, UnsupportedOpError
+from mirage_formal.ir.dtypes import DType
+from mirage_formal.ir.graph import ITER, BlockGraph, block_phases
+from mirage_formal.ir.node import Node
+from mirage_formal.ir.ops import REGISTRY
+from mirage_formal.codegen.plan import Buffer, plan_buffers
+
+#: the most dynamic shared memory a block may use on sm_90 (227 KiB)
+SMEM_LIMIT_BYTES = 227 * 1024
+BLOCK_IDX = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+_MAX_ELEMS = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class EmittedKernel:
+    """One ``__global__`` function and what it takes to launch it.
+
+    Parameters, in order: the kernel inputs (``const T*``), the outputs (``T*``), then a
+    ``float*`` workspace of ``ws_floats`` floats per block (may be 0: pass any pointer).
+    """
+
+    name: str
+    source: str
+    grid: tuple[int, int, int]
+    threads: int
+    smem_bytes: int
+    ws_floats: int
+    in_types: tuple[DType, ...]
+    out_types: tuple[DType, ...]
+
+    @property
+    def ws_bytes(self) -> int:
+        return 4 * self.ws_floats * math.prod(self.grid)
+
+
+def _strides(shape: Sequence[int]) -> list[int]:
+    out = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        out[d] = out[d + 1] * shape[d + 1]
+    return out
+
+
+def lin(shape: Sequence[int], idx: Sequence[str]) -> str:
+    """Row-major linear offset of ``idx`` (C expressions) in a tile of ``shape``."""
+    terms = []
+    for s, st, i in zip(shape, _strides(shape), idx, strict=True):
+        if s == 1 or i == "0":
+            continue
+        terms.append(f"({i})" if st == 1 else f"({i})*{st}")
+    return " + ".join(terms) if terms else "0"
+
+
+def multi_index(shape: Sequence[int], var: str, prefix: str) -> tuple[list[str], list[str]]:
+    """Declarations splitting linear index ``var`` into per-dimension names; and the names."""
+    decls, names = [], []
+    st = _strides(shape)
+    for d, s in enumerate(shape):
+        if s == 1:
+            names.append("0")
+            continue
+        name = f"{prefix}{d}"
+        e = f"{var} / {st[d]}" if st[d] != 1 else var
+        if d > 0:
+            e = f"({e}) % {s}"
+        decls.append(f"const int {name} = {e};")
+        names.append(name)
+    return decls, names
+
+
+def align_idx(idx: Sequence[str], out_shape: Sequence[int], shape: Sequence[int]) -> list[str]:
+    """Index of a right-aligned broadcast operand of ``shape`` read at ``idx`` of ``out_shape``."""
+    off = len(out_shape) - len(shape)
+    return ["0" if s == 1 else idx[off + j] for j, s in enumerate(shape)]
+
+
+def _fmt_float(x: float) -> str:
+    r = repr(float(x))
+    if r in ("inf", "-inf", "nan"):
+        raise GraphError(f"codegen: attribute value {r} cannot be emitted as a C literal")
+    return r if ("e" in r or "." in r) else r + ".0"
+
+
+class _Expr:
+    """Statements computing tile values at given indices inside one element loop."""
+
+    def __init__(self, em: _Emitter, indent: str) -> None:
+        self.em = em
+        self.lines: list[str] = []
+        self.memo: dict[tuple[Node, tuple[str, ...]], str] = {}
+        self.indent = indent
+
+    def val(self, n: Node, idx: Sequence[str], compute: bool = False) -> str:
+        """Value of tile ``n`` at ``idx``; ``compute``: from its operands even if stored."""
+        key = (n, tuple(idx))
+        if key in self.memo and not compute:
+            return self.memo[key]
+        em = self.em
+        if n in em.buf and not compute:
+            v = f"{em.buf[n]}[{lin(n.shape, idx)}]"
+        elif n.op == ITER:
+            v = em.var()
+            self.lines.append(f"const float {v} = mf::to_f({em.iter_ref(n, idx)});")
+        else:
+            d = REGISTRY[n.op]
+            assert d.elementwise and d.c_expr is not None, n.op
+            args = [self.val(s, align_idx(idx, n.shape, s.shape)) for s in n.src]
+            attrs = {k: _fmt_float(x) if isinstance(x, float) else x for k, x in n.attrs}
+            v = em.var()
+            self.lines.append(f"const float {v} = {d.c_expr.format(*args, **attrs)};")
+        self.memo[key] = v
+        return v
+
+    def code(self) -> list[str]:
+        return [self.indent + ln for ln in self.lines]
+
+
+class _Emitter:
+    def __init__(self, bg: BlockGraph, name: str, smem_limit: int) -> None:
+        self.bg = bg
+        self.name = name
+        self.T = bg.threads
+        self.nodes = bg.nodes
+        self.phase = block_phases(self.nodes)
+        self.ids = {n: i for i, n in enumerate(self.nodes)}
+        self.out_nodes = {o.node for o in bg.outputs}
+        self.consumers: dict[Node, list[Node]] = {n: [] for n in self.nodes}
+        for n in self.nodes:
+            for s in n.src:
+                self.consumers[s].append(n)
+        for n in self.nodes:
+            if n.op not in (ITER, "accum") and n.op not in REGISTRY:
+                raise UnsupportedOpError(f"codegen: block op {n.op!r} has no lowering")
+            if math.prod(n.shape) > _MAX_ELEMS:
+                raise GraphError(f"codegen: tile {list(n.shape)} is too large for 32-bit indexing")
+        for shape, _ in bg.inputs:
+            if math.prod(shape) > _MAX_ELEMS:
+                raise GraphError(f"codegen: input {list(shape)} is too large for 32-bit indexing")
+        self.inline = {n for n in self.nodes if self._inlinable(n)}
+        self.fused = {n: self.consumers[n][0] for n in self.nodes if self._fusable(n)}
+        self.buf: dict[Node, str] = {}
+        self.nvar = 0
+        self.smem_limit = smem_limit
+
+    # ------------------------------------------------------------ decisions
+    def _inlinable(self, n: Node) -> bool:
+        if n.op != ITER and not (n.op in REGISTRY and REGISTRY[n.op].elementwise):
+            return False
+        return all(c.op == "accum" or REGISTRY[c.op].elementwise for c in self.consumers[n])
+
+    def _fusable(self, n: Node) -> bool:
+        cs = self.consumers[n]
+        return (n.op == "matmul" and len(cs) == 1 and cs[0].op == "accum"
+                and cs[0].attr("fold") is None and cs[0].attr("kind") in ("sum", "mean")
+                and n not in self.out_nodes)
+
+    def var(self) -> str:
+        self.nvar += 1
+        return f"v{self.nvar}"
+
+    # ------------------------------------------------------------ addressing
+    def iter_ref(self, n: Node, idx: Sequence[str]) -> str:
+        k = n.attr("input")
+        shape, _ = self.bg.inputs[k]
+        imap, fmap = n.attr("imap"), n.attr("fmap")
+        st = _strides(shape)
+        terms = []
+        for d in range(len(shape)):
+            parts = []
+            for a in range(3):
+                if imap[a] == d:
+                    parts.append(f"{BLOCK_IDX[a]}*{shape[d] // self.bg.grid[a]}")
+            if fmap == d and self.bg.forloop > 1:
+                parts.append(f"it*{n.shape[d]}")
+            if idx[d] != "0":
+                parts.append(idx[d])
+            if parts:
+                e = " + ".join(parts)
+                terms.append(f"({e})" if st[d] == 1 else f"({e})*{st[d]}")
+        return f"in{k}[{' + '.join(terms) if terms else '0'}]"
+
+    def out_ref(self, k: int, idx: Sequence[str]) -> str:
+        o = self.bg.outputs[k]
+        shape = self.bg.output_shape(o)
+        st = _strides(shape)
+        terms = []
+        for d in range(len(shape)):
+            parts = [f"{BLOCK_IDX[a]}*{o.node.shape[d]}" for a in range(3) if o.omap[a] == d]
+            if idx[d] != "0":
+                parts.append(idx[d])
+            if parts:
+                e = " + ".join(parts)
+                terms.append(f"({e})" if st[d] == 1 else f"({e})*{st[d]}")
+        return f"out{k}[{' + '.join(terms) if terms else '0'}]"
+
+    # ------------------------------------------------------------ steps
+    def build_steps(self) -> tuple[list[tuple[str, Node | int]], int, int]:
+        pre: list[tuple[str, Node | int]] = []
+        loop: list[tuple[str, Node | int]] = []
+        post: list[tuple[str, Node | int]] = []
+        for n in self.nodes:
+            if n.op == "accum":
+                pre.append(("zero", n))
+        for n in self.nodes:
+            if n in self.inline or n in self.fused:
+                continue
+            after = self.phase[n]
+            if n.op == ITER:
+                if n.attr("fmap") == -1 and self.bg.forloop > 1:
+                    pre.append(("load", n))
+                else:
+                    loop.append(("load", n))
+            elif n.op == "accum":
+                src = n.src[0]
+                loop.append(("mma_acc", src) if src in self.fused else ("acc", n))
+                if n.attr("kind") != "sum":
+                    post.append(("fin", n))
+            else:
+                (post if after else loop).append(("op", n))
+        for k in range(len(self.bg.outputs)):
+            post.append(("out", k))
+        steps = pre + loop + post
+        return steps, len(pre), len(pre) + len(loop)
+
+    def reads(self, step: tuple[str, Node | int]) -> set[Node]:
+        kind, x = step
+        if kind == "out":
+            assert isinstance(x, int)
+            roots = [self.bg.outputs[x].node]
+        elif kind in ("zero", "fin", "load"):
+            return set()
+        else:
+            assert isinstance(x, Node)
+            roots = list(x.src)
+        out: set[Node] = set()
+        stack = roots
+        while stack:
+            n = stack.pop()
+            if n in self.inline:
+                stack.extend(n.src)
+            else:
+                out.add(n)
+        return out
+
+    def plan(self) -> tuple[list[tuple[str, Node | int]], int, int, dict[str, Buffer]]:
+        steps, p, q = self.build_steps()
+        defined: dict[Node, int] = {}
+        last: dict[Node, int] = {}
+        scratch: dict[Node, int] = {}
+        for i, (kind, x) in enumerate(steps):
+            if kind in ("zero", "load", "op") and isinstance(x, Node):
+                defined.setdefault(x, i)
+                if kind == "op" and x.op == "rms_norm":
+                    scratch[x] = i
+            for r in self.reads((kind, x)):
+                last[r] = max(last.get(r, -1), i)
+        bufs: dict[str, Buffer] = {}
+        for n, d in defined.items():
+            u = last.get(n, d)
+            if n.op == "accum":
+                d, u = 0, max(u, q - 1)
+            elif d < p and u >= p:
+                u = max(u, q - 1)
+            bufs[f"b{self.ids[n]}"] = Buffer(f"b{self.ids[n]}", math.prod(n.shape), d, u)
+            self.buf[n] = f"b{self.ids[n]}"
+        for n, i in scratch.items():
+            rows = math.prod(n.shape[:-1])
+            bufs[f"r{self.ids[n]}"] = Buffer(f"r{self.ids[n]}", rows, i, i)
+        return steps, p, q, bufs
+
+    # ------------------------------------------------------------ code per step
+    def loop_over(self, shape: Sequence[int], body: list[str], ind: str, var: str = "i") -> list[str]:
+        n = math.prod(shape)
+        return [f"{ind}for (int {var} = threadIdx.x; {var} < {n}; {var} += {self.T}) {{",
+                *body, f"{ind}}}"]
+
+    def elem_loop(self, shape: Sequence[int], ind: str,
+                  make: Callable[[_Expr, list[str]], list[str]]) -> list[str]:
+        """A loop over tile elements: ``make(expr, idx) -> list of final statements``."""
+        decls, idx = multi_index(shape, "i", "t")
+        ex = _Expr(self, ind + "  ")
+        tail = make(ex, idx)
+        body = [ind + "  " + d for d in decls] + ex.code() + [ind + "  " + t for t in tail]
+        return self.loop_over(shape, body, ind)
+
+    def warp_ok(self) -> bool:
+        return self.T % 32 == 0
+
+    def emit_step(self, step: tuple[str, Node | int], ind: str) -> list[str]:
+        kind, x = step
+        if kind == "zero":
+            assert isinstance(x, Node)
+            b = self.buf[x]
+            return self.loop_over(x.shape, [f"{ind}  {b}[i] = 0.f;"], ind)
+        if kind == "load":
+            assert isinstance(x, Node)
+            return self.emit_load(x, ind)
+        if kind == "out":
+            assert isinstance(x, int)
+            return self.emit_out(x, ind)
+        if kind == "fin":
+            assert isinstance(x, Node)
+            b = self.buf[x]
+            src = x.src[0]
+            fold = x.attr("fold")
+            count = self.bg.forloop * (src.shape[-1] // fold if fold is not None else 1)
+            e = f"{b}[i] * {_fmt_float(1.0 / count)}f"
+            if x.attr("kind") == "rms":
+                e = f"sqrtf({e})"
+            return self.loop_over(x.shape, [f"{ind}  {b}[i] = {e};"], ind)
+        if kind == "acc":
+            assert isinstance(x, Node)
+            return self.emit_acc(x, ind)
+        if kind == "mma_acc":
+            assert isinstance(x, Node)
+            return self.emit_matmul(x, self.buf[self.fused[x]], True, ind)
+        assert isinstance(x, Node)
+        if x.op == "matmul":
+            return self.emit_matmul(x, self.buf[x], False, ind)
+        if x.op in ("sum", "mean"):
+            return self.emit_reduce(x, ind)
+        if x.op == "rms_norm":
+            return self.emit_rms_norm(x, ind)
+        d = REGISTRY[x.op]
+        if not d.elementwise:
+            raise UnsupportedOpError(f"codegen: block op {x.op!r} has no lowering")
+        b = self.buf[x]
+        return self.elem_loop(x.shape, ind, lambda ex, idx: [f"{b}[i] = {ex.val(x, idx, True)};"])
+
+    def vec_width(self, dt: DType) -> int:
+        return 16 // dt.itemsize
+
+    def emit_load(self, n: Node, ind: str) -> list[str]:
+        k = n.attr("input")
+        shape, dt = self.bg.inputs[k]
+        b = self.buf[n]
+        V = self.vec_width(dt)
+        if n.shape[-1] % V == 0 and shape[-1] % V == 0:
+            nv = math.prod(n.shape) // V
+            decls, idx = multi_index(n.shape, "i", "t")
+            ref = self.iter_ref(n, idx)
+            body = [f"{ind}  const int i = v * {V};", *[ind + "  " + d for d in decls],
+                    f"{ind}  mf::ld_vec(&{ref}, &{b}[i]);"]
+            return [f"{ind}for (int v = threadIdx.x; v < {nv}; v += {self.T}) {{", *body, f"{ind}}}"]
+        return self.elem_loop(n.shape, ind, lambda ex, idx: [f"{b}[i] = mf::to_f({self.iter_ref(n, idx)});"])
+
+    def emit_out(self, k: int, ind: str) -> list[str]:
+        o = self.bg.outputs[k]
+        n = o.node
+        full = self.bg.output_shape(o)
+        V = self.vec_width(n.dtype)
+        c = n.dtype.c_type
+        if n.shape[-1] % V == 0 and full[-1] % V == 0:
+            nv = math.prod(n.shape) // V
+            decls, idx = multi_index(n.shape, "i", "t")
+            last = idx[-1]
+            ex = _Expr(self, ind + "    ")
+            vidx = [*idx[:-1], f"{last} + j"] if last != "0" else [*idx[:-1], "j"]
+            v = ex.val(n, vidx)
+            body = [f"{ind}  const int i = v * {V};", *[ind + "  " + d for d in decls],
+                    f"{ind}  float vals[{V}];",
+                    f"{ind}  #pragma unroll",
+                    f"{ind}  for (int j = 0; j < {V}; ++j) {{", *ex.code(),
+                    f"{ind}    vals[j] = {v};", f"{ind}  }}",
+                    f"{ind}  mf::st_vec(&{self.out_ref(k, idx)}, vals);"]
+            return [f"{ind}for (int v = threadIdx.x; v < {nv}; v += {self.T}) {{", *body, f"{ind}}}"]
+        return self.elem_loop(n.shape, ind,
+                              lambda ex, idx: [f"{self.out_ref(k, idx)} = mf::from_f<{c}>({ex.val(n, idx)});"])
+
+    def emit_acc(self, a: Node, ind: str) -> list[str]:
+        x = a.src[0]
+        b = self.buf[a]
+        sq = a.attr("kind") == "rms"
+        fold = a.attr("fold")
+
+        def f(v: str) -> str:
+            return f"{v} * {v}" if sq else v
+
+        if fold is None:
+            return self.elem_loop(a.shape, ind, lambda ex, idx: [f"{b}[i] += {f(ex.val(x, idx))};"])
+        G = x.shape[-1] // fold
+        decls, idx = multi_index(a.shape, "o", "t")
+        jl = idx[-1]
+        gidx = [*idx[:-1], f"g*{fold} + {jl}" if jl != "0" else f"g*{fold}"]
+        ex = _Expr(self, ind + "    ")
+        v = ex.val(x, gidx)
+        na = math.prod(a.shape)
+        if G >= 32 and self.warp_ok():
+            W = self.T // 32
+            return [f"{ind}for (int o = threadIdx.x / 32; o < {na}; o += {W}) {{",
+                    *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
+                    f"{ind}  for (int g = threadIdx.x % 32; g < {G}; g += 32) {{", *ex.code(),
+                    f"{ind}    s += {f(v)};", f"{ind}  }}", f"{ind}  s = mf::warp_sum(s);",
+                    f"{ind}  if (threadIdx.x % 32 == 0) {b}[o] += s;", f"{ind}}}"]
+        return [f"{ind}for (int o = threadIdx.x; o < {na}; o += {self.T}) {{",
+                *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
+                f"{ind}  for (int g = 0; g < {G}; ++g) {{", *ex.code(),
+                f"{ind}    s += {f(v)};", f"{ind}  }}", f"{ind}  {b}[o] += s;", f"{ind}}}"]
+
+    def emit_matmul(self, n: Node, dst: str, add: bool, ind: str) -> list[str]:
+        A, B = n.src
+        a, b = self.buf[A], self.buf[B]
+        K = A.shape[-1]
+        N = B.shape[-1]
+        decls, idx = multi_index(n.shape, "i", "t")
+        batch = idx[:-2]
+        m, nn = idx[-2], idx[-1]
+        ai = [*align_idx(batch, n.shape[:-2], A.shape[:-2]), m, "0"]
+        bi = [*align_idx(batch, n.shape[:-2], B.shape[:-2]), "0", nn]
+        if A.shape[-2] == 1:
+            ai[-2] = "0"
+        if N == 1:
+            bi[-1] = "0"
+        op = "+=" if add else "="
+        body = [*[ind + "  " + d for d in decls],
+                f"{ind}  const float* pa = {a} + {lin(A.shape, ai)};",
+                f"{ind}  const float* pb = {b} + {lin(B.shape, bi)};",
+                f"{ind}  float s = 0.f;",
+                f"{ind}  #pragma unroll 8",
+                f"{ind}  for (int k = 0; k < {K}; ++k) s += pa[k] * pb[k * {N}];",
+                f"{ind}  {dst}[i] {op} s;"]
+        return self.loop_over(n.shape, body, ind)
+
+    def emit_reduce(self, n: Node, ind: str) -> list[str]:
+        x = n.src[0]
+        xb = self.buf[x]
+        ax = n.attr("axis") % len(x.shape)
+        R = x.shape[ax]
+        scale = "" if n.op == "sum" else f" * {_fmt_float(1.0 / R)}f"
+        decls, idx = multi_index(n.shape, "o", "t")
+        xi = list(idx)
+        if n.attr("keepdims"):
+            xi[ax] = "r"
+        else:
+            xi.insert(ax, "r")
+        dst = self.buf[n]
+        no = math.prod(n.shape)
+        if R >= 32 and self.warp_ok():
+            W = self.T // 32
+            return [f"{ind}for (int o = threadIdx.x / 32; o < {no}; o += {W}) {{",
+                    *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
+                    f"{ind}  for (int r = threadIdx.x % 32; r < {R}; r += 32) s += {xb}[{lin(x.shape, xi)}];",
+                    f"{ind}  s = mf::warp_sum(s);",
+                    f"{ind}  if (threadIdx.x % 32 == 0) {dst}[o] = s{scale};", f"{ind}}}"]
+        return [f"{ind}for (int o = threadIdx.x; o < {no}; o += {self.T}) {{",
+                *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
+                f"{ind}  for (int r = 0; r < {R}; ++r) s += {xb}[{lin(x.shape, xi)}];",
+                f"{ind}  {dst}[o] = s{scale};", f"{ind}}}"]
+
+    def emit_rms_norm(self, n: Node, ind: str) -> list[str]:
+        x = n.src[0]
+        xb = self.buf[x]
+        L = x.shape[-1]
+        rows = math.prod(x.shape[:-1])
+        r = f"r{self.ids[n]}"
+        eps = _fmt_float(n.attr("eps"))
+        fin = f"1.0f / sqrtf(s * {_fmt_float(1.0 / L)}f + {eps}f)"
+        if L >= 32 and self.warp_ok():
+            W = self.T // 32
+            stat = [f"{ind}for (int o = threadIdx.x / 32; o < {rows}; o += {W}) {{",
+                    f"{ind}  float s = 0.f;",
+                    f"{ind}  for (int c = threadIdx.x % 32; c < {L}; c += 32) {{ const float u = {xb}[o * {L} + c]; s += u * u; }}",
+                    f"{ind}  s = mf::warp_sum(s);",
+                    f"{ind}  if (threadIdx.x % 32 == 0) {r}[o] = {fin};", f"{ind}}}"]
+        else:
+            stat = [f"{ind}for (int o = threadIdx.x; o < {rows}; o += {self.T}) {{",
+                    f"{ind}  float s = 0.f;",
+                    f"{ind}  for (int c = 0; c < {L}; ++c) {{ const float u = {xb}[o * {L} + c]; s += u * u; }}",
+                    f"{ind}  {r}[o] = {fin};", f"{ind}}}"]
+        gain = f" * {self.buf[n.src[1]]}[i % {L}]" if len(n.src) == 2 else ""
+        dst = self.buf[n]
+        apply = self.loop_over(n.shape, [f"{ind}  {dst}[i] = {xb}[i] * {r}[i / {L}]{gain};"], ind)
+        return [*stat, f"{ind}__syncthreads();", *apply]
+
+    # ------------------------------------------------------------ whole kernel
+    def emit(self) -> EmittedKernel:
+        steps, p, q, bufs = self.plan()
+        plan = plan_buffers(list(bufs.values()), self.smem_limit // 4)
+        bg = self.bg
+        params = [f"const {dt.c_type}* __restrict__ in{k}" for k, (_, dt) in enumerate(bg.inputs)]
+        params += [f"{o.node.dtype.c_type}* __restrict__ out{k}" for k, o in enumerate(bg.outputs)]
+        params.append("float* __restrict__ ws")
+        lines = [f'extern "C" __global__ void __launch_bounds__({self.T}) {self.name}(',
+                 "    " + ",\n    ".join(params) + ") {"]
+        if plan.smem_floats:
+            lines.append("  extern __shared__ __align__(16) float smem[];")
+        if plan.ws_floats:
+            gx, gy, _ = bg.grid
+            lines.append(f"  float* wsb = ws + (size_t)(blockIdx.x + {gx} * (blockIdx.y + {gy} * "
+                         f"blockIdx.z)) * {plan.ws_floats};")
+        for bname, bb in sorted(bufs.items()):
+            base = "smem" if bb.space == "smem" else "wsb"
+            lines.append(f"  float* {bname} = {base} + {bb.offset};  // {bb.size} floats, steps "
+                         f"{bb.first}..{bb.last}")
+        for s in steps[:p]:
+            lines += self.emit_step(s, "  ")
+        lines.append("  __syncthreads();")
+        if q > p:
+            lines.append(f"  for (int it = 0; it < {bg.forloop}; ++it) {{")
+            for s in steps[p:q]:
+                lines += self.emit_step(s, "    ")
+                lines.append("    __syncthreads();")
+            lines.append("  }")
+        for s in steps[q:]:
+            lines += self.emit_step(s, "  ")
+            lines.append("  __syncthreads();")
+        lines.append("}")
+        return EmittedKernel(
+            name=self.name, source="\n".join(lines) + "\n", grid=bg.grid, threads=self.T,
+            smem_bytes=4 * plan.smem_floats, ws_floats=plan.ws_floats,
+            in_types=tuple(dt for _, dt in bg.inputs),
+            out_types=tuple(o.node.dtype for o in bg.outputs))
+
+
+def emit_block_graph(bg: BlockGraph, name: str, smem_limit: int = SMEM_LIMIT_BYTES) -> EmittedKernel:
+    """Emit the ``__global__`` function ``name`` computing block graph ``bg``."""
+    return _Emitter(bg, name, smem_limit).emit()
