@@ -24,6 +24,34 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float
 }
 
 // ---------------------------------------------------------------- 16-byte vector moves
+// Widen one 16-byte vector of storage elements (8 halves, or 4 floats) to fp32.
+__device__ __forceinline__ void unpack_vec(const uint4& v, float* dst, const __half*) {
+  const __half2* h = reinterpret_cast<const __half2*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 f = __half22float2(h[i]);
+    dst[2 * i] = f.x;
+    dst[2 * i + 1] = f.y;
+  }
+}
+__device__ __forceinline__ void unpack_vec(const uint4& v, float* dst, const __nv_bfloat16*) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 f = __bfloat1622float2(h[i]);
+    dst[2 * i] = f.x;
+    dst[2 * i + 1] = f.y;
+  }
+}
+__device__ __forceinline__ void unpack_vec(const uint4& v, float* dst, const float*) {
+  const float* f = reinterpret_cast<const float*>(&v);
+  dst[0] = f[0]; dst[1] = f[1]; dst[2] = f[2]; dst[3] = f[3];
+}
+// Read 16 bytes from global memory (read-only path), to be widened later (prefetching).
+__device__ __forceinline__ uint4 ld_raw(const void* src) {
+  return __ldg(reinterpret_cast<const uint4*>(src));
+}
+
 // Load 16 bytes of storage elements (8 halves, or 4 floats) and widen them to fp32.
 // Caller guarantees 16-byte alignment of src.
 __device__ __forceinline__ void ld_vec(const __half* src, float* dst) {

@@ -42,6 +42,25 @@ _MAX_ELEMS = 2**31 - 1
 
 
 @dataclass(frozen=True)
+class EmitOptions:
+    """Emitter switches; every combination computes the same function (validated on GPU).
+
+    ``mma``: fp16 tile products on tensor cores (``mma.sync`` m16n8k16, fp32 accumulation)
+    instead of one fp32 dot product per thread; ``prefetch``: inside the for-loop, global
+    loads of the next iteration's tiles are issued into registers before this iteration's
+    compute (register double buffering).
+    """
+
+    mma: bool = True
+    prefetch: bool = True
+    #: most 16-byte registers per thread spent on prefetching
+    prefetch_regs: int = 16
+
+
+SIMPLE = EmitOptions(mma=False, prefetch=False)
+
+
+@dataclass(frozen=True)
 class EmittedKernel:
     """One ``__global__`` function and what it takes to launch it.
 
@@ -145,7 +164,8 @@ class _Expr:
 
 
 class _Emitter:
-    def __init__(self, bg: BlockGraph, name: str, smem_limit: int) -> None:
+    def __init__(self, bg: BlockGraph, name: str, smem_limit: int, opts: EmitOptions) -> None:
+        self.opts = opts
         self.bg = bg
         self.name = name
         self.T = bg.threads
@@ -188,7 +208,7 @@ class _Emitter:
         return f"v{self.nvar}"
 
     # ------------------------------------------------------------ addressing
-    def iter_ref(self, n: Node, idx: Sequence[str]) -> str:
+    def iter_ref(self, n: Node, idx: Sequence[str], itv: str = "it") -> str:
         k = n.attr("input")
         shape, _ = self.bg.inputs[k]
         imap, fmap = n.attr("imap"), n.attr("fmap")
@@ -200,7 +220,7 @@ class _Emitter:
                 if imap[a] == d:
                     parts.append(f"{BLOCK_IDX[a]}*{shape[d] // self.bg.grid[a]}")
             if fmap == d and self.bg.forloop > 1:
-                parts.append(f"it*{n.shape[d]}")
+                parts.append(f"{itv}*{n.shape[d]}")
             if idx[d] != "0":
                 parts.append(idx[d])
             if parts:
@@ -248,6 +268,8 @@ class _Emitter:
                 (post if after else loop).append(("op", n))
         for k in range(len(self.bg.outputs)):
             post.append(("out", k))
+        # Loads have no dependencies inside an iteration: issue them all first.
+        loop = [s for s in loop if s[0] == "load"] + [s for s in loop if s[0] != "load"]
         steps = pre + loop + post
         return steps, len(pre), len(pre) + len(loop)
 
@@ -359,6 +381,43 @@ class _Emitter:
     def vec_width(self, dt: DType) -> int:
         return 16 // dt.itemsize
 
+    def vec_load(self, n: Node) -> bool:
+        shape, dt = self.bg.inputs[n.attr("input")]
+        V = self.vec_width(dt)
+        return n.shape[-1] % V == 0 and shape[-1] % V == 0
+
+    def prefetch_regs(self, n: Node) -> int:
+        _, dt = self.bg.inputs[n.attr("input")]
+        nv = math.prod(n.shape) // self.vec_width(dt)
+        return -(-nv // self.T)
+
+    def emit_prefetch(self, n: Node, itv: str, ind: str) -> list[str]:
+        """Issue the global loads of iter tile ``n`` at iteration ``itv`` into registers."""
+        _, dt = self.bg.inputs[n.attr("input")]
+        V = self.vec_width(dt)
+        nv = math.prod(n.shape) // V
+        P = self.prefetch_regs(n)
+        decls, idx = multi_index(n.shape, "i", "t")
+        ref = self.iter_ref(n, idx, itv)
+        guard = f"if (v < {nv}) " if nv % self.T else ""
+        return [f"{ind}#pragma unroll", f"{ind}for (int p = 0; p < {P}; ++p) {{",
+                f"{ind}  const int v = threadIdx.x + p * {self.T};",
+                f"{ind}  {guard}{{", f"{ind}    const int i = v * {V};",
+                *[ind + "    " + d for d in decls],
+                f"{ind}    pf{self.ids[n]}[p] = mf::ld_raw(&{ref});", f"{ind}  }}", f"{ind}}}"]
+
+    def emit_unstage(self, n: Node, ind: str) -> list[str]:
+        """Widen the prefetched registers of ``n`` into its shared-memory tile."""
+        _, dt = self.bg.inputs[n.attr("input")]
+        V = self.vec_width(dt)
+        nv = math.prod(n.shape) // V
+        P = self.prefetch_regs(n)
+        guard = f"if (v < {nv}) " if nv % self.T else ""
+        return [f"{ind}#pragma unroll", f"{ind}for (int p = 0; p < {P}; ++p) {{",
+                f"{ind}  const int v = threadIdx.x + p * {self.T};",
+                f"{ind}  {guard}mf::unpack_vec(pf{self.ids[n]}[p], &{self.buf[n]}[v * {V}], "
+                f"({dt.c_type}*)nullptr);", f"{ind}}}"]
+
     def emit_load(self, n: Node, ind: str) -> list[str]:
         k = n.attr("input")
         shape, dt = self.bg.inputs[k]
@@ -427,6 +486,77 @@ class _Emitter:
                 f"{ind}    s += {f(v)};", f"{ind}  }}", f"{ind}  {b}[o] += s;", f"{ind}}}"]
 
     def emit_matmul(self, n: Node, dst: str, add: bool, ind: str) -> list[str]:
+        A, B = n.src
+        if (self.opts.mma and self.warp_ok() and A.dtype is DType.F16 and B.dtype is DType.F16):
+            return self.emit_matmul_mma(n, dst, add, ind)
+        return self.emit_matmul_simple(n, dst, add, ind)
+
+    def emit_matmul_mma(self, n: Node, dst: str, add: bool, ind: str) -> list[str]:
+        """Warps take 16x8 output tiles; each is a chain of m16n8k16 tensor-core products
+        whose fp16 fragments are packed from the fp32 shared-memory tiles (PTX ISA layout:
+        A rows g, g+8 and columns 2q, 2q+1, +8; B rows 2q, 2q+1, +8 and column g; C rows g,
+        g+8 and columns 2q, 2q+1, where g = lane/4, q = lane%4)."""
+        A, B = n.src
+        a, b = self.buf[A], self.buf[B]
+        M, N, K = n.shape[-2], n.shape[-1], A.shape[-1]
+        MT, NT = -(-M // 16), -(-N // 8)
+        batch = n.shape[:-2]
+        NB = math.prod(batch)
+        W = self.T // 32
+        decls, bidx = multi_index(batch, "tb", "u") if batch else ([], [])
+        ab = lin(A.shape[:-2], align_idx(bidx, batch, A.shape[:-2])) if batch else "0"
+        bb = lin(B.shape[:-2], align_idx(bidx, batch, B.shape[:-2])) if batch else "0"
+        mk, kk, nk = M % 16 != 0, K % 16 != 0, N % 8 != 0
+
+        def la(r: str, k: str) -> str:
+            cond = [c for c, need in ((f"{r} < {M}", mk), (f"{k} < {K}", kk)) if need]
+            e = f"pa[{r} * {K} + {k}]"
+            return f"({' && '.join(cond)} ? {e} : 0.f)" if cond else e
+
+        def lb(k: str, c: str) -> str:
+            cond = [x for x, need in ((f"{k} < {K}", kk), (f"{c} < {N}", nk)) if need]
+            e = f"pb[{k} * {N} + {c}]"
+            return f"({' && '.join(cond)} ? {e} : 0.f)" if cond else e
+
+        op = "+=" if add else "="
+        dbat = f"tb * {M * N}"
+
+        def st(r: str, c: str, v: str) -> str:
+            cond = [x for x, need in ((f"{r} < {M}", mk), (f"{c} < {N}", nk)) if need]
+            s = f"{dst}[{dbat} + {r} * {N} + {c}] {op} {v};"
+            return f"if ({' && '.join(cond)}) {s}" if cond else s
+
+        i2 = ind + "  "
+        i3 = ind + "    "
+        return [
+            f"{ind}for (int tile = threadIdx.x / 32; tile < {NB * MT * NT}; tile += {W}) {{",
+            f"{i2}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
+            f"{i2}const int tb = tile / {MT * NT}, tm = (tile / {NT}) % {MT}, tn = tile % {NT};",
+            *[i2 + d for d in decls],
+            f"{i2}const float* pa = {a} + {ab};",
+            f"{i2}const float* pb = {b} + {bb};",
+            f"{i2}const int r0 = tm * 16 + g, r1 = r0 + 8, c0 = tn * 8 + g;",
+            f"{i2}float acc[4] = {{0.f, 0.f, 0.f, 0.f}};",
+            f"{i2}#pragma unroll 4",
+            f"{i2}for (int k0 = 0; k0 < {K}; k0 += 16) {{",
+            f"{i3}const int ka = k0 + 2 * q, kb = ka + 8;",
+            f"{i3}unsigned fa[4], fb[2];",
+            f"{i3}fa[0] = mf::pack_half2({la('r0', 'ka')}, {la('r0', '(ka + 1)')});",
+            f"{i3}fa[1] = mf::pack_half2({la('r1', 'ka')}, {la('r1', '(ka + 1)')});",
+            f"{i3}fa[2] = mf::pack_half2({la('r0', 'kb')}, {la('r0', '(kb + 1)')});",
+            f"{i3}fa[3] = mf::pack_half2({la('r1', 'kb')}, {la('r1', '(kb + 1)')});",
+            f"{i3}fb[0] = mf::pack_half2({lb('ka', 'c0')}, {lb('(ka + 1)', 'c0')});",
+            f"{i3}fb[1] = mf::pack_half2({lb('kb', 'c0')}, {lb('(kb + 1)', 'c0')});",
+            f"{i3}mf::mma_16816(acc, fa, fb);",
+            f"{i2}}}",
+            f"{i2}const int cc = tn * 8 + 2 * q;",
+            f"{i2}{st('r0', 'cc', 'acc[0]')}",
+            f"{i2}{st('r0', '(cc + 1)', 'acc[1]')}",
+            f"{i2}{st('r1', 'cc', 'acc[2]')}",
+            f"{i2}{st('r1', '(cc + 1)', 'acc[3]')}",
+            f"{ind}}}"]
+
+    def emit_matmul_simple(self, n: Node, dst: str, add: bool, ind: str) -> list[str]:
         A, B = n.src
         a, b = self.buf[A], self.buf[B]
         K = A.shape[-1]
@@ -521,12 +651,33 @@ class _Emitter:
             base = "smem" if bb.space == "smem" else "wsb"
             lines.append(f"  float* {bname} = {base} + {bb.offset};  // {bb.size} floats, steps "
                          f"{bb.first}..{bb.last}")
+        staged: list[Node] = []
+        if self.opts.prefetch and bg.forloop > 1:
+            budget = self.opts.prefetch_regs
+            for kind, x in steps[p:q]:
+                if kind == "load" and isinstance(x, Node) and self.vec_load(x):
+                    r = self.prefetch_regs(x)
+                    if r <= budget:
+                        staged.append(x)
+                        budget -= r
         for s in steps[:p]:
             lines += self.emit_step(s, "  ")
+        for x in staged:
+            lines.append(f"  uint4 pf{self.ids[x]}[{self.prefetch_regs(x)}];")
+            lines += self.emit_prefetch(x, "0", "  ")
         lines.append("  __syncthreads();")
         if q > p:
             lines.append(f"  for (int it = 0; it < {bg.forloop}; ++it) {{")
-            for s in steps[p:q]:
+            body = [s for s in steps[p:q] if s[1] not in staged]
+            for x in staged:
+                lines += self.emit_unstage(x, "    ")
+            if staged:
+                lines.append("    __syncthreads();")
+                lines.append(f"    if (it + 1 < {bg.forloop}) {{")
+                for x in staged:
+                    lines += self.emit_prefetch(x, "(it + 1)", "      ")
+                lines.append("    }")
+            for s in body:
                 lines += self.emit_step(s, "    ")
                 lines.append("    __syncthreads();")
             lines.append("  }")
@@ -541,6 +692,7 @@ class _Emitter:
             out_types=tuple(o.node.dtype for o in bg.outputs))
 
 
-def emit_block_graph(bg: BlockGraph, name: str, smem_limit: int = SMEM_LIMIT_BYTES) -> EmittedKernel:
+def emit_block_graph(bg: BlockGraph, name: str, smem_limit: int = SMEM_LIMIT_BYTES,
+                     opts: EmitOptions | None = None) -> EmittedKernel:
     """Emit the ``__global__`` function ``name`` computing block graph ``bg``."""
-    return _Emitter(bg, name, smem_limit).emit()
+    return _Emitter(bg, name, smem_limit, opts or EmitOptions()).emit()

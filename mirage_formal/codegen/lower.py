@@ -5,7 +5,9 @@ whose blocks each compute one tile of O:
 
 - *matmul* (..., M, K) @ (..., K, N): grid x over N (tiles of up to 64 columns), y over M (up
   to 64 rows), z over the outermost batch dimension; the for-loop runs over K in chunks of up
-  to 32; the tile product is accumulated (sum) and saved.
+  to 64; the tile product is accumulated (sum) and saved. Column tiles narrow to 32 or 16
+  while there are fewer than ``MIN_BLOCKS`` blocks (small-M products are memory-bound and
+  need many blocks in flight).
 - *anything else* (elementwise with broadcasting, sum/mean over an axis, rms_norm over the
   last axis): up to three output dimensions the op treats independently are split over the
   grid until a tile has at most ``TILE_ELEMS`` elements (outer dimensions first; the last
@@ -43,6 +45,8 @@ from mirage_formal.ir.ops import BLOCK, REGISTRY
 
 TILE_ELEMS = 4096
 THREADS = 128
+#: a matmul lowering narrows its column tiles (down to 16) until it has this many blocks
+MIN_BLOCKS = 264
 
 
 def _divisor_at_least(n: int, want: int, step: int = 1) -> int:
@@ -141,9 +145,16 @@ def _matmul(n: Node, threads: int) -> BlockGraph:
     O = n.shape
     r, ra, rb = len(O), len(A.shape), len(B.shape)
     M, N, K = O[-2], O[-1], A.shape[-1]
-    tn = _largest_divisor_le(N, 64)
     tm = _largest_divisor_le(M, 64)
-    tk = _largest_divisor_le(K, 32)
+    tk = _largest_divisor_le(K, 64)
+    batch = math.prod(O[:-2])
+    # Narrower column tiles until there are a few blocks per multiprocessor (132 on H100).
+    tn = _largest_divisor_le(N, 64)
+    for cand in (64, 32, 16):
+        if N % cand == 0:
+            tn = cand
+            if (N // cand) * (M // tm) * batch >= MIN_BLOCKS:
+                break
     grid = [N // tn, M // tm, 1]
     am = [-1, ra - 2 if M // tm > 1 else -1, -1]
     bm = [rb - 1 if N // tn > 1 else -1, -1, -1]
