@@ -11,12 +11,12 @@ runs on GPU machines that have neither.
 
 from mirage_formal.codegen.compiled import CompiledGraph, compile_graph, emit_graph, graph_bytes
 from mirage_formal.codegen.emit import SIMPLE, EmitOptions, EmittedKernel, emit_block_graph
-from mirage_formal.codegen.lower import Launch, default_block_graph, launches
+from mirage_formal.codegen.lower import Launch, default_block_graph, launches, lowered_graph
 from mirage_formal.codegen.nvrtc import CompileError, compile_cubin
 from mirage_formal.codegen.runtime import DeviceArray, DriverError, NoGPUError, gpu_available
 
 __all__ = [
     "SIMPLE", "CompileError", "CompiledGraph", "EmitOptions", "DeviceArray", "DriverError", "EmittedKernel", "Launch",
     "NoGPUError", "compile_cubin", "compile_graph", "default_block_graph", "emit_block_graph",
-    "emit_graph", "gpu_available", "graph_bytes", "launches",
+    "emit_graph", "gpu_available", "graph_bytes", "launches", "lowered_graph",
 ]

@@ -214,3 +214,28 @@ def launches(kg: KernelGraph, threads: int = THREADS) -> list[Launch]:
         else:
             out.append(Launch(default_block_graph(n, threads), n.src, (n,), n))
     return out
+
+
+def lowered_graph(kg: KernelGraph, threads: int = THREADS) -> KernelGraph:
+    """``kg`` with every pre-defined kernel op replaced by its default graph-defined kernel
+    (an equivalent μGraph made only of ``kernel`` nodes; used to test the lowering)."""
+    from mirage_formal.ir.graph import make_kernel
+
+    new: dict[Node, Node] = {n: n for n in kg.inputs}
+    for n in kg.nodes:
+        if n in new:
+            continue
+        if n.op == KERNEL_OP:
+            bg = n.attr("graph")
+            srcs = [new[s] for s in n.src]
+            gets = make_kernel(bg, srcs)
+            new[n] = gets[0].src[0]
+        elif n.op == GET:
+            kn = new[n.src[0]]
+            new[n] = node(GET, (kn,), n.attrs, n.shape, n.dtype)
+        elif n.op == INPUT:
+            raise GraphError(f"input {n.attr('name')!r} is used but not declared")
+        else:
+            (y,) = make_kernel(default_block_graph(n, threads), [new[s] for s in n.src])
+            new[n] = y
+    return KernelGraph(kg.inputs, tuple(new[o] for o in kg.outputs))
