@@ -162,6 +162,45 @@ def flash(bh: int, q: int, d: int, kv: int, splits: int, rows: int, kv_tile: int
     return g.build()
 
 
+def ntrans_fused(b: int, threads: int) -> KernelGraph:
+    """ntrans as one graph-defined kernel: one block per row, everything in the block."""
+    from mirage_formal.ir.builder import Graph
+
+    prog = workloads.program("ntrans", b)
+    rows, h = prog.inputs[0].shape
+    g = Graph()
+    H, X, A = (g.input((rows, h), "f16", n) for n in ("H", "X", "alpha"))
+    k = g.kernel([H, X, A], grid=(rows, 1, 1), threads=threads, forloop=1)
+    ht, xt, at = (k.iter(t, imap=(0, -1, -1)) for t in (H, X, A))
+    y = k.rms_norm(k.add(xt, k.mul(at, k.add(k.rms_norm(ht), xt))))
+    k.output(k.accum(y), omap=(0, -1, -1))
+    (o,) = k.build()
+    g.output(o)
+    return g.build()
+
+
+def lora_fused(col: int, k_tile: int) -> KernelGraph:
+    """lora as X·A (a small lowered matmul) then one kernel for X·W + (XA)·B: the loop-invariant
+    product (XA)·B goes through a *mean* accumulator, which returns it unchanged."""
+    from mirage_formal.ir.builder import Graph
+
+    prog = workloads.program("lora", 1)
+    (m, kd), (_, n), (_, r) = (t.shape for t in prog.inputs[:3])
+    g = Graph()
+    X, W, A, B = (g.input(t.shape, "f16", t.attr("name")) for t in prog.inputs)
+    XA = g.matmul(X, A)
+    k = g.kernel([X, W, XA, B], grid=(n // col, 1, 1), threads=128, forloop=kd // k_tile)
+    xt = k.iter(X, fmap=1)
+    wt = k.iter(W, imap=(1, -1, -1), fmap=0)
+    xat = k.iter(XA)
+    bt = k.iter(B, imap=(1, -1, -1))
+    y = k.add(k.accum(k.matmul(xt, wt)), k.accum(k.matmul(xat, bt), kind="mean"))
+    k.output(y, omap=(1, -1, -1))
+    (o,) = k.build()
+    g.output(o)
+    return g.build()
+
+
 def attention_sweep(name: str, b: int) -> list[tuple[str, KernelGraph]]:
     prog = workloads.program(name, b)
     (bh, q, d), (_, _, kv) = prog.inputs[0].shape, prog.inputs[1].shape
@@ -182,6 +221,10 @@ def candidates(name: str, b: int) -> list[tuple[str, KernelGraph]]:
     out = [("program", workloads.program(name, b))]
     if name in (*ATTENTION, "qknorm_gqa"):
         out += attention_sweep(name, b)
+    if name == "ntrans":
+        out += [(f"fused(t{t})", ntrans_fused(b, t)) for t in (128, 256, 512)]
+    if name == "lora":
+        out += [(f"fused(c{c},k{kt})", lora_fused(c, kt)) for c in (16, 32, 64) for kt in (64, 128)]
     if name in workloads.HANDWRITTEN:
         out.append(("handwritten", workloads.handwritten(name, b)))
     ck = find_checkpoints()
@@ -257,7 +300,7 @@ def main() -> int:
         ck_count = 0
         variants = [(label + "/" + vname, g, opts) for label, g in cands
                     for vname, opts in (("fast", EmitOptions()), ("simple", SIMPLE))
-                    if vname == "fast" or not label.startswith("flash")]
+                    if vname == "fast" or label in ("program", "handwritten")]
         for label, g, opts in variants:
             if label.startswith("mirage#"):
                 ck_count += 1

@@ -24,28 +24,24 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float
 }
 
 // ---------------------------------------------------------------- 16-byte vector moves
-// Widen one 16-byte vector of storage elements (8 halves, or 4 floats) to fp32.
+// Widen one 16-byte vector of storage elements (8 halves, or 4 floats) to fp32 and store
+// them with 16-byte shared-memory stores. dst is 16-byte aligned.
 __device__ __forceinline__ void unpack_vec(const uint4& v, float* dst, const __half*) {
   const __half2* h = reinterpret_cast<const __half2*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 f = __half22float2(h[i]);
-    dst[2 * i] = f.x;
-    dst[2 * i + 1] = f.y;
-  }
+  float2 a = __half22float2(h[0]), b = __half22float2(h[1]);
+  float2 c = __half22float2(h[2]), d = __half22float2(h[3]);
+  reinterpret_cast<float4*>(dst)[0] = make_float4(a.x, a.y, b.x, b.y);
+  reinterpret_cast<float4*>(dst)[1] = make_float4(c.x, c.y, d.x, d.y);
 }
 __device__ __forceinline__ void unpack_vec(const uint4& v, float* dst, const __nv_bfloat16*) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 f = __bfloat1622float2(h[i]);
-    dst[2 * i] = f.x;
-    dst[2 * i + 1] = f.y;
-  }
+  float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
+  float2 c = __bfloat1622float2(h[2]), d = __bfloat1622float2(h[3]);
+  reinterpret_cast<float4*>(dst)[0] = make_float4(a.x, a.y, b.x, b.y);
+  reinterpret_cast<float4*>(dst)[1] = make_float4(c.x, c.y, d.x, d.y);
 }
 __device__ __forceinline__ void unpack_vec(const uint4& v, float* dst, const float*) {
-  const float* f = reinterpret_cast<const float*>(&v);
-  dst[0] = f[0]; dst[1] = f[1]; dst[2] = f[2]; dst[3] = f[3];
+  *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(&v);
 }
 // Read 16 bytes from global memory (read-only path), to be widened later (prefetching).
 __device__ __forceinline__ uint4 ld_raw(const void* src) {
@@ -53,31 +49,11 @@ __device__ __forceinline__ uint4 ld_raw(const void* src) {
 }
 
 // Load 16 bytes of storage elements (8 halves, or 4 floats) and widen them to fp32.
-// Caller guarantees 16-byte alignment of src.
-__device__ __forceinline__ void ld_vec(const __half* src, float* dst) {
-  uint4 v = *reinterpret_cast<const uint4*>(src);
-  const __half2* h = reinterpret_cast<const __half2*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 f = __half22float2(h[i]);
-    dst[2 * i] = f.x;
-    dst[2 * i + 1] = f.y;
-  }
+// Caller guarantees 16-byte alignment of src and dst.
+template <typename T> __device__ __forceinline__ void ld_vec(const T* src, float* dst) {
+  unpack_vec(ld_raw(src), dst, src);
 }
-__device__ __forceinline__ void ld_vec(const __nv_bfloat16* src, float* dst) {
-  uint4 v = *reinterpret_cast<const uint4*>(src);
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 f = __bfloat1622float2(h[i]);
-    dst[2 * i] = f.x;
-    dst[2 * i + 1] = f.y;
-  }
-}
-__device__ __forceinline__ void ld_vec(const float* src, float* dst) {
-  float4 v = *reinterpret_cast<const float4*>(src);
-  dst[0] = v.x; dst[1] = v.y; dst[2] = v.z; dst[3] = v.w;
-}
+
 // Narrow fp32 values to the storage type and store 16 bytes. dst is 16-byte aligned.
 __device__ __forceinline__ void st_vec(__half* dst, const float* src) {
   uint4 v;

@@ -145,7 +145,7 @@ class _Expr:
             return self.memo[key]
         em = self.em
         if n in em.buf and not compute:
-            v = f"{em.buf[n]}[{lin(n.shape, idx)}]"
+            v = f"{em.buf[n]}[{em.addr(n, idx)}]"
         elif n.op == ITER:
             v = em.var()
             self.lines.append(f"const float {v} = mf::to_f({em.iter_ref(n, idx)});")
@@ -187,6 +187,16 @@ class _Emitter:
                 raise GraphError(f"codegen: input {list(shape)} is too large for 32-bit indexing")
         self.inline = {n for n in self.nodes if self._inlinable(n)}
         self.fused = {n: self.consumers[n][0] for n in self.nodes if self._fusable(n)}
+        # Operand tiles of matmuls get rows padded by 4 floats: tensor-core fragment loads
+        # then hit distinct shared-memory banks (a row stride that is a multiple of 32 words
+        # puts the 8 rows a warp reads in one bank).
+        self.ld: dict[Node, int] = {}
+        for n in self.nodes:
+            if n.op == "matmul":
+                for s in n.src:
+                    if ((s.op == ITER or REGISTRY[s.op].elementwise) and s not in self.inline
+                            and s.shape[-1] % 4 == 0 and s.shape[-1] >= 8):
+                        self.ld[s] = s.shape[-1] + 4
         self.buf: dict[Node, str] = {}
         self.nvar = 0
         self.smem_limit = smem_limit
@@ -202,6 +212,24 @@ class _Emitter:
         return (n.op == "matmul" and len(cs) == 1 and cs[0].op == "accum"
                 and cs[0].attr("fold") is None and cs[0].attr("kind") in ("sum", "mean")
                 and n not in self.out_nodes)
+
+    def row(self, n: Node) -> int:
+        """Floats between consecutive rows (last-dimension runs) of ``n``'s buffer."""
+        return self.ld.get(n, n.shape[-1])
+
+    def addr(self, n: Node, idx: Sequence[str]) -> str:
+        """Offset of element ``idx`` in ``n``'s (possibly row-padded) buffer."""
+        if n not in self.ld:
+            return lin(n.shape, idx)
+        rows = lin(n.shape[:-1], idx[:-1])
+        last = idx[-1]
+        parts = [] if rows == "0" else [f"({rows})*{self.ld[n]}"]
+        if last != "0":
+            parts.append(f"({last})")
+        return " + ".join(parts) if parts else "0"
+
+    def buf_size(self, n: Node) -> int:
+        return math.prod(n.shape[:-1]) * self.row(n)
 
     def var(self) -> str:
         self.nvar += 1
@@ -312,7 +340,7 @@ class _Emitter:
                 d, u = 0, max(u, q - 1)
             elif d < p and u >= p:
                 u = max(u, q - 1)
-            bufs[f"b{self.ids[n]}"] = Buffer(f"b{self.ids[n]}", math.prod(n.shape), d, u)
+            bufs[f"b{self.ids[n]}"] = Buffer(f"b{self.ids[n]}", self.buf_size(n), d, u)
             self.buf[n] = f"b{self.ids[n]}"
         for n, i in scratch.items():
             rows = math.prod(n.shape[:-1])
@@ -376,7 +404,8 @@ class _Emitter:
         if not d.elementwise:
             raise UnsupportedOpError(f"codegen: block op {x.op!r} has no lowering")
         b = self.buf[x]
-        return self.elem_loop(x.shape, ind, lambda ex, idx: [f"{b}[i] = {ex.val(x, idx, True)};"])
+        return self.elem_loop(x.shape, ind,
+                              lambda ex, idx: [f"{b}[{self.addr(x, idx)}] = {ex.val(x, idx, True)};"])
 
     def vec_width(self, dt: DType) -> int:
         return 16 // dt.itemsize
@@ -413,9 +442,11 @@ class _Emitter:
         nv = math.prod(n.shape) // V
         P = self.prefetch_regs(n)
         guard = f"if (v < {nv}) " if nv % self.T else ""
+        L = n.shape[-1]
+        dst = f"(v * {V} / {L}) * {self.row(n)} + (v * {V}) % {L}" if n in self.ld else f"v * {V}"
         return [f"{ind}#pragma unroll", f"{ind}for (int p = 0; p < {P}; ++p) {{",
                 f"{ind}  const int v = threadIdx.x + p * {self.T};",
-                f"{ind}  {guard}mf::unpack_vec(pf{self.ids[n]}[p], &{self.buf[n]}[v * {V}], "
+                f"{ind}  {guard}mf::unpack_vec(pf{self.ids[n]}[p], &{self.buf[n]}[{dst}], "
                 f"({dt.c_type}*)nullptr);", f"{ind}}}"]
 
     def emit_load(self, n: Node, ind: str) -> list[str]:
@@ -428,9 +459,10 @@ class _Emitter:
             decls, idx = multi_index(n.shape, "i", "t")
             ref = self.iter_ref(n, idx)
             body = [f"{ind}  const int i = v * {V};", *[ind + "  " + d for d in decls],
-                    f"{ind}  mf::ld_vec(&{ref}, &{b}[i]);"]
+                    f"{ind}  mf::ld_vec(&{ref}, &{b}[{self.addr(n, idx)}]);"]
             return [f"{ind}for (int v = threadIdx.x; v < {nv}; v += {self.T}) {{", *body, f"{ind}}}"]
-        return self.elem_loop(n.shape, ind, lambda ex, idx: [f"{b}[i] = mf::to_f({self.iter_ref(n, idx)});"])
+        return self.elem_loop(n.shape, ind, lambda ex, idx: [
+            f"{b}[{self.addr(n, idx)}] = mf::to_f({self.iter_ref(n, idx)});"])
 
     def emit_out(self, k: int, ind: str) -> list[str]:
         o = self.bg.outputs[k]
@@ -504,18 +536,19 @@ class _Emitter:
         NB = math.prod(batch)
         W = self.T // 32
         decls, bidx = multi_index(batch, "tb", "u") if batch else ([], [])
-        ab = lin(A.shape[:-2], align_idx(bidx, batch, A.shape[:-2])) if batch else "0"
-        bb = lin(B.shape[:-2], align_idx(bidx, batch, B.shape[:-2])) if batch else "0"
+        ab = self.addr(A, [*align_idx(bidx, batch, A.shape[:-2]), "0", "0"]) if batch else "0"
+        bb = self.addr(B, [*align_idx(bidx, batch, B.shape[:-2]), "0", "0"]) if batch else "0"
+        lda, ldb = self.row(A), self.row(B)
         mk, kk, nk = M % 16 != 0, K % 16 != 0, N % 8 != 0
 
         def la(r: str, k: str) -> str:
             cond = [c for c, need in ((f"{r} < {M}", mk), (f"{k} < {K}", kk)) if need]
-            e = f"pa[{r} * {K} + {k}]"
+            e = f"pa[{r} * {lda} + {k}]"
             return f"({' && '.join(cond)} ? {e} : 0.f)" if cond else e
 
         def lb(k: str, c: str) -> str:
             cond = [x for x, need in ((f"{k} < {K}", kk), (f"{c} < {N}", nk)) if need]
-            e = f"pb[{k} * {N} + {c}]"
+            e = f"pb[{k} * {ldb} + {c}]"
             return f"({' && '.join(cond)} ? {e} : 0.f)" if cond else e
 
         op = "+=" if add else "="
@@ -572,11 +605,11 @@ class _Emitter:
             bi[-1] = "0"
         op = "+=" if add else "="
         body = [*[ind + "  " + d for d in decls],
-                f"{ind}  const float* pa = {a} + {lin(A.shape, ai)};",
-                f"{ind}  const float* pb = {b} + {lin(B.shape, bi)};",
+                f"{ind}  const float* pa = {a} + {self.addr(A, ai)};",
+                f"{ind}  const float* pb = {b} + {self.addr(B, bi)};",
                 f"{ind}  float s = 0.f;",
                 f"{ind}  #pragma unroll 8",
-                f"{ind}  for (int k = 0; k < {K}; ++k) s += pa[k] * pb[k * {N}];",
+                f"{ind}  for (int k = 0; k < {K}; ++k) s += pa[k] * pb[k * {self.row(B)}];",
                 f"{ind}  {dst}[i] {op} s;"]
         return self.loop_over(n.shape, body, ind)
 
@@ -598,12 +631,12 @@ class _Emitter:
             W = self.T // 32
             return [f"{ind}for (int o = threadIdx.x / 32; o < {no}; o += {W}) {{",
                     *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
-                    f"{ind}  for (int r = threadIdx.x % 32; r < {R}; r += 32) s += {xb}[{lin(x.shape, xi)}];",
+                    f"{ind}  for (int r = threadIdx.x % 32; r < {R}; r += 32) s += {xb}[{self.addr(x, xi)}];",
                     f"{ind}  s = mf::warp_sum(s);",
                     f"{ind}  if (threadIdx.x % 32 == 0) {dst}[o] = s{scale};", f"{ind}}}"]
         return [f"{ind}for (int o = threadIdx.x; o < {no}; o += {self.T}) {{",
                 *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
-                f"{ind}  for (int r = 0; r < {R}; ++r) s += {xb}[{lin(x.shape, xi)}];",
+                f"{ind}  for (int r = 0; r < {R}; ++r) s += {xb}[{self.addr(x, xi)}];",
                 f"{ind}  {dst}[o] = s{scale};", f"{ind}}}"]
 
     def emit_rms_norm(self, n: Node, ind: str) -> list[str]:
@@ -618,17 +651,18 @@ class _Emitter:
             W = self.T // 32
             stat = [f"{ind}for (int o = threadIdx.x / 32; o < {rows}; o += {W}) {{",
                     f"{ind}  float s = 0.f;",
-                    f"{ind}  for (int c = threadIdx.x % 32; c < {L}; c += 32) {{ const float u = {xb}[o * {L} + c]; s += u * u; }}",
+                    f"{ind}  for (int c = threadIdx.x % 32; c < {L}; c += 32) {{ const float u = {xb}[o * {self.row(x)} + c]; s += u * u; }}",
                     f"{ind}  s = mf::warp_sum(s);",
                     f"{ind}  if (threadIdx.x % 32 == 0) {r}[o] = {fin};", f"{ind}}}"]
         else:
             stat = [f"{ind}for (int o = threadIdx.x; o < {rows}; o += {self.T}) {{",
                     f"{ind}  float s = 0.f;",
-                    f"{ind}  for (int c = 0; c < {L}; ++c) {{ const float u = {xb}[o * {L} + c]; s += u * u; }}",
+                    f"{ind}  for (int c = 0; c < {L}; ++c) {{ const float u = {xb}[o * {self.row(x)} + c]; s += u * u; }}",
                     f"{ind}  {r}[o] = {fin};", f"{ind}}}"]
         gain = f" * {self.buf[n.src[1]]}[i % {L}]" if len(n.src) == 2 else ""
         dst = self.buf[n]
-        apply = self.loop_over(n.shape, [f"{ind}  {dst}[i] = {xb}[i] * {r}[i / {L}]{gain};"], ind)
+        xi = f"(i / {L}) * {self.row(x)} + i % {L}" if x in self.ld else "i"
+        apply = self.loop_over(n.shape, [f"{ind}  {dst}[i] = {xb}[{xi}] * {r}[i / {L}]{gain};"], ind)
         return [*stat, f"{ind}__syncthreads();", *apply]
 
     # ------------------------------------------------------------ whole kernel

@@ -10,7 +10,8 @@ whose blocks each compute one tile of O:
   need many blocks in flight).
 - *anything else* (elementwise with broadcasting, sum/mean over an axis, rms_norm over the
   last axis): up to three output dimensions the op treats independently are split over the
-  grid until a tile has at most ``TILE_ELEMS`` elements (outer dimensions first; the last
+  grid until a tile has at most ``TILE_ELEMS`` elements and there are ``MIN_BLOCKS`` blocks
+  (while tiles stay above ``MIN_TILE`` elements; outer dimensions first; the last
   dimension only in multiples of 8 so 16-byte vector moves stay possible); an operand
   dimension that is broadcast (size 1) is not split for that operand; the for-loop range is
   1 and the op's tile goes through a plain accumulator (the identity for F = 1).
@@ -47,6 +48,8 @@ TILE_ELEMS = 4096
 THREADS = 128
 #: a matmul lowering narrows its column tiles (down to 16) until it has this many blocks
 MIN_BLOCKS = 264
+#: elementwise-like lowerings split further (for more blocks) only down to this tile size
+MIN_TILE = 512
 
 
 def _divisor_at_least(n: int, want: int, step: int = 1) -> int:
@@ -115,15 +118,19 @@ def _elementwise_like(n: Node, threads: int) -> BlockGraph:
     def biggest() -> int:
         return max(math.prod(t) for t in tiles)
 
+    blocks = 1
     for d in free:
-        if len(split) == 3 or biggest() <= TILE_ELEMS:
+        enough = blocks >= MIN_BLOCKS or biggest() <= MIN_TILE
+        if len(split) == 3 or (biggest() <= TILE_ELEMS and enough):
             break
         if O[d] == 1:
             continue
-        want = -(-biggest() // TILE_ELEMS)
+        want = max(-(-biggest() // TILE_ELEMS), 1 if enough else -(-MIN_BLOCKS // blocks))
+        want = min(want, max(1, biggest() // MIN_TILE))
         step = 8 if d == len(O) - 1 and O[d] % 8 == 0 else 1
         g = _divisor_at_least(O[d], min(want, O[d]), step)
         if g > 1:
+            blocks *= g
             split.append((d, g))
             for t, m in zip(tiles, dims, strict=True):
                 if d in m:
