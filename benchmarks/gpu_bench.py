@@ -35,7 +35,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
 
 from mirage_formal import workloads  # noqa: E402
 from mirage_formal.codegen import SIMPLE, EmitOptions, compile_graph, graph_bytes  # noqa: E402
@@ -185,7 +184,7 @@ def lora_fused(col: int, k_tile: int) -> KernelGraph:
     from mirage_formal.ir.builder import Graph
 
     prog = workloads.program("lora", 1)
-    (m, kd), (_, n), (_, r) = (t.shape for t in prog.inputs[:3])
+    (_, kd), (_, n) = prog.inputs[0].shape, prog.inputs[1].shape
     g = Graph()
     X, W, A, B = (g.input(t.shape, "f16", t.attr("name")) for t in prog.inputs)
     XA = g.matmul(X, A)
@@ -266,7 +265,7 @@ def main() -> int:
 
     rt = runtime()
     env = {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "gpu": rt.name, "arch": rt.arch, "driver_cuda": rt.driver_version,
         "torch": torch.__version__, "triton": triton.__version__, "nvrtc": nvrtc_version(),
         "python": platform.python_version(),
@@ -332,7 +331,7 @@ def main() -> int:
         base: dict[str, float | None] = {"eager": None, "eager+graph": None, "compile+graph": None,
                                          "sdpa+graph": None}
         try:
-            base["eager"] = bench(lambda: fn(*tin))
+            base["eager"] = bench(lambda: fn(*tin))  # noqa: B023 - called at once
             base["eager+graph"] = bench(graphed(fn, tin))
             if not args.no_compile:
                 cfn = torch.compile(fn)

@@ -16,7 +16,22 @@ from mirage_formal.codegen.nvrtc import CompileError, compile_cubin
 from mirage_formal.codegen.runtime import DeviceArray, DriverError, NoGPUError, gpu_available
 
 __all__ = [
-    "SIMPLE", "CompileError", "CompiledGraph", "EmitOptions", "DeviceArray", "DriverError", "EmittedKernel", "Launch",
-    "NoGPUError", "compile_cubin", "compile_graph", "default_block_graph", "emit_block_graph",
-    "emit_graph", "gpu_available", "graph_bytes", "launches", "lowered_graph",
+    "SIMPLE",
+    "CompileError",
+    "CompiledGraph",
+    "DeviceArray",
+    "DriverError",
+    "EmitOptions",
+    "EmittedKernel",
+    "Launch",
+    "NoGPUError",
+    "compile_cubin",
+    "compile_graph",
+    "default_block_graph",
+    "emit_block_graph",
+    "emit_graph",
+    "gpu_available",
+    "graph_bytes",
+    "launches",
+    "lowered_graph",
 ]

@@ -28,12 +28,12 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from mirage_formal.codegen.plan import Buffer, plan_buffers
 from mirage_formal.errors import GraphError, UnsupportedOpError
 from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import ITER, BlockGraph, block_phases
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY
-from mirage_formal.codegen.plan import Buffer, plan_buffers
 
 #: the most dynamic shared memory a block may use on sm_90 (227 KiB)
 SMEM_LIMIT_BYTES = 227 * 1024

@@ -1,7 +1,7 @@
 """Lowering: pre-defined kernel ops become default block graphs, so the emitter has one job.
 
-A kernel-level registry op ``op(x, y, ...)`` with output shape O becomes a graph-defined kernel
-whose blocks each compute one tile of O:
+A kernel-level registry op ``op(x, y, ...)`` with output shape out_shape becomes a graph-defined kernel
+whose blocks each compute one tile of out_shape:
 
 - *matmul* (..., M, K) @ (..., K, N): grid x over N (tiles of up to 64 columns), y over M (up
   to 64 rows), z over the outermost batch dimension; the for-loop runs over K in chunks of up
@@ -83,14 +83,14 @@ def _maps(in_dims: Sequence[dict[int, int]], split: Sequence[tuple[int, int]]) -
 
 def _operand_dims(n: Node) -> tuple[list[int], list[dict[int, int]]]:
     """Output dims the op computes independently, and per operand: output dim -> its dim."""
-    O = n.shape
-    r = len(O)
+    out_shape = n.shape
+    r = len(out_shape)
     d = REGISTRY[n.op]
     if d.elementwise:
         maps = []
         for s in n.src:
             off = r - len(s.shape)
-            maps.append({off + j: j for j, sz in enumerate(s.shape) if sz == O[off + j] and sz > 1})
+            maps.append({off + j: j for j, sz in enumerate(s.shape) if sz == out_shape[off + j] and sz > 1})
         return list(range(r)), maps
     if n.op in ("sum", "mean"):
         x = n.src[0]
@@ -109,11 +109,11 @@ def _operand_dims(n: Node) -> tuple[list[int], list[dict[int, int]]]:
 
 
 def _elementwise_like(n: Node, threads: int) -> BlockGraph:
-    O = n.shape
+    out_shape = n.shape
     free, in_dims = _operand_dims(n)
     split: list[tuple[int, int]] = []
-    tiles = [list(O), *[list(s.shape) for s in n.src]]
-    dims = [{d: d for d in range(len(O))}, *in_dims]
+    tiles = [list(out_shape), *[list(s.shape) for s in n.src]]
+    dims = [{d: d for d in range(len(out_shape))}, *in_dims]
 
     def biggest() -> int:
         return max(math.prod(t) for t in tiles)
@@ -123,12 +123,12 @@ def _elementwise_like(n: Node, threads: int) -> BlockGraph:
         enough = blocks >= MIN_BLOCKS or biggest() <= MIN_TILE
         if len(split) == 3 or (biggest() <= TILE_ELEMS and enough):
             break
-        if O[d] == 1:
+        if out_shape[d] == 1:
             continue
         want = max(-(-biggest() // TILE_ELEMS), 1 if enough else -(-MIN_BLOCKS // blocks))
         want = min(want, max(1, biggest() // MIN_TILE))
-        step = 8 if d == len(O) - 1 and O[d] % 8 == 0 else 1
-        g = _divisor_at_least(O[d], min(want, O[d]), step)
+        step = 8 if d == len(out_shape) - 1 and out_shape[d] % 8 == 0 else 1
+        g = _divisor_at_least(out_shape[d], min(want, out_shape[d]), step)
         if g > 1:
             blocks *= g
             split.append((d, g))
@@ -149,12 +149,12 @@ def _elementwise_like(n: Node, threads: int) -> BlockGraph:
 
 def _matmul(n: Node, threads: int) -> BlockGraph:
     A, B = n.src
-    O = n.shape
-    r, ra, rb = len(O), len(A.shape), len(B.shape)
-    M, N, K = O[-2], O[-1], A.shape[-1]
+    out_shape = n.shape
+    r, ra, rb = len(out_shape), len(A.shape), len(B.shape)
+    M, N, K = out_shape[-2], out_shape[-1], A.shape[-1]
     tm = _largest_divisor_le(M, 64)
     tk = _largest_divisor_le(K, 64)
-    batch = math.prod(O[:-2])
+    batch = math.prod(out_shape[:-2])
     # Narrower column tiles until there are a few blocks per multiprocessor (132 on H100).
     tn = _largest_divisor_le(N, 64)
     for cand in (64, 32, 16):
@@ -167,13 +167,13 @@ def _matmul(n: Node, threads: int) -> BlockGraph:
     bm = [rb - 1 if N // tn > 1 else -1, -1, -1]
     om = [r - 1 if grid[0] > 1 else -1, r - 2 if grid[1] > 1 else -1, -1]
     for d in range(r - 2):
-        if O[d] > 1:
-            grid[2] = O[d]
+        if out_shape[d] > 1:
+            grid[2] = out_shape[d]
             om[2] = d
             da, db = d - (r - ra), d - (r - rb)
-            if da >= 0 and A.shape[da] == O[d]:
+            if da >= 0 and A.shape[da] == out_shape[d]:
                 am[2] = da
-            if db >= 0 and B.shape[db] == O[d]:
+            if db >= 0 and B.shape[db] == out_shape[d]:
                 bm[2] = db
             break
     g = (grid[0], grid[1], grid[2])

@@ -19,6 +19,7 @@ import os
 import tempfile
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from mirage_formal.errors import MirageError, ResourceError
 from mirage_formal.resources import data_dir
@@ -31,7 +32,7 @@ class CompileError(MirageError):
     """NVRTC rejected emitted source (a codegen bug or a bad device-library edit)."""
 
 
-def _nvrtc():  # type: ignore[no-untyped-def]
+def _nvrtc() -> Any:
     try:
         from cuda.bindings import nvrtc
     except ImportError as e:  # pragma: no cover - cuda-python is a dependency
@@ -48,7 +49,7 @@ def nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
-def _check(nvrtc, err, what: str) -> None:  # type: ignore[no-untyped-def]
+def _check(nvrtc: Any, err: Any, what: str) -> None:
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         raise CompileError(f"{what} failed: {err}")
 
@@ -116,7 +117,7 @@ def compile_cubin(source: str, arch: str = DEFAULT_ARCH, lib: str | Path | None 
     key = source_key(source, arch, libd)
     cubin_path = cdir / f"{key}.cubin"
     if cubin_path.is_file():
-        return cubin_path.read_bytes()
+        return bytes(cubin_path.read_bytes())
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
     _check(nvrtc, err, "nvrtcCreateProgram")
     try:
@@ -140,4 +141,4 @@ def compile_cubin(source: str, arch: str = DEFAULT_ARCH, lib: str | Path | None 
         nvrtc.nvrtcDestroyProgram(prog)
     _atomic_write(cubin_path, buf)
     _atomic_write(cdir / f"{key}.cu", source.encode())
-    return buf
+    return bytes(buf)

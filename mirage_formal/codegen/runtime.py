@@ -17,6 +17,7 @@ Imports the errors and ``ir.dtypes``.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
 from collections.abc import Sequence
@@ -36,7 +37,7 @@ class DriverError(MirageError):
     """A CUDA driver call failed."""
 
 
-_NP = {DType.F16: np.dtype(np.float16), DType.F32: np.dtype(np.float32)}
+_NP: dict[DType, np.dtype[Any]] = {DType.F16: np.dtype(np.float16), DType.F32: np.dtype(np.float32)}
 _TYPESTR = {DType.F16: "<f2", DType.F32: "<f4", DType.BF16: "<V2"}
 
 
@@ -46,7 +47,7 @@ def numpy_dtype(dt: DType) -> np.dtype[Any]:
     return _NP[dt]
 
 
-def _drv():  # type: ignore[no-untyped-def]
+def _drv() -> Any:
     try:
         from cuda.bindings import driver
     except ImportError as e:  # pragma: no cover - cuda-python is a dependency
@@ -115,6 +116,9 @@ class Runtime:
     def dtoh(self, a: np.ndarray, ptr: int) -> None:
         assert a.flags.c_contiguous
         self.ck(self.drv.cuMemcpyDtoH(a.ctypes.data, ptr, a.nbytes), "cuMemcpyDtoH")
+
+    def copy_dtod(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        self.ck(self.drv.cuMemcpyDtoDAsync(dst, src, nbytes, stream), "cuMemcpyDtoDAsync")
 
     def fill16(self, ptr: int, value: int, count: int) -> None:
         self.ck(self.drv.cuMemsetD16(ptr, value, count), "cuMemsetD16")
@@ -208,10 +212,8 @@ class DeviceArray:
     def __del__(self) -> None:
         ptr = getattr(self, "ptr", 0)
         if ptr:
-            try:
+            with contextlib.suppress(Exception):  # interpreter shutdown
                 self.rt.free(ptr)
-            except Exception:  # pragma: no cover - interpreter shutdown
-                pass
             self.ptr = 0
 
     @property
