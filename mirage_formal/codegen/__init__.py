@@ -14,6 +14,13 @@ from mirage_formal.codegen.emit import SIMPLE, EmitOptions, EmittedKernel, emit_
 from mirage_formal.codegen.lower import Launch, default_block_graph, launches, lowered_graph
 from mirage_formal.codegen.nvrtc import CompileError, compile_cubin
 from mirage_formal.codegen.runtime import DeviceArray, DriverError, NoGPUError, gpu_available
+from mirage_formal.codegen.timing import fastest, time_graph
+from mirage_formal.codegen.validate import (
+    ValidationError,
+    ValidationReport,
+    require_valid,
+    validate,
+)
 
 __all__ = [
     "SIMPLE",
