@@ -23,22 +23,9 @@ from mirage_formal.codegen.validate import (
 )
 
 __all__ = [
-    "SIMPLE",
-    "CompileError",
-    "CompiledGraph",
-    "DeviceArray",
-    "DriverError",
-    "EmitOptions",
-    "EmittedKernel",
-    "Launch",
-    "NoGPUError",
-    "compile_cubin",
-    "compile_graph",
-    "default_block_graph",
-    "emit_block_graph",
-    "emit_graph",
-    "gpu_available",
-    "graph_bytes",
-    "launches",
-    "lowered_graph",
+    "SIMPLE", "CompileError", "CompiledGraph", "DeviceArray", "DriverError", "EmitOptions",
+    "EmittedKernel", "Launch", "NoGPUError", "ValidationError", "ValidationReport",
+    "compile_cubin", "compile_graph", "default_block_graph", "emit_block_graph", "emit_graph",
+    "fastest", "gpu_available", "graph_bytes", "launches", "lowered_graph", "require_valid",
+    "time_graph", "validate",
 ]
