@@ -48,13 +48,16 @@ class EmitOptions:
     ``mma``: fp16 tile products on tensor cores (``mma.sync`` m16n8k16, fp32 accumulation)
     instead of one fp32 dot product per thread; ``prefetch``: inside the for-loop, global
     loads of the next iteration's tiles are issued into registers before this iteration's
-    compute (register double buffering).
+    compute (register double buffering; with small tiles, up to ``prefetch_depth`` iterations
+    ahead, so that about ``prefetch_regs`` x 16 bytes per thread are in flight).
     """
 
     mma: bool = True
     prefetch: bool = True
-    #: most 16-byte registers per thread spent on prefetching
+    #: most 16-byte registers per thread spent on prefetching (all stages together)
     prefetch_regs: int = 16
+    #: most iterations prefetched ahead (used when the tiles are small)
+    prefetch_depth: int = 4
 
 
 SIMPLE = EmitOptions(mma=False, prefetch=False)
@@ -420,7 +423,7 @@ class _Emitter:
         nv = math.prod(n.shape) // self.vec_width(dt)
         return -(-nv // self.T)
 
-    def emit_prefetch(self, n: Node, itv: str, ind: str) -> list[str]:
+    def emit_prefetch(self, n: Node, itv: str, ind: str, stage: int = 0) -> list[str]:
         """Issue the global loads of iter tile ``n`` at iteration ``itv`` into registers."""
         _, dt = self.bg.inputs[n.attr("input")]
         V = self.vec_width(dt)
@@ -433,9 +436,9 @@ class _Emitter:
                 f"{ind}  const int v = threadIdx.x + p * {self.T};",
                 f"{ind}  {guard}{{", f"{ind}    const int i = v * {V};",
                 *[ind + "    " + d for d in decls],
-                f"{ind}    pf{self.ids[n]}[p] = mf::ld_raw(&{ref});", f"{ind}  }}", f"{ind}}}"]
+                f"{ind}    pf{self.ids[n]}_{stage}[p] = mf::ld_raw(&{ref});", f"{ind}  }}", f"{ind}}}"]
 
-    def emit_unstage(self, n: Node, ind: str) -> list[str]:
+    def emit_unstage(self, n: Node, ind: str, stage: int = 0) -> list[str]:
         """Widen the prefetched registers of ``n`` into its shared-memory tile."""
         _, dt = self.bg.inputs[n.attr("input")]
         V = self.vec_width(dt)
@@ -446,7 +449,7 @@ class _Emitter:
         dst = f"(v * {V} / {L}) * {self.row(n)} + (v * {V}) % {L}" if n in self.ld else f"v * {V}"
         return [f"{ind}#pragma unroll", f"{ind}for (int p = 0; p < {P}; ++p) {{",
                 f"{ind}  const int v = threadIdx.x + p * {self.T};",
-                f"{ind}  {guard}mf::unpack_vec(pf{self.ids[n]}[p], &{self.buf[n]}[{dst}], "
+                f"{ind}  {guard}mf::unpack_vec(pf{self.ids[n]}_{stage}[p], &{self.buf[n]}[{dst}], "
                 f"({dt.c_type}*)nullptr);", f"{ind}}}"]
 
     def emit_load(self, n: Node, ind: str) -> list[str]:
@@ -694,26 +697,42 @@ class _Emitter:
                     if r <= budget:
                         staged.append(x)
                         budget -= r
+        F = bg.forloop
+        tot = sum(self.prefetch_regs(x) for x in staged)
+        D = max(1, min(self.opts.prefetch_depth, self.opts.prefetch_regs // tot, F)) if tot else 1
         for s in steps[:p]:
             lines += self.emit_step(s, "  ")
-        for x in staged:
-            lines.append(f"  uint4 pf{self.ids[x]}[{self.prefetch_regs(x)}];")
-            lines += self.emit_prefetch(x, "0", "  ")
+        for st in range(D):
+            for x in staged:
+                lines.append(f"  uint4 pf{self.ids[x]}_{st}[{self.prefetch_regs(x)}];")
+                lines += self.emit_prefetch(x, str(st), "  ", st)
         lines.append("  __syncthreads();")
         if q > p:
-            lines.append(f"  for (int it = 0; it < {bg.forloop}; ++it) {{")
             body = [s for s in steps[p:q] if s[1] not in staged]
-            for x in staged:
-                lines += self.emit_unstage(x, "    ")
-            if staged:
-                lines.append("    __syncthreads();")
-                lines.append(f"    if (it + 1 < {bg.forloop}) {{")
+            # D copies of the body, one per register stage, so stage indices are constants.
+            lines.append(f"  for (int it0 = 0; it0 < {F}; it0 += {D}) {{")
+            for st in range(D):
+                ind = "    "
+                lines.append(f"{ind}{{")
+                ind += "  "
+                lines.append(f"{ind}const int it = it0 + {st};")
+                if F % D:
+                    lines.append(f"{ind}if (it < {F}) {{")
+                    ind += "  "
                 for x in staged:
-                    lines += self.emit_prefetch(x, "(it + 1)", "      ")
+                    lines += self.emit_unstage(x, ind, st)
+                if staged:
+                    lines.append(f"{ind}__syncthreads();")
+                    lines.append(f"{ind}if (it + {D} < {F}) {{")
+                    for x in staged:
+                        lines += self.emit_prefetch(x, f"(it + {D})", ind + "  ", st)
+                    lines.append(f"{ind}}}")
+                for s in body:
+                    lines += self.emit_step(s, ind)
+                    lines.append(f"{ind}__syncthreads();")
+                if F % D:
+                    lines.append(f"{ind[:-2]}}}")
                 lines.append("    }")
-            for s in body:
-                lines += self.emit_step(s, "    ")
-                lines.append("    __syncthreads();")
             lines.append("  }")
         for s in steps[q:]:
             lines += self.emit_step(s, "  ")
