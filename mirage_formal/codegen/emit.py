@@ -190,6 +190,16 @@ class _Emitter:
                 raise GraphError(f"codegen: input {list(shape)} is too large for 32-bit indexing")
         self.inline = {n for n in self.nodes if self._inlinable(n)}
         self.fused = {n: self.consumers[n][0] for n in self.nodes if self._fusable(n)}
+        # A matmul whose only consumer is a stored unary elementwise op writes that op's
+        # value directly (epilogue): no product tile, one step and one barrier fewer.
+        self.epi: dict[Node, Node] = {}
+        for n in self.nodes:
+            cs = self.consumers[n]
+            if (n.op == "matmul" and n not in self.fused and n not in self.out_nodes
+                    and len(cs) == 1 and len(cs[0].src) == 1 and cs[0] not in self.inline
+                    and cs[0].op in REGISTRY and REGISTRY[cs[0].op].elementwise):
+                self.epi[n] = cs[0]
+        self.epi_of = {e: m for m, e in self.epi.items()}
         # Operand tiles of matmuls get rows padded by 4 floats: tensor-core fragment loads
         # then hit distinct shared-memory banks (a row stride that is a multiple of 32 words
         # puts the 8 rows a warp reads in one bank).
@@ -282,7 +292,7 @@ class _Emitter:
             if n.op == "accum":
                 pre.append(("zero", n))
         for n in self.nodes:
-            if n in self.inline or n in self.fused:
+            if n in self.inline or n in self.fused or n in self.epi_of:
                 continue
             after = self.phase[n]
             if n.op == ITER:
@@ -331,7 +341,7 @@ class _Emitter:
         scratch: dict[Node, int] = {}
         for i, (kind, x) in enumerate(steps):
             if kind in ("zero", "load", "op") and isinstance(x, Node):
-                defined.setdefault(x, i)
+                defined.setdefault(self.epi.get(x, x), i)
                 if kind == "op" and x.op == "rms_norm":
                     scratch[x] = i
             for r in self.reads((kind, x)):
@@ -395,10 +405,10 @@ class _Emitter:
             return self.emit_acc(x, ind)
         if kind == "mma_acc":
             assert isinstance(x, Node)
-            return self.emit_matmul(x, self.buf[self.fused[x]], True, ind)
+            return self.emit_matmul(x, self.fused[x], True, ind)
         assert isinstance(x, Node)
         if x.op == "matmul":
-            return self.emit_matmul(x, self.buf[x], False, ind)
+            return self.emit_matmul(x, self.epi.get(x, x), False, ind)
         if x.op in ("sum", "mean"):
             return self.emit_reduce(x, ind)
         if x.op == "rms_norm":
@@ -520,13 +530,22 @@ class _Emitter:
                 f"{ind}  for (int g = 0; g < {G}; ++g) {{", *ex.code(),
                 f"{ind}    s += {f(v)};", f"{ind}  }}", f"{ind}  {b}[o] += s;", f"{ind}}}"]
 
-    def emit_matmul(self, n: Node, dst: str, add: bool, ind: str) -> list[str]:
+    def epilogue(self, dst: Node, v: str) -> str:
+        """``v`` passed through ``dst``'s op when ``dst`` is a matmul's epilogue."""
+        if dst.op == "matmul" or dst.op == "accum":
+            return v
+        d = REGISTRY[dst.op]
+        assert d.c_expr is not None
+        attrs = {k: _fmt_float(x) if isinstance(x, float) else x for k, x in dst.attrs}
+        return d.c_expr.format(v, **attrs)
+
+    def emit_matmul(self, n: Node, dst: Node, add: bool, ind: str) -> list[str]:
         A, B = n.src
         if (self.opts.mma and self.warp_ok() and A.dtype is DType.F16 and B.dtype is DType.F16):
             return self.emit_matmul_mma(n, dst, add, ind)
         return self.emit_matmul_simple(n, dst, add, ind)
 
-    def emit_matmul_mma(self, n: Node, dst: str, add: bool, ind: str) -> list[str]:
+    def emit_matmul_mma(self, n: Node, dnode: Node, add: bool, ind: str) -> list[str]:
         """Warps take 16x8 output tiles; each is a chain of m16n8k16 tensor-core products
         whose fp16 fragments are packed from the fp32 shared-memory tiles (PTX ISA layout:
         A rows g, g+8 and columns 2q, 2q+1, +8; B rows 2q, 2q+1, +8 and column g; C rows g,
@@ -555,11 +574,11 @@ class _Emitter:
             return f"({' && '.join(cond)} ? {e} : 0.f)" if cond else e
 
         op = "+=" if add else "="
-        dbat = f"tb * {M * N}"
+        dst = self.buf[dnode]
 
         def st(r: str, c: str, v: str) -> str:
             cond = [x for x, need in ((f"{r} < {M}", mk), (f"{c} < {N}", nk)) if need]
-            s = f"{dst}[{dbat} + {r} * {N} + {c}] {op} {v};"
+            s = f"{dst}[{self.addr(dnode, [*bidx, r, c])}] {op} {self.epilogue(dnode, v)};"
             return f"if ({' && '.join(cond)}) {s}" if cond else s
 
         i2 = ind + "  "
@@ -592,7 +611,7 @@ class _Emitter:
             f"{i2}{st('r1', '(cc + 1)', 'acc[3]')}",
             f"{ind}}}"]
 
-    def emit_matmul_simple(self, n: Node, dst: str, add: bool, ind: str) -> list[str]:
+    def emit_matmul_simple(self, n: Node, dnode: Node, add: bool, ind: str) -> list[str]:
         A, B = n.src
         a, b = self.buf[A], self.buf[B]
         K = A.shape[-1]
@@ -613,7 +632,7 @@ class _Emitter:
                 f"{ind}  float s = 0.f;",
                 f"{ind}  #pragma unroll 8",
                 f"{ind}  for (int k = 0; k < {K}; ++k) s += pa[k] * pb[k * {self.row(B)}];",
-                f"{ind}  {dst}[i] {op} s;"]
+                f"{ind}  {self.buf[dnode]}[{self.addr(dnode, idx)}] {op} {self.epilogue(dnode, 's')};"]
         return self.loop_over(n.shape, body, ind)
 
     def emit_reduce(self, n: Node, ind: str) -> list[str]:
