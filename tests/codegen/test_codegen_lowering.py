@@ -25,7 +25,10 @@ def _same(a: list[np.ndarray], b: list[np.ndarray]) -> None:
 @pytest.mark.parametrize("batch", [1, 8])
 @pytest.mark.parametrize("name", sorted(workloads.PROGRAMS))
 def test_workload_lowering_is_exact(name: str, batch: int) -> None:
-    prog = workloads.program(name, batch)
+    # Full sizes at b=1; at b=8 the attention key length is cut to keep CI fast (the lowering
+    # of every op is exercised either way; the GPU bench checks full sizes).
+    small = {"kv": 512} if batch == 8 and name in ("gqa", "mha", "mqa", "qknorm_gqa") else {}
+    prog = workloads.program(name, batch, **small)
     low = lowered_graph(prog)
     assert all(n.op == KERNEL_OP for n in low.kernels)
     assert len(launches(prog)) == len(low.kernels)
