@@ -1,0 +1,770 @@
+"""The emitter: one block graph becomes one CUDA C++ ``__global__`` function.
+
+Every block tile is fp32. A tile is either *materialized* (an fp32 buffer in shared memory,
+or in a per-block global workspace when shared memory is too small, see :mod:`plan`) or
+*inlined*: an input iterator or an elementwise op whose every consumer is elementwise, an
+accumulator or an output saver is never stored; whoever reads it recomputes it from its
+operands in registers (the fused elementwise chain of DESIGN.md). Operands of matmuls,
+reductions and rms_norm are always materialized. A matmul whose only consumer is a plain
+(sum or mean, fold None) accumulator adds into the accumulator directly.
+
+The kernel is a flat list of *steps*; each step is one loop over the elements of one tile,
+threads striding over elements, followed by ``__syncthreads()``:
+
+    pre:  zero accumulators; load loop-invariant iterator tiles (fmap = -1)
+    loop: for it in [0, F): per-iteration tiles in topological order, accumulator updates
+    post: accumulator finalisation (mean, rms), post-loop ops, output savers
+
+Index arithmetic uses compile-time shapes only: a tile of shape S is row-major; iterator
+element t of input T sits at T[b_a*(S_d/g_a) + it*tile_d + t_d] per dimension d (DESIGN.md),
+and output savers write block b's tile at chunk b of each omap dimension.
+
+Imports ``ir`` and :mod:`plan`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from mirage_formal.codegen.plan import Buffer, plan_buffers
+from mirage_formal.errors import GraphError, UnsupportedOpError
+from mirage_formal.ir.dtypes import DType
+from mirage_formal.ir.graph import ITER, BlockGraph, block_phases
+from mirage_formal.ir.node import Node
+from mirage_formal.ir.ops import REGISTRY
+
+#: the most dynamic shared memory a block may use on sm_90 (227 KiB)
+SMEM_LIMIT_BYTES = 227 * 1024
+BLOCK_IDX = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+_MAX_ELEMS = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class EmitOptions:
+    """Emitter switches; every combination computes the same function (validated on GPU).
+
+    ``mma``: fp16 tile products on tensor cores (``mma.sync`` m16n8k16, fp32 accumulation)
+    instead of one fp32 dot product per thread; ``prefetch``: inside the for-loop, global
+    loads of the next iteration's tiles are issued into registers before this iteration's
+    compute (register double buffering; with small tiles, up to ``prefetch_depth`` iterations
+    ahead, so that about ``prefetch_regs`` x 16 bytes per thread are in flight).
+    """
+
+    mma: bool = True
+    prefetch: bool = True
+    #: most 16-byte registers per thread spent on prefetching (all stages together)
+    prefetch_regs: int = 16
+    #: most iterations prefetched ahead (used when the tiles are small)
+    prefetch_depth: int = 4
+
+
+SIMPLE = EmitOptions(mma=False, prefetch=False)
+
+
+@dataclass(frozen=True)
+class EmittedKernel:
+    """One ``__global__`` function and what it takes to launch it.
+
+    Parameters, in order: the kernel inputs (``const T*``), the outputs (``T*``), then a
+    ``float*`` workspace of ``ws_floats`` floats per block (may be 0: pass any pointer).
+    """
+
+    name: str
+    source: str
+    grid: tuple[int, int, int]
+    threads: int
+    smem_bytes: int
+    ws_floats: int
+    in_types: tuple[DType, ...]
+    out_types: tuple[DType, ...]
+
+    @property
+    def ws_bytes(self) -> int:
+        return 4 * self.ws_floats * math.prod(self.grid)
+
+
+def _strides(shape: Sequence[int]) -> list[int]:
+    out = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        out[d] = out[d + 1] * shape[d + 1]
+    return out
+
+
+def lin(shape: Sequence[int], idx: Sequence[str]) -> str:
+    """Row-major linear offset of ``idx`` (C expressions) in a tile of ``shape``."""
+    terms = []
+    for s, st, i in zip(shape, _strides(shape), idx, strict=True):
+        if s == 1 or i == "0":
+            continue
+        terms.append(f"({i})" if st == 1 else f"({i})*{st}")
+    return " + ".join(terms) if terms else "0"
+
+
+def multi_index(shape: Sequence[int], var: str, prefix: str) -> tuple[list[str], list[str]]:
+    """Declarations splitting linear index ``var`` into per-dimension names; and the names."""
+    decls, names = [], []
+    st = _strides(shape)
+    for d, s in enumerate(shape):
+        if s == 1:
+            names.append("0")
+            continue
+        name = f"{prefix}{d}"
+        e = f"{var} / {st[d]}" if st[d] != 1 else var
+        if d > 0:
+            e = f"({e}) % {s}"
+        decls.append(f"const int {name} = {e};")
+        names.append(name)
+    return decls, names
+
+
+def align_idx(idx: Sequence[str], out_shape: Sequence[int], shape: Sequence[int]) -> list[str]:
+    """Index of a right-aligned broadcast operand of ``shape`` read at ``idx`` of ``out_shape``."""
+    off = len(out_shape) - len(shape)
+    return ["0" if s == 1 else idx[off + j] for j, s in enumerate(shape)]
+
+
+def _fmt_float(x: float) -> str:
+    r = repr(float(x))
+    if r in ("inf", "-inf", "nan"):
+        raise GraphError(f"codegen: attribute value {r} cannot be emitted as a C literal")
+    return r if ("e" in r or "." in r) else r + ".0"
+
+
+class _Expr:
+    """Statements computing tile values at given indices inside one element loop."""
+
+    def __init__(self, em: _Emitter, indent: str) -> None:
+        self.em = em
+        self.lines: list[str] = []
+        self.memo: dict[tuple[Node, tuple[str, ...]], str] = {}
+        self.indent = indent
+
+    def val(self, n: Node, idx: Sequence[str], compute: bool = False) -> str:
+        """Value of tile ``n`` at ``idx``; ``compute``: from its operands even if stored."""
+        key = (n, tuple(idx))
+        if key in self.memo and not compute:
+            return self.memo[key]
+        em = self.em
+        if n in em.buf and not compute:
+            v = f"{em.buf[n]}[{em.addr(n, idx)}]"
+        elif n.op == ITER:
+            v = em.var()
+            self.lines.append(f"const float {v} = mf::to_f({em.iter_ref(n, idx)});")
+        else:
+            d = REGISTRY[n.op]
+            assert d.elementwise and d.c_expr is not None, n.op
+            args = [self.val(s, align_idx(idx, n.shape, s.shape)) for s in n.src]
+            attrs = {k: _fmt_float(x) if isinstance(x, float) else x for k, x in n.attrs}
+            v = em.var()
+            self.lines.append(f"const float {v} = {d.c_expr.format(*args, **attrs)};")
+        self.memo[key] = v
+        return v
+
+    def code(self) -> list[str]:
+        return [self.indent + ln for ln in self.lines]
+
+
+class _Emitter:
+    def __init__(self, bg: BlockGraph, name: str, smem_limit: int, opts: EmitOptions) -> None:
+        self.opts = opts
+        self.bg = bg
+        self.name = name
+        self.T = bg.threads
+        self.nodes = bg.nodes
+        self.phase = block_phases(self.nodes)
+        self.ids = {n: i for i, n in enumerate(self.nodes)}
+        self.out_nodes = {o.node for o in bg.outputs}
+        self.consumers: dict[Node, list[Node]] = {n: [] for n in self.nodes}
+        for n in self.nodes:
+            for s in n.src:
+                self.consumers[s].append(n)
+        for n in self.nodes:
+            if n.op not in (ITER, "accum") and n.op not in REGISTRY:
+                raise UnsupportedOpError(f"codegen: block op {n.op!r} has no lowering")
+            if math.prod(n.shape) > _MAX_ELEMS:
+                raise GraphError(f"codegen: tile {list(n.shape)} is too large for 32-bit indexing")
+        for shape, _ in bg.inputs:
+            if math.prod(shape) > _MAX_ELEMS:
+                raise GraphError(f"codegen: input {list(shape)} is too large for 32-bit indexing")
+        self.inline = {n for n in self.nodes if self._inlinable(n)}
+        self.fused = {n: self.consumers[n][0] for n in self.nodes if self._fusable(n)}
+        # A matmul whose only consumer is a stored unary elementwise op writes that op's
+        # value directly (epilogue): no product tile, one step and one barrier fewer.
+        self.epi: dict[Node, Node] = {}
+        for n in self.nodes:
+            cs = self.consumers[n]
+            if (n.op == "matmul" and n not in self.fused and n not in self.out_nodes
+                    and len(cs) == 1 and len(cs[0].src) == 1 and cs[0] not in self.inline
+                    and cs[0].op in REGISTRY and REGISTRY[cs[0].op].elementwise):
+                self.epi[n] = cs[0]
+        self.epi_of = {e: m for m, e in self.epi.items()}
+        # Operand tiles of matmuls get rows padded by 4 floats: tensor-core fragment loads
+        # then hit distinct shared-memory banks (a row stride that is a multiple of 32 words
+        # puts the 8 rows a warp reads in one bank).
+        self.ld: dict[Node, int] = {}
+        for n in self.nodes:
+            if n.op == "matmul":
+                for s in n.src:
+                    if ((s.op == ITER or REGISTRY[s.op].elementwise) and s not in self.inline
+                            and s.shape[-1] % 4 == 0 and s.shape[-1] >= 8):
+                        self.ld[s] = s.shape[-1] + 4
+        self.buf: dict[Node, str] = {}
+        self.nvar = 0
+        self.smem_limit = smem_limit
+
+    # ------------------------------------------------------------ decisions
+    def _inlinable(self, n: Node) -> bool:
+        if n.op != ITER and not (n.op in REGISTRY and REGISTRY[n.op].elementwise):
+            return False
+        return all(c.op == "accum" or REGISTRY[c.op].elementwise for c in self.consumers[n])
+
+    def _fusable(self, n: Node) -> bool:
+        cs = self.consumers[n]
+        return (n.op == "matmul" and len(cs) == 1 and cs[0].op == "accum"
+                and cs[0].attr("fold") is None and cs[0].attr("kind") in ("sum", "mean")
+                and n not in self.out_nodes)
+
+    def row(self, n: Node) -> int:
+        """Floats between consecutive rows (last-dimension runs) of ``n``'s buffer."""
+        return self.ld.get(n, n.shape[-1])
+
+    def addr(self, n: Node, idx: Sequence[str]) -> str:
+        """Offset of element ``idx`` in ``n``'s (possibly row-padded) buffer."""
+        if n not in self.ld:
+            return lin(n.shape, idx)
+        rows = lin(n.shape[:-1], idx[:-1])
+        last = idx[-1]
+        parts = [] if rows == "0" else [f"({rows})*{self.ld[n]}"]
+        if last != "0":
+            parts.append(f"({last})")
+        return " + ".join(parts) if parts else "0"
+
+    def buf_size(self, n: Node) -> int:
+        return math.prod(n.shape[:-1]) * self.row(n)
+
+    def var(self) -> str:
+        self.nvar += 1
+        return f"v{self.nvar}"
+
+    # ------------------------------------------------------------ addressing
+    def iter_ref(self, n: Node, idx: Sequence[str], itv: str = "it") -> str:
+        k = n.attr("input")
+        shape, _ = self.bg.inputs[k]
+        imap, fmap = n.attr("imap"), n.attr("fmap")
+        st = _strides(shape)
+        terms = []
+        for d in range(len(shape)):
+            parts = []
+            for a in range(3):
+                if imap[a] == d:
+                    parts.append(f"{BLOCK_IDX[a]}*{shape[d] // self.bg.grid[a]}")
+            if fmap == d and self.bg.forloop > 1:
+                parts.append(f"{itv}*{n.shape[d]}")
+            if idx[d] != "0":
+                parts.append(idx[d])
+            if parts:
+                e = " + ".join(parts)
+                terms.append(f"({e})" if st[d] == 1 else f"({e})*{st[d]}")
+        return f"in{k}[{' + '.join(terms) if terms else '0'}]"
+
+    def out_ref(self, k: int, idx: Sequence[str]) -> str:
+        o = self.bg.outputs[k]
+        shape = self.bg.output_shape(o)
+        st = _strides(shape)
+        terms = []
+        for d in range(len(shape)):
+            parts = [f"{BLOCK_IDX[a]}*{o.node.shape[d]}" for a in range(3) if o.omap[a] == d]
+            if idx[d] != "0":
+                parts.append(idx[d])
+            if parts:
+                e = " + ".join(parts)
+                terms.append(f"({e})" if st[d] == 1 else f"({e})*{st[d]}")
+        return f"out{k}[{' + '.join(terms) if terms else '0'}]"
+
+    # ------------------------------------------------------------ steps
+    def build_steps(self) -> tuple[list[tuple[str, Node | int]], int, int]:
+        pre: list[tuple[str, Node | int]] = []
+        loop: list[tuple[str, Node | int]] = []
+        post: list[tuple[str, Node | int]] = []
+        for n in self.nodes:
+            if n.op == "accum":
+                pre.append(("zero", n))
+        for n in self.nodes:
+            if n in self.inline or n in self.fused or n in self.epi_of:
+                continue
+            after = self.phase[n]
+            if n.op == ITER:
+                if n.attr("fmap") == -1 and self.bg.forloop > 1:
+                    pre.append(("load", n))
+                else:
+                    loop.append(("load", n))
+            elif n.op == "accum":
+                src = n.src[0]
+                loop.append(("mma_acc", src) if src in self.fused else ("acc", n))
+                if n.attr("kind") != "sum":
+                    post.append(("fin", n))
+            else:
+                (post if after else loop).append(("op", n))
+        for k in range(len(self.bg.outputs)):
+            post.append(("out", k))
+        # Loads have no dependencies inside an iteration: issue them all first.
+        loop = [s for s in loop if s[0] == "load"] + [s for s in loop if s[0] != "load"]
+        steps = pre + loop + post
+        return steps, len(pre), len(pre) + len(loop)
+
+    def reads(self, step: tuple[str, Node | int]) -> set[Node]:
+        kind, x = step
+        if kind == "out":
+            assert isinstance(x, int)
+            roots = [self.bg.outputs[x].node]
+        elif kind in ("zero", "fin", "load"):
+            return set()
+        else:
+            assert isinstance(x, Node)
+            roots = list(x.src)
+        out: set[Node] = set()
+        stack = roots
+        while stack:
+            n = stack.pop()
+            if n in self.inline:
+                stack.extend(n.src)
+            else:
+                out.add(n)
+        return out
+
+    def plan(self) -> tuple[list[tuple[str, Node | int]], int, int, dict[str, Buffer]]:
+        steps, p, q = self.build_steps()
+        defined: dict[Node, int] = {}
+        last: dict[Node, int] = {}
+        scratch: dict[Node, int] = {}
+        for i, (kind, x) in enumerate(steps):
+            if kind in ("zero", "load", "op") and isinstance(x, Node):
+                defined.setdefault(self.epi.get(x, x), i)
+                if kind == "op" and x.op == "rms_norm":
+                    scratch[x] = i
+            for r in self.reads((kind, x)):
+                last[r] = max(last.get(r, -1), i)
+        bufs: dict[str, Buffer] = {}
+        for n, d in defined.items():
+            u = last.get(n, d)
+            if n.op == "accum":
+                d, u = 0, max(u, q - 1)
+            elif d < p and u >= p:
+                u = max(u, q - 1)
+            bufs[f"b{self.ids[n]}"] = Buffer(f"b{self.ids[n]}", self.buf_size(n), d, u)
+            self.buf[n] = f"b{self.ids[n]}"
+        for n, i in scratch.items():
+            rows = math.prod(n.shape[:-1])
+            bufs[f"r{self.ids[n]}"] = Buffer(f"r{self.ids[n]}", rows, i, i)
+        return steps, p, q, bufs
+
+    # ------------------------------------------------------------ code per step
+    def loop_over(self, shape: Sequence[int], body: list[str], ind: str, var: str = "i") -> list[str]:
+        n = math.prod(shape)
+        return [f"{ind}for (int {var} = threadIdx.x; {var} < {n}; {var} += {self.T}) {{",
+                *body, f"{ind}}}"]
+
+    def elem_loop(self, shape: Sequence[int], ind: str,
+                  make: Callable[[_Expr, list[str]], list[str]]) -> list[str]:
+        """A loop over tile elements: ``make(expr, idx) -> list of final statements``."""
+        decls, idx = multi_index(shape, "i", "t")
+        ex = _Expr(self, ind + "  ")
+        tail = make(ex, idx)
+        body = [ind + "  " + d for d in decls] + ex.code() + [ind + "  " + t for t in tail]
+        return self.loop_over(shape, body, ind)
+
+    def warp_ok(self) -> bool:
+        return self.T % 32 == 0
+
+    def emit_step(self, step: tuple[str, Node | int], ind: str) -> list[str]:
+        kind, x = step
+        if kind == "zero":
+            assert isinstance(x, Node)
+            b = self.buf[x]
+            return self.loop_over(x.shape, [f"{ind}  {b}[i] = 0.f;"], ind)
+        if kind == "load":
+            assert isinstance(x, Node)
+            return self.emit_load(x, ind)
+        if kind == "out":
+            assert isinstance(x, int)
+            return self.emit_out(x, ind)
+        if kind == "fin":
+            assert isinstance(x, Node)
+            b = self.buf[x]
+            src = x.src[0]
+            fold = x.attr("fold")
+            count = self.bg.forloop * (src.shape[-1] // fold if fold is not None else 1)
+            e = f"{b}[i] * {_fmt_float(1.0 / count)}f"
+            if x.attr("kind") == "rms":
+                e = f"sqrtf({e})"
+            return self.loop_over(x.shape, [f"{ind}  {b}[i] = {e};"], ind)
+        if kind == "acc":
+            assert isinstance(x, Node)
+            return self.emit_acc(x, ind)
+        if kind == "mma_acc":
+            assert isinstance(x, Node)
+            return self.emit_matmul(x, self.fused[x], True, ind)
+        assert isinstance(x, Node)
+        if x.op == "matmul":
+            return self.emit_matmul(x, self.epi.get(x, x), False, ind)
+        if x.op in ("sum", "mean"):
+            return self.emit_reduce(x, ind)
+        if x.op == "rms_norm":
+            return self.emit_rms_norm(x, ind)
+        d = REGISTRY[x.op]
+        if not d.elementwise:
+            raise UnsupportedOpError(f"codegen: block op {x.op!r} has no lowering")
+        b = self.buf[x]
+        return self.elem_loop(x.shape, ind,
+                              lambda ex, idx: [f"{b}[{self.addr(x, idx)}] = {ex.val(x, idx, True)};"])
+
+    def vec_width(self, dt: DType) -> int:
+        return 16 // dt.itemsize
+
+    def vec_load(self, n: Node) -> bool:
+        shape, dt = self.bg.inputs[n.attr("input")]
+        V = self.vec_width(dt)
+        return n.shape[-1] % V == 0 and shape[-1] % V == 0
+
+    def prefetch_regs(self, n: Node) -> int:
+        _, dt = self.bg.inputs[n.attr("input")]
+        nv = math.prod(n.shape) // self.vec_width(dt)
+        return -(-nv // self.T)
+
+    def emit_prefetch(self, n: Node, itv: str, ind: str, stage: int = 0) -> list[str]:
+        """Issue the global loads of iter tile ``n`` at iteration ``itv`` into registers."""
+        _, dt = self.bg.inputs[n.attr("input")]
+        V = self.vec_width(dt)
+        nv = math.prod(n.shape) // V
+        P = self.prefetch_regs(n)
+        decls, idx = multi_index(n.shape, "i", "t")
+        ref = self.iter_ref(n, idx, itv)
+        guard = f"if (v < {nv}) " if nv % self.T else ""
+        return [f"{ind}#pragma unroll", f"{ind}for (int p = 0; p < {P}; ++p) {{",
+                f"{ind}  const int v = threadIdx.x + p * {self.T};",
+                f"{ind}  {guard}{{", f"{ind}    const int i = v * {V};",
+                *[ind + "    " + d for d in decls],
+                f"{ind}    pf{self.ids[n]}_{stage}[p] = mf::ld_raw(&{ref});", f"{ind}  }}", f"{ind}}}"]
+
+    def emit_unstage(self, n: Node, ind: str, stage: int = 0) -> list[str]:
+        """Widen the prefetched registers of ``n`` into its shared-memory tile."""
+        _, dt = self.bg.inputs[n.attr("input")]
+        V = self.vec_width(dt)
+        nv = math.prod(n.shape) // V
+        P = self.prefetch_regs(n)
+        guard = f"if (v < {nv}) " if nv % self.T else ""
+        L = n.shape[-1]
+        dst = f"(v * {V} / {L}) * {self.row(n)} + (v * {V}) % {L}" if n in self.ld else f"v * {V}"
+        return [f"{ind}#pragma unroll", f"{ind}for (int p = 0; p < {P}; ++p) {{",
+                f"{ind}  const int v = threadIdx.x + p * {self.T};",
+                f"{ind}  {guard}mf::unpack_vec(pf{self.ids[n]}_{stage}[p], &{self.buf[n]}[{dst}], "
+                f"({dt.c_type}*)nullptr);", f"{ind}}}"]
+
+    def emit_load(self, n: Node, ind: str) -> list[str]:
+        k = n.attr("input")
+        shape, dt = self.bg.inputs[k]
+        b = self.buf[n]
+        V = self.vec_width(dt)
+        if n.shape[-1] % V == 0 and shape[-1] % V == 0:
+            nv = math.prod(n.shape) // V
+            decls, idx = multi_index(n.shape, "i", "t")
+            ref = self.iter_ref(n, idx)
+            body = [f"{ind}  const int i = v * {V};", *[ind + "  " + d for d in decls],
+                    f"{ind}  mf::ld_vec(&{ref}, &{b}[{self.addr(n, idx)}]);"]
+            return [f"{ind}for (int v = threadIdx.x; v < {nv}; v += {self.T}) {{", *body, f"{ind}}}"]
+        return self.elem_loop(n.shape, ind, lambda ex, idx: [
+            f"{b}[{self.addr(n, idx)}] = mf::to_f({self.iter_ref(n, idx)});"])
+
+    def emit_out(self, k: int, ind: str) -> list[str]:
+        o = self.bg.outputs[k]
+        n = o.node
+        full = self.bg.output_shape(o)
+        V = self.vec_width(n.dtype)
+        c = n.dtype.c_type
+        if n.shape[-1] % V == 0 and full[-1] % V == 0:
+            nv = math.prod(n.shape) // V
+            decls, idx = multi_index(n.shape, "i", "t")
+            last = idx[-1]
+            ex = _Expr(self, ind + "    ")
+            vidx = [*idx[:-1], f"{last} + j"] if last != "0" else [*idx[:-1], "j"]
+            v = ex.val(n, vidx)
+            body = [f"{ind}  const int i = v * {V};", *[ind + "  " + d for d in decls],
+                    f"{ind}  float vals[{V}];",
+                    f"{ind}  #pragma unroll",
+                    f"{ind}  for (int j = 0; j < {V}; ++j) {{", *ex.code(),
+                    f"{ind}    vals[j] = {v};", f"{ind}  }}",
+                    f"{ind}  mf::st_vec(&{self.out_ref(k, idx)}, vals);"]
+            return [f"{ind}for (int v = threadIdx.x; v < {nv}; v += {self.T}) {{", *body, f"{ind}}}"]
+        return self.elem_loop(n.shape, ind,
+                              lambda ex, idx: [f"{self.out_ref(k, idx)} = mf::from_f<{c}>({ex.val(n, idx)});"])
+
+    def emit_acc(self, a: Node, ind: str) -> list[str]:
+        x = a.src[0]
+        b = self.buf[a]
+        sq = a.attr("kind") == "rms"
+        fold = a.attr("fold")
+
+        def f(v: str) -> str:
+            return f"{v} * {v}" if sq else v
+
+        if fold is None:
+            return self.elem_loop(a.shape, ind, lambda ex, idx: [f"{b}[i] += {f(ex.val(x, idx))};"])
+        G = x.shape[-1] // fold
+        decls, idx = multi_index(a.shape, "o", "t")
+        jl = idx[-1]
+        gidx = [*idx[:-1], f"g*{fold} + {jl}" if jl != "0" else f"g*{fold}"]
+        ex = _Expr(self, ind + "    ")
+        v = ex.val(x, gidx)
+        na = math.prod(a.shape)
+        if G >= 32 and self.warp_ok():
+            W = self.T // 32
+            return [f"{ind}for (int o = threadIdx.x / 32; o < {na}; o += {W}) {{",
+                    *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
+                    f"{ind}  for (int g = threadIdx.x % 32; g < {G}; g += 32) {{", *ex.code(),
+                    f"{ind}    s += {f(v)};", f"{ind}  }}", f"{ind}  s = mf::warp_sum(s);",
+                    f"{ind}  if (threadIdx.x % 32 == 0) {b}[o] += s;", f"{ind}}}"]
+        return [f"{ind}for (int o = threadIdx.x; o < {na}; o += {self.T}) {{",
+                *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
+                f"{ind}  for (int g = 0; g < {G}; ++g) {{", *ex.code(),
+                f"{ind}    s += {f(v)};", f"{ind}  }}", f"{ind}  {b}[o] += s;", f"{ind}}}"]
+
+    def epilogue(self, dst: Node, v: str) -> str:
+        """``v`` passed through ``dst``'s op when ``dst`` is a matmul's epilogue."""
+        if dst.op == "matmul" or dst.op == "accum":
+            return v
+        d = REGISTRY[dst.op]
+        assert d.c_expr is not None
+        attrs = {k: _fmt_float(x) if isinstance(x, float) else x for k, x in dst.attrs}
+        return d.c_expr.format(v, **attrs)
+
+    def emit_matmul(self, n: Node, dst: Node, add: bool, ind: str) -> list[str]:
+        A, B = n.src
+        if (self.opts.mma and self.warp_ok() and A.dtype is DType.F16 and B.dtype is DType.F16):
+            return self.emit_matmul_mma(n, dst, add, ind)
+        return self.emit_matmul_simple(n, dst, add, ind)
+
+    def emit_matmul_mma(self, n: Node, dnode: Node, add: bool, ind: str) -> list[str]:
+        """Warps take 16x8 output tiles; each is a chain of m16n8k16 tensor-core products
+        whose fp16 fragments are packed from the fp32 shared-memory tiles (PTX ISA layout:
+        A rows g, g+8 and columns 2q, 2q+1, +8; B rows 2q, 2q+1, +8 and column g; C rows g,
+        g+8 and columns 2q, 2q+1, where g = lane/4, q = lane%4)."""
+        A, B = n.src
+        a, b = self.buf[A], self.buf[B]
+        M, N, K = n.shape[-2], n.shape[-1], A.shape[-1]
+        MT, NT = -(-M // 16), -(-N // 8)
+        batch = n.shape[:-2]
+        NB = math.prod(batch)
+        W = self.T // 32
+        decls, bidx = multi_index(batch, "tb", "u") if batch else ([], [])
+        ab = self.addr(A, [*align_idx(bidx, batch, A.shape[:-2]), "0", "0"]) if batch else "0"
+        bb = self.addr(B, [*align_idx(bidx, batch, B.shape[:-2]), "0", "0"]) if batch else "0"
+        lda, ldb = self.row(A), self.row(B)
+        mk, kk, nk = M % 16 != 0, K % 16 != 0, N % 8 != 0
+
+        def la(r: str, k: str) -> str:
+            cond = [c for c, need in ((f"{r} < {M}", mk), (f"{k} < {K}", kk)) if need]
+            e = f"pa[{r} * {lda} + {k}]"
+            return f"({' && '.join(cond)} ? {e} : 0.f)" if cond else e
+
+        def lb(k: str, c: str) -> str:
+            cond = [x for x, need in ((f"{k} < {K}", kk), (f"{c} < {N}", nk)) if need]
+            e = f"pb[{k} * {ldb} + {c}]"
+            return f"({' && '.join(cond)} ? {e} : 0.f)" if cond else e
+
+        op = "+=" if add else "="
+        dst = self.buf[dnode]
+
+        def st(r: str, c: str, v: str) -> str:
+            cond = [x for x, need in ((f"{r} < {M}", mk), (f"{c} < {N}", nk)) if need]
+            s = f"{dst}[{self.addr(dnode, [*bidx, r, c])}] {op} {self.epilogue(dnode, v)};"
+            return f"if ({' && '.join(cond)}) {s}" if cond else s
+
+        i2 = ind + "  "
+        i3 = ind + "    "
+        return [
+            f"{ind}for (int tile = threadIdx.x / 32; tile < {NB * MT * NT}; tile += {W}) {{",
+            f"{i2}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
+            f"{i2}const int tb = tile / {MT * NT}, tm = (tile / {NT}) % {MT}, tn = tile % {NT};",
+            *[i2 + d for d in decls],
+            f"{i2}const float* pa = {a} + {ab};",
+            f"{i2}const float* pb = {b} + {bb};",
+            f"{i2}const int r0 = tm * 16 + g, r1 = r0 + 8, c0 = tn * 8 + g;",
+            f"{i2}float acc[4] = {{0.f, 0.f, 0.f, 0.f}};",
+            f"{i2}#pragma unroll 4",
+            f"{i2}for (int k0 = 0; k0 < {K}; k0 += 16) {{",
+            f"{i3}const int ka = k0 + 2 * q, kb = ka + 8;",
+            f"{i3}unsigned fa[4], fb[2];",
+            f"{i3}fa[0] = mf::pack_half2({la('r0', 'ka')}, {la('r0', '(ka + 1)')});",
+            f"{i3}fa[1] = mf::pack_half2({la('r1', 'ka')}, {la('r1', '(ka + 1)')});",
+            f"{i3}fa[2] = mf::pack_half2({la('r0', 'kb')}, {la('r0', '(kb + 1)')});",
+            f"{i3}fa[3] = mf::pack_half2({la('r1', 'kb')}, {la('r1', '(kb + 1)')});",
+            f"{i3}fb[0] = mf::pack_half2({lb('ka', 'c0')}, {lb('(ka + 1)', 'c0')});",
+            f"{i3}fb[1] = mf::pack_half2({lb('kb', 'c0')}, {lb('(kb + 1)', 'c0')});",
+            f"{i3}mf::mma_16816(acc, fa, fb);",
+            f"{i2}}}",
+            f"{i2}const int cc = tn * 8 + 2 * q;",
+            f"{i2}{st('r0', 'cc', 'acc[0]')}",
+            f"{i2}{st('r0', '(cc + 1)', 'acc[1]')}",
+            f"{i2}{st('r1', 'cc', 'acc[2]')}",
+            f"{i2}{st('r1', '(cc + 1)', 'acc[3]')}",
+            f"{ind}}}"]
+
+    def emit_matmul_simple(self, n: Node, dnode: Node, add: bool, ind: str) -> list[str]:
+        A, B = n.src
+        a, b = self.buf[A], self.buf[B]
+        K = A.shape[-1]
+        N = B.shape[-1]
+        decls, idx = multi_index(n.shape, "i", "t")
+        batch = idx[:-2]
+        m, nn = idx[-2], idx[-1]
+        ai = [*align_idx(batch, n.shape[:-2], A.shape[:-2]), m, "0"]
+        bi = [*align_idx(batch, n.shape[:-2], B.shape[:-2]), "0", nn]
+        if A.shape[-2] == 1:
+            ai[-2] = "0"
+        if N == 1:
+            bi[-1] = "0"
+        op = "+=" if add else "="
+        body = [*[ind + "  " + d for d in decls],
+                f"{ind}  const float* pa = {a} + {self.addr(A, ai)};",
+                f"{ind}  const float* pb = {b} + {self.addr(B, bi)};",
+                f"{ind}  float s = 0.f;",
+                f"{ind}  #pragma unroll 8",
+                f"{ind}  for (int k = 0; k < {K}; ++k) s += pa[k] * pb[k * {self.row(B)}];",
+                f"{ind}  {self.buf[dnode]}[{self.addr(dnode, idx)}] {op} {self.epilogue(dnode, 's')};"]
+        return self.loop_over(n.shape, body, ind)
+
+    def emit_reduce(self, n: Node, ind: str) -> list[str]:
+        x = n.src[0]
+        xb = self.buf[x]
+        ax = n.attr("axis") % len(x.shape)
+        R = x.shape[ax]
+        scale = "" if n.op == "sum" else f" * {_fmt_float(1.0 / R)}f"
+        decls, idx = multi_index(n.shape, "o", "t")
+        xi = list(idx)
+        if n.attr("keepdims"):
+            xi[ax] = "r"
+        else:
+            xi.insert(ax, "r")
+        dst = self.buf[n]
+        no = math.prod(n.shape)
+        if R >= 32 and self.warp_ok():
+            W = self.T // 32
+            return [f"{ind}for (int o = threadIdx.x / 32; o < {no}; o += {W}) {{",
+                    *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
+                    f"{ind}  for (int r = threadIdx.x % 32; r < {R}; r += 32) s += {xb}[{self.addr(x, xi)}];",
+                    f"{ind}  s = mf::warp_sum(s);",
+                    f"{ind}  if (threadIdx.x % 32 == 0) {dst}[o] = s{scale};", f"{ind}}}"]
+        return [f"{ind}for (int o = threadIdx.x; o < {no}; o += {self.T}) {{",
+                *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
+                f"{ind}  for (int r = 0; r < {R}; ++r) s += {xb}[{self.addr(x, xi)}];",
+                f"{ind}  {dst}[o] = s{scale};", f"{ind}}}"]
+
+    def emit_rms_norm(self, n: Node, ind: str) -> list[str]:
+        x = n.src[0]
+        xb = self.buf[x]
+        L = x.shape[-1]
+        rows = math.prod(x.shape[:-1])
+        r = f"r{self.ids[n]}"
+        eps = _fmt_float(n.attr("eps"))
+        fin = f"1.0f / sqrtf(s * {_fmt_float(1.0 / L)}f + {eps}f)"
+        if L >= 32 and self.warp_ok():
+            W = self.T // 32
+            stat = [f"{ind}for (int o = threadIdx.x / 32; o < {rows}; o += {W}) {{",
+                    f"{ind}  float s = 0.f;",
+                    f"{ind}  for (int c = threadIdx.x % 32; c < {L}; c += 32) {{ const float u = {xb}[o * {self.row(x)} + c]; s += u * u; }}",
+                    f"{ind}  s = mf::warp_sum(s);",
+                    f"{ind}  if (threadIdx.x % 32 == 0) {r}[o] = {fin};", f"{ind}}}"]
+        else:
+            stat = [f"{ind}for (int o = threadIdx.x; o < {rows}; o += {self.T}) {{",
+                    f"{ind}  float s = 0.f;",
+                    f"{ind}  for (int c = 0; c < {L}; ++c) {{ const float u = {xb}[o * {self.row(x)} + c]; s += u * u; }}",
+                    f"{ind}  {r}[o] = {fin};", f"{ind}}}"]
+        gain = f" * {self.buf[n.src[1]]}[i % {L}]" if len(n.src) == 2 else ""
+        dst = self.buf[n]
+        xi = f"(i / {L}) * {self.row(x)} + i % {L}" if x in self.ld else "i"
+        apply = self.loop_over(n.shape, [f"{ind}  {dst}[i] = {xb}[{xi}] * {r}[i / {L}]{gain};"], ind)
+        return [*stat, f"{ind}__syncthreads();", *apply]
+
+    # ------------------------------------------------------------ whole kernel
+    def emit(self) -> EmittedKernel:
+        steps, p, q, bufs = self.plan()
+        plan = plan_buffers(list(bufs.values()), self.smem_limit // 4)
+        bg = self.bg
+        params = [f"const {dt.c_type}* __restrict__ in{k}" for k, (_, dt) in enumerate(bg.inputs)]
+        params += [f"{o.node.dtype.c_type}* __restrict__ out{k}" for k, o in enumerate(bg.outputs)]
+        params.append("float* __restrict__ ws")
+        lines = [f'extern "C" __global__ void __launch_bounds__({self.T}) {self.name}(',
+                 "    " + ",\n    ".join(params) + ") {"]
+        if plan.smem_floats:
+            lines.append("  extern __shared__ __align__(16) float smem[];")
+        if plan.ws_floats:
+            gx, gy, _ = bg.grid
+            lines.append(f"  float* wsb = ws + (size_t)(blockIdx.x + {gx} * (blockIdx.y + {gy} * "
+                         f"blockIdx.z)) * {plan.ws_floats};")
+        for bname, bb in sorted(bufs.items()):
+            base = "smem" if bb.space == "smem" else "wsb"
+            lines.append(f"  float* {bname} = {base} + {bb.offset};  // {bb.size} floats, steps "
+                         f"{bb.first}..{bb.last}")
+        staged: list[Node] = []
+        if self.opts.prefetch and bg.forloop > 1:
+            budget = self.opts.prefetch_regs
+            for kind, x in steps[p:q]:
+                if kind == "load" and isinstance(x, Node) and self.vec_load(x):
+                    r = self.prefetch_regs(x)
+                    if r <= budget:
+                        staged.append(x)
+                        budget -= r
+        F = bg.forloop
+        tot = sum(self.prefetch_regs(x) for x in staged)
+        D = max(1, min(self.opts.prefetch_depth, self.opts.prefetch_regs // tot, F)) if tot else 1
+        for s in steps[:p]:
+            lines += self.emit_step(s, "  ")
+        for st in range(D):
+            for x in staged:
+                lines.append(f"  uint4 pf{self.ids[x]}_{st}[{self.prefetch_regs(x)}];")
+                lines += self.emit_prefetch(x, str(st), "  ", st)
+        lines.append("  __syncthreads();")
+        if q > p:
+            body = [s for s in steps[p:q] if s[1] not in staged]
+            # D copies of the body, one per register stage, so stage indices are constants.
+            lines.append(f"  for (int it0 = 0; it0 < {F}; it0 += {D}) {{")
+            for st in range(D):
+                ind = "    "
+                lines.append(f"{ind}{{")
+                ind += "  "
+                lines.append(f"{ind}const int it = it0 + {st};")
+                if F % D:
+                    lines.append(f"{ind}if (it < {F}) {{")
+                    ind += "  "
+                for x in staged:
+                    lines += self.emit_unstage(x, ind, st)
+                if staged:
+                    lines.append(f"{ind}__syncthreads();")
+                    lines.append(f"{ind}if (it + {D} < {F}) {{")
+                    for x in staged:
+                        lines += self.emit_prefetch(x, f"(it + {D})", ind + "  ", st)
+                    lines.append(f"{ind}}}")
+                for s in body:
+                    lines += self.emit_step(s, ind)
+                    lines.append(f"{ind}__syncthreads();")
+                if F % D:
+                    lines.append(f"{ind[:-2]}}}")
+                lines.append("    }")
+            lines.append("  }")
+        for s in steps[q:]:
+            lines += self.emit_step(s, "  ")
+            lines.append("  __syncthreads();")
+        lines.append("}")
+        return EmittedKernel(
+            name=self.name, source="\n".join(lines) + "\n", grid=bg.grid, threads=self.T,
+            smem_bytes=4 * plan.smem_floats, ws_floats=plan.ws_floats,
+            in_types=tuple(dt for _, dt in bg.inputs),
+            out_types=tuple(o.node.dtype for o in bg.outputs))
+
+
+def emit_block_graph(bg: BlockGraph, name: str, smem_limit: int = SMEM_LIMIT_BYTES,
+                     opts: EmitOptions | None = None) -> EmittedKernel:
+    """Emit the ``__global__`` function ``name`` computing block graph ``bg``."""
+    return _Emitter(bg, name, smem_limit, opts or EmitOptions()).emit()

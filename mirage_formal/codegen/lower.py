@@ -1,0 +1,248 @@
+"""Lowering: pre-defined kernel ops become default block graphs, so the emitter has one job.
+
+A kernel-level registry op ``op(x, y, ...)`` with output shape out_shape becomes a graph-defined kernel
+whose blocks each compute one tile of out_shape:
+
+- *matmul* (..., M, K) @ (..., K, N): grid x over N (tiles of up to 64 columns), y over M (up
+  to 64 rows), z over the outermost batch dimension; the for-loop runs over K in chunks of up
+  to 64; the tile product is accumulated (sum) and saved. Column tiles narrow to 32 or 16
+  while there are fewer than ``MIN_BLOCKS`` blocks (small-M products are memory-bound and
+  need many blocks in flight).
+- *anything else* (elementwise with broadcasting, sum/mean over an axis, rms_norm over the
+  last axis): up to three output dimensions the op treats independently are split over the
+  grid until a tile has at most ``TILE_ELEMS`` elements and there are ``MIN_BLOCKS`` blocks
+  (while tiles stay above ``MIN_TILE`` elements; outer dimensions first; the last
+  dimension only in multiples of 8 so 16-byte vector moves stay possible); an operand
+  dimension that is broadcast (size 1) is not split for that operand; the for-loop range is
+  1 and the op's tile goes through a plain accumulator (the identity for F = 1).
+
+Every lowered block graph is built through ``ir.graph`` and so passes its checks; its output
+shapes and dtypes equal the op's. :func:`launches` turns a whole kernel graph into the ordered
+list of block graphs with the kernel-level tensors each reads and writes.
+
+Imports ``ir`` only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mirage_formal.errors import GraphError
+from mirage_formal.ir.graph import (
+    GET,
+    INPUT,
+    KERNEL_OP,
+    BlockGraph,
+    BlockOutput,
+    KernelGraph,
+    MapT,
+    make_iter,
+    make_op,
+)
+from mirage_formal.ir.node import Node, node
+from mirage_formal.ir.ops import BLOCK, REGISTRY
+
+TILE_ELEMS = 4096
+THREADS = 128
+#: a matmul lowering narrows its column tiles (down to 16) until it has this many blocks
+MIN_BLOCKS = 264
+#: elementwise-like lowerings split further (for more blocks) only down to this tile size
+MIN_TILE = 512
+
+
+def _divisor_at_least(n: int, want: int, step: int = 1) -> int:
+    """Smallest divisor g of n with g >= want whose quotient n/g is a multiple of ``step``
+    (falls back to the largest such divisor below ``want``; 1 if none)."""
+    best = 1
+    for g in range(1, n + 1):
+        if n % g or (n // g) % step:
+            continue
+        if g >= want:
+            return g
+        best = g
+    return best
+
+
+def _largest_divisor_le(n: int, cap: int) -> int:
+    return max(g for g in range(1, min(n, cap) + 1) if n % g == 0)
+
+
+def _maps(in_dims: Sequence[dict[int, int]], split: Sequence[tuple[int, int]]) -> list[MapT]:
+    """imaps of each operand: grid axis a splits output dim d -> the operand's matching dim."""
+    out = []
+    for dims in in_dims:
+        m = [-1, -1, -1]
+        for a, (d, _) in enumerate(split):
+            if d in dims:
+                m[a] = dims[d]
+        out.append((m[0], m[1], m[2]))
+    return out
+
+
+def _operand_dims(n: Node) -> tuple[list[int], list[dict[int, int]]]:
+    """Output dims the op computes independently, and per operand: output dim -> its dim."""
+    out_shape = n.shape
+    r = len(out_shape)
+    d = REGISTRY[n.op]
+    if d.elementwise:
+        maps = []
+        for s in n.src:
+            off = r - len(s.shape)
+            maps.append({off + j: j for j, sz in enumerate(s.shape) if sz == out_shape[off + j] and sz > 1})
+        return list(range(r)), maps
+    if n.op in ("sum", "mean"):
+        x = n.src[0]
+        ax = n.attr("axis") % len(x.shape)
+        if n.attr("keepdims"):
+            dims = {j: j for j in range(r) if j != ax}
+        else:
+            dims = {j: (j if j < ax else j + 1) for j in range(r)}
+        return sorted(dims), [dims]
+    if n.op == "rms_norm":
+        maps = [{j: j for j in range(r - 1)}]
+        if len(n.src) == 2:
+            maps.append({})
+        return list(range(r - 1)), maps
+    return [], [{} for _ in n.src]
+
+
+def _elementwise_like(n: Node, threads: int) -> BlockGraph:
+    out_shape = n.shape
+    free, in_dims = _operand_dims(n)
+    split: list[tuple[int, int]] = []
+    tiles = [list(out_shape), *[list(s.shape) for s in n.src]]
+    dims = [{d: d for d in range(len(out_shape))}, *in_dims]
+
+    def biggest() -> int:
+        return max(math.prod(t) for t in tiles)
+
+    blocks = 1
+    for d in free:
+        enough = blocks >= MIN_BLOCKS or biggest() <= MIN_TILE
+        if len(split) == 3 or (biggest() <= TILE_ELEMS and enough):
+            break
+        if out_shape[d] == 1:
+            continue
+        want = max(-(-biggest() // TILE_ELEMS), 1 if enough else -(-MIN_BLOCKS // blocks))
+        want = min(want, max(1, biggest() // MIN_TILE))
+        step = 8 if d == len(out_shape) - 1 and out_shape[d] % 8 == 0 else 1
+        g = _divisor_at_least(out_shape[d], min(want, out_shape[d]), step)
+        if g > 1:
+            blocks *= g
+            split.append((d, g))
+            for t, m in zip(tiles, dims, strict=True):
+                if d in m:
+                    t[m[d]] //= g
+    grid = tuple(g for _, g in split) + (1,) * (3 - len(split))
+    imaps = _maps(in_dims, split)
+    sig = tuple((s.shape, s.dtype) for s in n.src)
+    its = [make_iter(sig, i, imaps[i], -1, grid, 1) for i in range(len(n.src))]  # type: ignore[arg-type]
+    y = make_op(n.op, its, n.attr_dict, BLOCK)
+    acc = make_op("accum", [y], {"kind": "sum", "fold": None}, BLOCK)
+    om = [-1, -1, -1]
+    for a, (d, _) in enumerate(split):
+        om[a] = d
+    return BlockGraph(grid, threads, 1, sig, (BlockOutput(acc, (om[0], om[1], om[2])),))  # type: ignore[arg-type]
+
+
+def _matmul(n: Node, threads: int) -> BlockGraph:
+    A, B = n.src
+    out_shape = n.shape
+    r, ra, rb = len(out_shape), len(A.shape), len(B.shape)
+    M, N, K = out_shape[-2], out_shape[-1], A.shape[-1]
+    tm = _largest_divisor_le(M, 64)
+    tk = _largest_divisor_le(K, 64)
+    batch = math.prod(out_shape[:-2])
+    # Narrower column tiles until there are a few blocks per multiprocessor (132 on H100).
+    tn = _largest_divisor_le(N, 64)
+    for cand in (64, 32, 16):
+        if N % cand == 0:
+            tn = cand
+            if (N // cand) * (M // tm) * batch >= MIN_BLOCKS:
+                break
+    grid = [N // tn, M // tm, 1]
+    am = [-1, ra - 2 if M // tm > 1 else -1, -1]
+    bm = [rb - 1 if N // tn > 1 else -1, -1, -1]
+    om = [r - 1 if grid[0] > 1 else -1, r - 2 if grid[1] > 1 else -1, -1]
+    for d in range(r - 2):
+        if out_shape[d] > 1:
+            grid[2] = out_shape[d]
+            om[2] = d
+            da, db = d - (r - ra), d - (r - rb)
+            if da >= 0 and A.shape[da] == out_shape[d]:
+                am[2] = da
+            if db >= 0 and B.shape[db] == out_shape[d]:
+                bm[2] = db
+            break
+    g = (grid[0], grid[1], grid[2])
+    F = K // tk
+    sig = ((A.shape, A.dtype), (B.shape, B.dtype))
+    at = make_iter(sig, 0, (am[0], am[1], am[2]), ra - 1, g, F)
+    bt = make_iter(sig, 1, (bm[0], bm[1], bm[2]), rb - 2, g, F)
+    acc = make_op("accum", [make_op("matmul", [at, bt], {}, BLOCK)], {"kind": "sum", "fold": None}, BLOCK)
+    return BlockGraph(g, threads, F, sig, (BlockOutput(acc, (om[0], om[1], om[2])),))
+
+
+def default_block_graph(n: Node, threads: int = THREADS) -> BlockGraph:
+    """The block graph that computes kernel-level registry op ``n``."""
+    if n.op not in REGISTRY or BLOCK not in REGISTRY[n.op].levels:
+        raise GraphError(f"codegen: kernel op {n.op!r} has no default block graph")
+    bg = _matmul(n, threads) if n.op == "matmul" else _elementwise_like(n, threads)
+    (shape, dtype), = bg.output_types()
+    if shape != n.shape or dtype != n.dtype:
+        raise GraphError(f"codegen: lowering of {n.op} gave {dtype}{list(shape)}, expected "
+                         f"{n.dtype}{list(n.shape)}")
+    return bg
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch of a lowered kernel graph: block graph, tensors read and written."""
+
+    graph: BlockGraph
+    inputs: tuple[Node, ...]
+    outputs: tuple[Node, ...]
+    source: Node  # the kernel-graph node it came from (a registry op or a ``kernel`` node)
+
+
+def launches(kg: KernelGraph, threads: int = THREADS) -> list[Launch]:
+    """Every kernel of ``kg`` as a block graph, in a valid launch (topological) order."""
+    out: list[Launch] = []
+    for n in kg.kernels:
+        if n.op == KERNEL_OP:
+            bg: BlockGraph = n.attr("graph")
+            gets = tuple(node(GET, (n,), (("index", i),), s, d)
+                         for i, (s, d) in enumerate(bg.output_types()))
+            out.append(Launch(bg, n.src, gets, n))
+        elif n.op in (INPUT, GET):
+            continue
+        else:
+            out.append(Launch(default_block_graph(n, threads), n.src, (n,), n))
+    return out
+
+
+def lowered_graph(kg: KernelGraph, threads: int = THREADS) -> KernelGraph:
+    """``kg`` with every pre-defined kernel op replaced by its default graph-defined kernel
+    (an equivalent μGraph made only of ``kernel`` nodes; used to test the lowering)."""
+    from mirage_formal.ir.graph import make_kernel
+
+    new: dict[Node, Node] = {n: n for n in kg.inputs}
+    for n in kg.nodes:
+        if n in new:
+            continue
+        if n.op == KERNEL_OP:
+            bg = n.attr("graph")
+            srcs = [new[s] for s in n.src]
+            gets = make_kernel(bg, srcs)
+            new[n] = gets[0].src[0]
+        elif n.op == GET:
+            kn = new[n.src[0]]
+            new[n] = node(GET, (kn,), n.attrs, n.shape, n.dtype)
+        elif n.op == INPUT:
+            raise GraphError(f"input {n.attr('name')!r} is used but not declared")
+        else:
+            (y,) = make_kernel(default_block_graph(n, threads), [new[s] for s in n.src])
+            new[n] = y
+    return KernelGraph(kg.inputs, tuple(new[o] for o in kg.outputs))

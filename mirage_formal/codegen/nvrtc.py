@@ -1,0 +1,144 @@
+"""CUDA C++ source to cubin through NVRTC (cuda-python's ``cuda.bindings.nvrtc``).
+
+Works on a machine with no GPU and no driver. The include path holds the device library
+(``codegen/`` at the repository root, or ``mirage_formal/_data/codegen`` in a wheel, or a
+directory the caller names) and the CUDA runtime headers of the ``nvidia-cuda-runtime`` wheel
+(for ``cuda_fp16.h``), found with ``cuda.pathfinder``. Cubins are cached on disk under
+``~/.cache/mirage-formal/cubin`` (or ``$XDG_CACHE_HOME``; a directory argument wins), keyed
+by a hash of (source, the device library's text, architecture, options, NVRTC version), and
+written atomically. A failed compile writes the source to the cache folder and raises
+:class:`CompileError` with the NVRTC log and that path.
+
+Imports the errors and :mod:`mirage_formal.resources`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from mirage_formal.errors import MirageError, ResourceError
+from mirage_formal.resources import data_dir
+
+DEFAULT_ARCH = "sm_90"
+OPTIONS = ("--std=c++17", "-default-device")
+
+
+class CompileError(MirageError):
+    """NVRTC rejected emitted source (a codegen bug or a bad device-library edit)."""
+
+
+def _nvrtc() -> Any:
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as e:  # pragma: no cover - cuda-python is a dependency
+        raise ResourceError("cuda-python is not installed: pip install 'cuda-python>=13,<14' "
+                            "'nvidia-cuda-nvrtc==13.0.*'") from e
+    return nvrtc
+
+
+@lru_cache(maxsize=1)
+def nvrtc_version() -> str:
+    nvrtc = _nvrtc()
+    err, major, minor = nvrtc.nvrtcVersion()
+    _check(nvrtc, err, "nvrtcVersion")
+    return f"{major}.{minor}"
+
+
+def _check(nvrtc: Any, err: Any, what: str) -> None:
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise CompileError(f"{what} failed: {err}")
+
+
+def library_dir(path: str | Path | None = None) -> Path:
+    """The device-library folder (holding mf_tile.cuh)."""
+    d = Path(path) if path is not None else data_dir("codegen")
+    if not (d / "mf_tile.cuh").is_file():
+        raise ResourceError(f"device library {d / 'mf_tile.cuh'} not found; pass the codegen/ "
+                            "folder of a mirage-formal checkout")
+    return d
+
+
+@lru_cache(maxsize=1)
+def cuda_include_dir() -> str:
+    try:
+        import cuda.pathfinder as pf
+
+        d = pf.find_nvidia_header_directory("cudart")
+    except Exception as e:  # pragma: no cover - depends on the installation
+        raise ResourceError(f"cannot locate the CUDA runtime headers (cuda_fp16.h): {e}; install "
+                            "'nvidia-cuda-runtime==13.0.*'") from e
+    if d is None:
+        raise ResourceError("cannot locate the CUDA runtime headers (cuda_fp16.h); install "
+                            "'nvidia-cuda-runtime==13.0.*'")
+    return str(d)
+
+
+def cache_dir(path: str | Path | None = None) -> Path:
+    if path is not None:
+        return Path(path)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mirage-formal" / "cubin"
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def source_key(source: str, arch: str, lib: Path) -> str:
+    h = hashlib.sha256()
+    for part in (source, arch, " ".join(OPTIONS), nvrtc_version()):
+        h.update(part.encode())
+        h.update(b"\0")
+    for f in sorted(lib.glob("*.cuh")):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:32]
+
+
+def compile_cubin(source: str, arch: str = DEFAULT_ARCH, lib: str | Path | None = None,
+                  cache: str | Path | None = None, name: str = "mirage_formal.cu") -> bytes:
+    """Compile ``source`` to a cubin for ``arch`` (e.g. sm_90), through the on-disk cache."""
+    nvrtc = _nvrtc()
+    libd = library_dir(lib)
+    cdir = cache_dir(cache)
+    key = source_key(source, arch, libd)
+    cubin_path = cdir / f"{key}.cubin"
+    if cubin_path.is_file():
+        return bytes(cubin_path.read_bytes())
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
+    _check(nvrtc, err, "nvrtcCreateProgram")
+    try:
+        opts = [f"--gpu-architecture={arch}", f"-I{libd}", f"-I{cuda_include_dir()}", *OPTIONS]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+            log = b" " * size
+            nvrtc.nvrtcGetProgramLog(prog, log)
+            cu = cdir / f"{key}.cu"
+            _atomic_write(cu, source.encode())
+            text = log.decode(errors="replace").rstrip("\x00 \n")
+            raise CompileError(f"NVRTC could not compile the emitted kernel for {arch} "
+                               f"(source written to {cu}):\n{text}")
+        err, size = nvrtc.nvrtcGetCUBINSize(prog)
+        _check(nvrtc, err, "nvrtcGetCUBINSize")
+        buf = b" " * size
+        (err,) = nvrtc.nvrtcGetCUBIN(prog, buf)
+        _check(nvrtc, err, "nvrtcGetCUBIN")
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    _atomic_write(cubin_path, buf)
+    _atomic_write(cdir / f"{key}.cu", source.encode())
+    return bytes(buf)

@@ -1,0 +1,134 @@
+"""Validation: every compiled kernel graph is run on fresh random inputs and compared with
+the float64 reference before it may be timed or returned.
+
+Inputs are uniform in ``[low, high]`` (default ±0.5, so ``exp`` of attention scores stays far
+from fp16 overflow), rounded to each input's storage dtype. If any kernel-level tensor of the
+reference program or of the μGraph under test, evaluated in float64, would exceed half the
+largest finite value of its storage dtype (fp16: 65504), the inputs are halved and the check
+repeated (at most 10 times; the range used is reported): a program whose intermediates
+overflow their storage type has no meaningful result to compare (rms_norm rescales its input,
+so QK-norm attention overflows fp16 at any input scale unless K is small). The *same rounded
+values* go to
+the float64 reference (:func:`mirage_formal.semantics.run_reference`), so the comparison
+measures the kernel's arithmetic, not input rounding. Outputs are poisoned with NaN before
+the run, so an element no block writes fails. Metric per output::
+
+    err = max |out - ref| / max |ref|        (NaN/inf anywhere -> err = inf)
+
+accepted when ``err <= rtol`` of the output's dtype (``DType.rtol``: 2e-2 for fp16, 5e-2 for
+bf16, 1e-4 for fp32). The max-normalised error is insensitive to individual near-zero
+reference elements (where a relative error per element is meaningless after fp16 rounding)
+yet catches any wrong region, since a misplaced or missing tile errs by O(max |ref|).
+
+A failure is never dropped: :class:`ValidationReport` keeps the per-output errors and the
+kernel source, and :func:`require_valid` raises :class:`ValidationError` with both.
+
+Imports ``ir``, ``semantics`` and the rest of ``codegen``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mirage_formal.codegen.compiled import CompiledGraph
+from mirage_formal.codegen.runtime import DeviceArray, numpy_dtype
+from mirage_formal.errors import MirageError
+from mirage_formal.ir.dtypes import DType
+from mirage_formal.ir.graph import INPUT, KernelGraph
+from mirage_formal.ir.node import Node
+from mirage_formal.semantics.reference import run_reference
+
+_FINITE_MAX = {DType.F16: 65504.0, DType.BF16: 3.39e38, DType.F32: 3.4e38}
+
+
+def _overflows(graph: KernelGraph, xs: list[np.ndarray]) -> bool:
+    """True if some kernel-level tensor of ``graph`` leaves half its storage type's range."""
+    memo: dict[Node, object] = {}
+    with np.errstate(all="ignore"):
+        run_reference(graph, [x.astype(np.float64) for x in xs], memo)
+    for n, v in memo.items():
+        if n.op == INPUT or n.op == "kernel" or not isinstance(v, np.ndarray):
+            continue
+        if not np.all(np.abs(v) <= 0.5 * _FINITE_MAX[n.dtype]):
+            return True
+    return False
+
+
+class ValidationError(MirageError):
+    """An emitted kernel disagrees with the program it implements (a codegen bug)."""
+
+
+@dataclass
+class ValidationReport:
+    ok: bool
+    errors: list[float]
+    tolerances: list[float]
+    seeds: list[int]
+    ranges: list[float] = field(default_factory=list)
+    source: str = field(repr=False, default="")
+
+    def __str__(self) -> str:
+        errs = ", ".join(f"{e:.2e}" for e in self.errors)
+        return f"{'PASS' if self.ok else 'FAIL'} (max-relative errors [{errs}], tolerances " \
+               f"{self.tolerances}, seeds {self.seeds}, input ranges ±{self.ranges})"
+
+
+def rel_error(out: np.ndarray, ref: np.ndarray) -> float:
+    out = np.asarray(out, dtype=np.float64)
+    if out.shape != ref.shape or not np.all(np.isfinite(out)):
+        return float("inf")
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    diff = float(np.max(np.abs(out - ref))) if ref.size else 0.0
+    return diff / scale if scale > 0 else diff
+
+
+def random_device_inputs(graph: KernelGraph, rng: np.random.Generator, low: float = -0.5,
+                         high: float = 0.5) -> list[np.ndarray]:
+    """Uniform random inputs rounded to each input's storage dtype (numpy arrays)."""
+    return [rng.uniform(low, high, size=n.shape).astype(numpy_dtype(n.dtype)) for n in graph.inputs]
+
+
+def validate(compiled: CompiledGraph, reference: KernelGraph | None = None, trials: int = 1,
+             seed: int | None = None, low: float = -0.5, high: float = 0.5) -> ValidationReport:
+    """Run ``compiled`` on ``trials`` fresh random inputs and compare with ``reference``
+    (default: the compiled graph itself, evaluated in float64)."""
+    ref_graph = reference if reference is not None else compiled.graph
+    if [n.shape for n in ref_graph.inputs] != [n.shape for n in compiled.graph.inputs]:
+        raise MirageError("validate: the reference program's inputs differ from the kernel graph's")
+    ss = np.random.SeedSequence(seed)
+    seeds: list[int] = []
+    ranges: list[float] = []
+    worst = [0.0] * len(compiled.graph.outputs)
+    tols = [n.dtype.rtol for n in compiled.graph.outputs]
+    for t in range(trials):
+        s = int(ss.spawn(1)[0].generate_state(1)[0])
+        seeds.append(s)
+        lo, hi = low, high
+        for _ in range(10):
+            xs = random_device_inputs(compiled.graph, np.random.default_rng(s), lo, hi)
+            if not (_overflows(ref_graph, xs) or _overflows(compiled.graph, xs)):
+                break
+            lo, hi = lo / 2, hi / 2
+        ranges.append(max(abs(lo), abs(hi)))
+        refs = run_reference(ref_graph, [x.astype(np.float64) for x in xs])
+        outs = [DeviceArray(n.shape, n.dtype) for n in compiled.graph.outputs]
+        for o in outs:
+            o.poison()
+        compiled(*xs, out=outs)
+        for i, (o, r) in enumerate(zip(outs, refs, strict=True)):
+            worst[i] = max(worst[i], rel_error(o.numpy(), r))
+        del t
+    ok = all(e <= tol for e, tol in zip(worst, tols, strict=True))
+    return ValidationReport(ok, worst, tols, seeds, ranges, compiled.source)
+
+
+def require_valid(compiled: CompiledGraph, reference: KernelGraph | None = None, trials: int = 1,
+                  seed: int | None = None) -> ValidationReport:
+    """:func:`validate`, raising :class:`ValidationError` (with the source) on a mismatch."""
+    rep = validate(compiled, reference, trials, seed)
+    if not rep.ok:
+        raise ValidationError(f"emitted kernels disagree with the program: {rep}\n"
+                              f"--- kernel source ---\n{rep.source}")
+    return rep
