@@ -5,7 +5,12 @@ cost model for ranking, budgets, checkpoints and parallel workers.
 Imports ``ir`` only (and the data-folder locator); never ``formal``, ``verify`` or ``codegen``.
 """
 
-from mirage_formal.search.config import WORKLOAD_PRESETS, SearchConfig, SearchConfigError, preset_names
+from mirage_formal.search.config import (
+           WORKLOAD_PRESETS,
+           SearchConfig,
+           SearchConfigError,
+           preset_names,
+)
 from mirage_formal.search.cost import Cost, estimate, smem_bytes
 from mirage_formal.search.driver import SearchResult, check_program, rank, run_search
 from mirage_formal.search.protocols import Checker, KeepAll, Pruner

@@ -36,7 +36,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mirage_formal.ir.graph import GET, INPUT, ITER, KERNEL_OP, BlockGraph, KernelGraph, block_phases
+from mirage_formal.ir.graph import (
+    GET,
+    INPUT,
+    ITER,
+    KERNEL_OP,
+    BlockGraph,
+    KernelGraph,
+    block_phases,
+)
 from mirage_formal.ir.node import Node
 
 

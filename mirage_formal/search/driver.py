@@ -28,7 +28,7 @@ from mirage_formal.errors import GraphError, MirageError, UnsupportedOpError
 from mirage_formal.ir.graph import GET, INPUT, ITER, KERNEL_OP, KernelGraph
 from mirage_formal.ir.ops import KERNEL, REGISTRY
 from mirage_formal.ir.serialize import atomic_write_text, dumps_ugraphs, ugraphs_from_json
-from mirage_formal.search.config import SearchConfig, SearchConfigError
+from mirage_formal.search.config import SearchConfig
 from mirage_formal.search.cost import Cost, estimate
 from mirage_formal.search.protocols import Checker, Pruner
 from mirage_formal.search.space import Move, Stats, Stop
@@ -113,15 +113,13 @@ def check_program(program: Any, config: SearchConfig) -> None:
             raise MirageError(f"output {o.attr('name')!r} is an input: nothing to compute")
     config.validate()
     ops = {n.op for n in program.nodes if n.op != INPUT}
-    unreachable = ops - set(config.kernel_ops) - set(config.block_ops) - {"sum", "mean", "rms_norm"}
-    if unreachable and config.max_graph_kernels == 0:
-        raise SearchConfigError(
-            f"preset {config.name!r} cannot express ops {sorted(unreachable)} of the program; add "
-            "them to kernel_ops or block_ops")
-    if config.max_graph_kernels == 0 and not ops <= set(config.kernel_ops):
-        raise SearchConfigError(
-            f"preset {config.name!r} allows no graph-defined kernels and lacks kernel ops "
-            f"{sorted(ops - set(config.kernel_ops))}")
+    # sum, mean and rms_norm are also expressible by accumulators inside graph-defined kernels
+    lowerable = {"sum", "mean", "rms_norm"} if config.max_graph_kernels and config.accums else set()
+    missing = ops - set(config.kernel_ops) - set(config.block_ops) - lowerable
+    if missing:
+        raise UnsupportedOpError(
+            f"the program uses {sorted(missing)}, which search preset {config.name!r} cannot express; "
+            "add them to its kernel_ops or block_ops (or pick another preset)")
 
 
 # ---------------------------------------------------------------- units and workers

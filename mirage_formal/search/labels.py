@@ -174,10 +174,10 @@ def infer(n: Node, src_labels: Sequence[Labels], loop_label: Label | None = None
         return None if r is None else tuple(r)
     if op == "matmul":
         la, lb = src_labels
-        if la[-1] != lb[-2] or la[-1] == UNIT and n.src[0].shape[-1] > 1:
+        if la[-1] != lb[-2] or (la[-1] == UNIT and n.src[0].shape[-1] > 1):
             return None
-        r = len(n.shape)
-        batch = _bcast_labels([s.shape[:-2] for s in n.src], [la[:-2], lb[:-2]], r - 2)
+        rank = len(n.shape)
+        batch = _bcast_labels([s.shape[:-2] for s in n.src], [la[:-2], lb[:-2]], rank - 2)
         if batch is None:
             return None
         return (*batch, la[-2], lb[-1])
@@ -209,6 +209,20 @@ def infer(n: Node, src_labels: Sequence[Labels], loop_label: Label | None = None
             return tuple(lab)
         return None
     return None
+
+
+def precheck(op: str, shapes: Sequence[tuple[int, ...]], labs: Sequence[Labels]) -> bool:
+    """A cheap test, before any node is built, that a binary op's shapes and labels fit."""
+    if op in BINARY:
+        a, b = shapes
+        for x, y in zip(reversed(a), reversed(b), strict=False):
+            if x != y and x != 1 and y != 1:
+                return False
+        return _bcast_labels(shapes, labs, max(len(a), len(b))) is not None
+    if op == "matmul":
+        a, b = shapes
+        return (len(a) >= 2 and len(b) >= 2 and a[-1] == b[-2] and labs[0][-1] == labs[1][-2])
+    return True
 
 
 def fold_choices(labels: Labels) -> list[int]:

@@ -56,7 +56,16 @@ from mirage_formal.ir.graph import (
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import BLOCK, KERNEL, REGISTRY
 from mirage_formal.search.config import SearchConfig
-from mirage_formal.search.labels import UNIT, Label, Labels, fold_choices, infer, output_labels, program_labels
+from mirage_formal.search.labels import (
+    UNIT,
+    Label,
+    Labels,
+    fold_choices,
+    infer,
+    output_labels,
+    precheck,
+    program_labels,
+)
 
 COMMUTATIVE = frozenset({"add", "mul"})
 
@@ -139,6 +148,24 @@ class Move:
         return f"kernel{self.args} grid[{ax}] loop[{lp}]"
 
 
+def _need(loop_d: int, post_d: int, kout: int) -> int:
+    """Fewest block ops that leave no loop-phase tensor and at most ``kout`` accumulated ones
+    dangling: each op consumes at most one net dangling tensor, and consuming the loop-phase
+    ones ends in an accumulator that adds one accumulated tensor."""
+    return loop_d + max(0, post_d + 1 - kout) if loop_d else max(0, post_d - kout)
+
+
+_ATTR_KEYS: dict[tuple[tuple[str, Any], ...], str] = {}
+
+
+def _attr_key(attrs: dict[str, Any]) -> str:
+    t = tuple(sorted(attrs.items()))
+    k = _ATTR_KEYS.get(t)
+    if k is None:
+        k = _ATTR_KEYS[t] = repr(t)
+    return k
+
+
 def _mid(xs: Sequence[int]) -> int:
     return xs[len(xs) // 2]
 
@@ -213,8 +240,18 @@ class Enumerator:
     # ------------------------------------------------------------ kernel level
 
     def moves(self) -> list[Move]:
-        """The first-move choices from the empty kernel graph (units of work)."""
-        return list(self._kernel_moves())
+        """The first-move choices from the empty kernel graph (units of work), most promising
+        first: graph-defined kernels over more inputs and with more grid axes before smaller
+        ones and before pre-defined ops (a deterministic order, so resume can skip by index)."""
+        ms = list(self._kernel_moves())
+
+        def promise(im: tuple[int, Move]) -> tuple[int, ...]:
+            i, m = im
+            if m.kind != "kernel" or m.config is None:
+                return (1, 0, 0, 0, i)
+            return (0, -len(m.args), -len(m.config.axes), int(m.config.loop is None), i)
+
+        return [m for _, m in sorted(enumerate(ms), key=promise)]
 
     def _kernel_moves(self) -> Iterator[Move]:
         n = len(self.t)
@@ -232,8 +269,15 @@ class Enumerator:
                         yield Move("op", args, name, tuple(sorted(a.items())))
         if self.n_gk >= cfg.max_graph_kernels:
             return
+        # the last kernel op must consume every tensor still waiting to be consumed
+        need: set[int] = set()
+        if self.n_ops + 1 == cfg.max_kernel_ops:
+            need = {i for i in self.used_inputs if self.uses[i] == 0}
+            need |= {i for i, (p, u) in enumerate(zip(self.produced, self.uses, strict=True)) if p and u == 0}
         for k in range(1, min(cfg.max_kernel_inputs, n) + 1):
             for args in itertools.combinations(range(n), k):
+                if not need <= set(args):
+                    continue
                 for mc in self._map_configs(args):
                     yield Move("kernel", args, config=mc)
 
@@ -322,7 +366,10 @@ class Enumerator:
             return
         assert mv.config is not None
         kin = tuple(self.t[i] for i in mv.args)
-        for bg, labs in BlockSearch(self, kin, [self.lab[i] for i in mv.args], mv.config).run():
+        final = self.n_ops + 1 == self.cfg.max_kernel_ops
+        bs = BlockSearch(self, kin, [self.lab[i] for i in mv.args], mv.config,
+                         len(self.out_types) if final else self.cfg.max_kernel_outputs)
+        for bg, labs in bs.run():
             key = (*prefix, bg.key)
             if key <= self.last:
                 continue
@@ -364,14 +411,14 @@ class Enumerator:
         # per label: the dim of each input that carries it, and the grid sizes that divide
         dims = {lab: tuple(_dim_with(lb, lab) for lb in labs) for lab in cand}
 
-        def sizes_for(lab: Label, chunk: Sequence[int], pool: Sequence[int]) -> list[int]:
+        def sizes_for(lab: Label, chunk: Sequence[Sequence[int]], pool: Sequence[int]) -> list[int]:
             ds = dims[lab]
             return [s for s in pool if s > 1 and all(d == -1 or chunk_i[d] % s == 0
                                                      for d, chunk_i in zip(ds, chunk, strict=True))]
 
         for k in range(0, cfg.max_grid_axes + 1):
             for combo in itertools.combinations(cand, k):
-                axes = []
+                axes: list[tuple[Label, int, tuple[int, ...]]] = []
                 ok = True
                 for lab in combo:
                     vs = sizes_for(lab, shapes, cfg.grid_sizes)
@@ -382,7 +429,7 @@ class Enumerator:
                 if not ok:
                     continue
                 chunks = [list(s) for s in shapes]
-                for lab, size, ds in axes:
+                for _lab, size, ds in axes:
                     for i, d in enumerate(ds):
                         if d != -1:
                             chunks[i][d] //= size
@@ -441,10 +488,8 @@ class Enumerator:
                     memo2[n] = gets[0]
                     yield from rec(j + 1, memo2)
 
-        count = 0
-        for memo in rec(0, {}):
+        for count, memo in enumerate(rec(0, {}), 1):
             yield KernelGraph(graph.inputs, tuple(memo.get(o, o) for o in graph.outputs))
-            count += 1
             if count >= cfg.max_variants:
                 return
 
@@ -478,8 +523,9 @@ class BlockSearch:
     """Block-op enumeration for one graph-defined kernel and map configuration."""
 
     def __init__(self, outer: Enumerator, kin: tuple[Node, ...], in_labels: list[Labels],
-                 mc: MapConfig) -> None:
+                 mc: MapConfig, max_outputs: int) -> None:
         self.o = outer
+        self.kout = min(max_outputs, outer.cfg.max_kernel_outputs)
         self.cfg = outer.cfg
         self.kin = kin
         self.mc = mc
@@ -517,21 +563,18 @@ class BlockSearch:
         self.last: tuple[Any, ...] = ()
         yield from self._dfs()
 
-    def _bound_ok(self) -> bool:
-        left = self.cfg.max_block_ops - len(self.t)
-        loop_d = sum(1 for p, u in zip(self.post, self.uses, strict=True) if not p and u == 0)
-        post_d = sum(1 for p, u in zip(self.post, self.uses, strict=True) if p and u == 0)
-        kout = self.cfg.max_kernel_outputs
-        need = loop_d + max(0, post_d + 1 - kout) if loop_d else max(0, post_d - kout)
-        return need <= left
-
-    def _moves(self) -> Iterator[tuple[str, tuple[int, ...], dict[str, Any]]]:
+    def _moves(self, m0: int, must: set[int] | None
+               ) -> Iterator[tuple[str, tuple[int, ...], dict[str, Any]]]:
+        """Candidate ops whose largest input position is >= m0 (canonical order) and, when
+        ``must`` is given, that consume one of those (dangling) tensors (bound tier)."""
         n = len(self.t)
         accums = self.cfg.accums
-        for name in self.o.block_ops + ["accum"]:
+        for name in [*self.o.block_ops, "accum"]:
             if name == "accum":
-                for p in range(n):
+                for p in range(m0, n):
                     if self.post[p] or (self.F == 1 and p >= self.n_iters) or (self.F > 1 and not self.var[p]):
+                        continue
+                    if must is not None and p not in must:
                         continue
                     for a in accums:
                         kind, _, fold = a.partition(":")
@@ -545,21 +588,55 @@ class BlockSearch:
             lo, hi = spec.arity
             for k in range(lo, hi + 1):
                 for args in itertools.product(range(n), repeat=k):
+                    if max(args) < m0:
+                        continue
+                    if must is not None and not any(i in must for i in args):
+                        continue
                     if k == 2:
                         if args[0] == args[1] or (name in COMMUTATIVE and args[0] > args[1]):
                             continue
                         if self.post[args[0]] != self.post[args[1]]:
                             continue
-                    for a in self.o._op_attrs(name, [self.t[i] for i in args]):
-                        yield name, args, a
+                    for at in self.o._op_attrs(name, [self.t[i] for i in args]):
+                        yield name, args, at
 
     def _dfs(self) -> Iterator[tuple[BlockGraph, list[Labels]]]:
         st = self.o.stats
         if len(self.t) >= self.cfg.max_block_ops:
             return
-        for name, args, attrs in list(self._moves()):
-            key = (tuple(sorted(args, reverse=True)), self.o.btype[name], (args, repr(sorted(attrs.items()))))
+        left = self.cfg.max_block_ops - len(self.t) - 1
+        kout = self.kout
+        loop_d = sum(1 for p, u in zip(self.post, self.uses, strict=True) if not p and u == 0)
+        post_d = sum(1 for p, u in zip(self.post, self.uses, strict=True) if p and u == 0)
+        btype = self.o.btype
+        m0 = self.last[0][0] if self.last else 0
+        # a move that consumes no dangling tensor adds one: allowed only if the bound still holds
+        need0 = min(_need(loop_d + 1, post_d, kout), _need(loop_d, post_d + 1, kout))
+        must = None
+        if need0 > left:
+            must = {i for i, u in enumerate(self.uses) if u == 0}
+        for name, args, attrs in list(self._moves(m0, must)):
+            key = (tuple(sorted(args, reverse=True)), btype[name], (args, _attr_key(attrs)))
             if key <= self.last:
+                continue
+            # bound tier, before any node is built
+            ld, pd = loop_d, post_d
+            for i in set(args):
+                if self.uses[i] == 0:
+                    if self.post[i]:
+                        pd -= 1
+                    else:
+                        ld -= 1
+            if name == "accum" or self.post[args[0]]:
+                pd += 1
+            else:
+                ld += 1
+            if _need(ld, pd, kout) > left:
+                st.pruned_bound += 1
+                continue
+            if len(args) == 2 and not precheck(name, [self.t[i].shape for i in args],
+                                               [self.lab[i] for i in args]):
+                st.pruned_shape += 1
                 continue
             try:
                 n = make_op(name, [self.t[i] for i in args], attrs, BLOCK)
@@ -573,6 +650,9 @@ class BlockSearch:
             if lab is None:
                 st.pruned_shape += 1
                 continue
+            if not self._keep(n):
+                st.pruned_oracle += 1
+                continue
             # push
             for i in args:
                 self.uses[i] += 1
@@ -584,12 +664,6 @@ class BlockSearch:
             saved_last = self.last
             self.last = key
             try:
-                if not self._bound_ok():
-                    st.pruned_bound += 1
-                    continue
-                if not self._keep(n):
-                    st.pruned_oracle += 1
-                    continue
                 st.visited += 1
                 st.by_level["block"] = st.by_level.get("block", 0) + 1
                 self.o.tick()
@@ -609,7 +683,7 @@ class BlockSearch:
         if any(not p and u == 0 for p, u in zip(self.post, self.uses, strict=True)):
             return
         outs = [i for i, (p, u) in enumerate(zip(self.post, self.uses, strict=True)) if p and u == 0]
-        if not 1 <= len(outs) <= self.cfg.max_kernel_outputs:
+        if not 1 <= len(outs) <= self.kout:
             return
         per_out: list[list[tuple[int, int, int]]] = []
         for i in outs:
