@@ -215,5 +215,5 @@ def load_preset_data(name: str, directory: str | Path | None = None,
 
 #: the preset each benchmark program family uses by default
 WORKLOAD_PRESETS = {"gqa": "attention", "mha": "attention", "mqa": "attention",
-                    "qknorm_gqa": "attention", "rmsnorm": "norm", "ntrans": "norm",
+                    "qknorm_gqa": "attention", "rmsnorm": "norm", "ntrans": "elementwise",
                     "gated_mlp": "mlp", "lora": "lora"}
