@@ -6,10 +6,11 @@ Imports ``ir`` only (and the data-folder locator); never ``formal``, ``verify`` 
 """
 
 from mirage_formal.search.config import (
-           WORKLOAD_PRESETS,
-           SearchConfig,
-           SearchConfigError,
-           preset_names,
+    WORKLOAD_PRESETS,
+    SearchConfig,
+    SearchConfigError,
+    default_preset,
+    preset_names,
 )
 from mirage_formal.search.cost import Cost, estimate, smem_bytes
 from mirage_formal.search.driver import SearchResult, check_program, rank, run_search
@@ -17,5 +18,5 @@ from mirage_formal.search.protocols import Checker, KeepAll, Pruner
 from mirage_formal.search.state import Accepted
 
 __all__ = ["WORKLOAD_PRESETS", "Accepted", "Checker", "Cost", "KeepAll", "Pruner", "SearchConfig",
-           "SearchConfigError", "SearchResult", "check_program", "estimate", "preset_names", "rank",
-           "run_search", "smem_bytes"]
+           "SearchConfigError", "SearchResult", "check_program", "default_preset", "estimate",
+           "preset_names", "rank", "run_search", "smem_bytes"]

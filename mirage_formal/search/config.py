@@ -217,3 +217,21 @@ def load_preset_data(name: str, directory: str | Path | None = None,
 WORKLOAD_PRESETS = {"gqa": "attention", "mha": "attention", "mqa": "attention",
                     "qknorm_gqa": "attention", "rmsnorm": "norm", "ntrans": "elementwise",
                     "gated_mlp": "mlp", "lora": "lora"}
+
+
+def default_preset(program: Any) -> str:
+    """The preset for a program: by name for the benchmark programs' op mixes, else default.
+
+    ``program`` is a KernelGraph; exp with matmul -> attention, silu -> mlp, rms_norm with matmul
+    -> norm, rms_norm without -> elementwise, only matmul and add -> lora, else default.
+    """
+    ops = {n.op for n in program.nodes}
+    if "exp" in ops and "matmul" in ops:
+        return "attention"
+    if "silu" in ops:
+        return "mlp"
+    if "rms_norm" in ops:
+        return "norm" if "matmul" in ops else "elementwise"
+    if ops - {"input"} <= {"matmul", "add"} and "matmul" in ops:
+        return "lora"
+    return "default"

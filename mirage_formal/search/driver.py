@@ -62,12 +62,13 @@ class SearchResult:
 
     def summary(self) -> dict[str, Any]:
         return {
+            **self.stats.as_dict(),
+            "accepted_events": self.stats.accepted,
             "accepted": len(self.accepted), "elapsed_s": round(self.elapsed_s, 3),
             "time_to_first_s": None if self.time_to_first_s is None else round(self.time_to_first_s, 3),
             "time_to_best_s": None if self.time_to_best_s is None else round(self.time_to_best_s, 3),
             "units": f"{self.units_done}/{self.units_total}", "stopped": self.stopped,
             "best_cost_us": None if not self.accepted else round(self.accepted[0].cost.seconds * 1e6, 3),
-            **self.stats.as_dict(),
         }
 
     def save(self, out_dir: str | Path) -> Path:

@@ -52,3 +52,11 @@ def test_unknown_key_and_missing_preset(tmp_path: Path) -> None:
     (tmp_path / "loop.toml").write_text('base = "loop"\n')
     with pytest.raises(SearchConfigError, match="loops"):
         SearchConfig.from_preset("loop", directory=tmp_path)
+
+
+def test_default_preset_matches_workload_presets() -> None:
+    from mirage_formal import workloads
+    from mirage_formal.search import WORKLOAD_PRESETS, default_preset
+
+    for name in ("gqa", "rmsnorm", "ntrans", "gated_mlp", "lora"):
+        assert default_preset(workloads.program(name)) == WORKLOAD_PRESETS[name]
