@@ -10,6 +10,7 @@ from mirage_formal.search.config import (
     SearchConfig,
     SearchConfigError,
     default_preset,
+    parse_overrides,
     preset_names,
 )
 from mirage_formal.search.cost import Cost, estimate, smem_bytes
@@ -19,4 +20,4 @@ from mirage_formal.search.state import Accepted
 
 __all__ = ["WORKLOAD_PRESETS", "Accepted", "Checker", "Cost", "KeepAll", "Pruner", "SearchConfig",
            "SearchConfigError", "SearchResult", "check_program", "default_preset", "estimate",
-           "preset_names", "rank", "run_search", "smem_bytes"]
+           "parse_overrides", "preset_names", "rank", "run_search", "smem_bytes"]

@@ -235,3 +235,19 @@ def default_preset(program: Any) -> str:
     if ops - {"input"} <= {"matmul", "add"} and "matmul" in ops:
         return "lora"
     return "default"
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """Command-line overrides ``KEY=VALUE`` (VALUE in TOML syntax: ``max_block_ops=7``,
+    ``grid_sizes=[2, 4]``, ``target="h200"``; a bare word is taken as a string)."""
+    out: dict[str, Any] = {}
+    for it in items:
+        key, sep, val = it.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise SearchConfigError(f"override {it!r}: write KEY=VALUE, e.g. max_block_ops=7")
+        try:
+            out[key] = tomllib.loads(f"v = {val.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key] = val.strip()
+    return out

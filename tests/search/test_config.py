@@ -60,3 +60,13 @@ def test_default_preset_matches_workload_presets() -> None:
 
     for name in ("gqa", "rmsnorm", "ntrans", "gated_mlp", "lora"):
         assert default_preset(workloads.program(name)) == WORKLOAD_PRESETS[name]
+
+
+def test_command_line_overrides() -> None:
+    from mirage_formal.search import parse_overrides
+
+    o = parse_overrides(["max_block_ops=7", "grid_sizes=[2, 4]", "target=h200"])
+    assert o == {"max_block_ops": 7, "grid_sizes": [2, 4], "target": "h200"}
+    assert SearchConfig.from_preset("norm", **o).grid_sizes == (2, 4)
+    with pytest.raises(SearchConfigError, match="KEY=VALUE"):
+        parse_overrides(["max_block_ops"])
