@@ -90,4 +90,5 @@ def machine() -> dict[str, Any]:
         commit = "?"
     return {"date": datetime.now(UTC).isoformat(timespec="seconds"), "cpu": cpu,
             "cores": os.cpu_count(), "python": sys.version.split()[0], "numpy": np.__version__,
-            "platform": platform.platform(), "commit": commit}
+            "platform": platform.platform(), "commit": commit,
+            "load_avg_1m": round(os.getloadavg()[0], 2)}
