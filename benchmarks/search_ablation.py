@@ -51,12 +51,22 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=600.0, help="seconds per pruned run")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--arms", default="both", help="both | pruned | unpruned")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "search_ablation"))
     args = ap.parse_args()
     rows = []
     for ops in args.ops:
-        rows.append(run(args, ops, args.pruner, args.budget))
-        rows.append(run(args, ops, "none", args.cap))
+        if args.arms in ("both", "pruned"):
+            rows.append(run(args, ops, args.pruner, args.budget))
+        if args.arms in ("both", "unpruned"):
+            rows.append(run(args, ops, "none", args.cap))
+    if args.arms != "both":
+        out = Path(args.out)
+        Path(f"{out}.json").write_text(json.dumps({"meta": {"pruner": args.pruner, "checker": args.checker,
+                                                            "cap_s": args.cap, "budget_s": args.budget,
+                                                            "workers": args.workers, "machine": machine()},
+                                                   "rows": rows}, indent=1) + "\n")
+        return
     meta = {"pruner": args.pruner, "checker": args.checker, "cap_s": args.cap,
             "budget_s": args.budget, "workers": args.workers, "machine": machine()}
     out = Path(args.out)
