@@ -1,0 +1,398 @@
+"""Static analysis behind the error bound: class check, degrees, zero-divisor and collision sites.
+
+Each tensor element of a μGraph is, formally, a rational function N/D of
+
+- *x-variables*: the inputs and the outputs of random (opaque) functions, all uniform over
+  the field of the side they live on;
+- *y-variables*: the outputs of ``exp`` (values ω^g in the order-q subgroup of Z_p^*).
+
+:func:`analyze` bounds, for every kernel-level node, the degrees of N and D in each block of
+variables (:class:`Deg`), by structural rules (a sum of n fractions with denominators D has
+numerator degree <= max N + (n-1)·max D). It also lists
+
+- the *division sites* (every divisor array, with its element count and degree), which give
+  the probability δ that a trial meets a zero divisor and is resampled;
+- the *random-function sites* (every opaque application, with its element count and the
+  degree of its argument), which give the probability that two formally different arguments
+  collide;
+- *problems*: reasons the program is outside the class the bound covers (an exp whose
+  argument depends on an exp: Mirage's LAX class allows at most one exp on any path).
+
+It also records which side(s) each node is evaluated on (the q side for exp arguments).
+Imports ``ir`` and ``semantics.field`` (for the op kinds).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from mirage_formal.ir.graph import GET, INPUT, ITER, KERNEL_OP, BlockGraph, KernelGraph
+from mirage_formal.ir.node import Node
+from mirage_formal.ir.ops import REGISTRY
+from mirage_formal.semantics.field import EXP_OPS, P_SIDE, Q_SIDE, SQRT_FN
+
+
+@dataclass(frozen=True)
+class Deg:
+    """Degree bounds of numerator (nx, ny) and denominator (dx, dy) in x- and y-variables."""
+
+    nx: int = 0
+    ny: int = 0
+    dx: int = 0
+    dy: int = 0
+    #: negative axes along which the denominator is the same for every element (None: the
+    #: denominator is constant everywhere, e.g. 1). Sums along such an axis share it.
+    const: frozenset[int] | None = None
+
+    @property
+    def has_exp(self) -> bool:
+        return self.ny > 0 or self.dy > 0
+
+    @property
+    def polynomial(self) -> bool:
+        return self.dx == 0 and self.dy == 0
+
+
+ONE = Deg()
+VAR = Deg(1, 0, 0, 0)
+EXPV = Deg(0, 1, 0, 0)
+EMPTY: frozenset[int] = frozenset()
+
+
+Shape = tuple[int, ...]
+
+
+def const_axes(d: Deg, shape: Shape, out_rank: int) -> frozenset[int] | None:
+    """Axes (negative, for a result of rank ``out_rank``) along which d's denominator is fixed."""
+    if d.polynomial or d.const is None:
+        return None
+    rank = len(shape)
+    return frozenset(ax for ax in range(-out_rank, 0)
+                     if ax < -rank or shape[ax] == 1 or ax in d.const)
+
+
+def _meet(*cs: frozenset[int] | None) -> frozenset[int] | None:
+    out: frozenset[int] | None = None
+    for c in cs:
+        if c is not None:
+            out = c if out is None else out & c
+    return out
+
+
+def _bcast(shape: Shape, out_rank: int) -> frozenset[int]:
+    """Axes along which an operand of ``shape`` is broadcast (so any part of it is fixed)."""
+    rank = len(shape)
+    return frozenset(ax for ax in range(-out_rank, 0) if ax < -rank or shape[ax] == 1)
+
+
+def _with(d: Deg, const: frozenset[int] | None) -> Deg:
+    return Deg(d.nx, d.ny, d.dx, d.dy, None if d.polynomial else const)
+
+
+def d_add(a: Deg, b: Deg, ca: frozenset[int] | None = None, cb: frozenset[int] | None = None) -> Deg:
+    d = Deg(max(a.nx + b.dx, b.nx + a.dx), max(a.ny + b.dy, b.ny + a.dy), a.dx + b.dx, a.dy + b.dy)
+    return _with(d, _meet(ca, cb) if (ca is not None or cb is not None) else _meet(a.const, b.const))
+
+
+def d_mul(a: Deg, b: Deg, ca: frozenset[int] | None = None, cb: frozenset[int] | None = None) -> Deg:
+    d = Deg(a.nx + b.nx, a.ny + b.ny, a.dx + b.dx, a.dy + b.dy)
+    return _with(d, _meet(ca, cb) if (ca is not None or cb is not None) else _meet(a.const, b.const))
+
+
+def d_div(a: Deg, b: Deg, ca: frozenset[int] | None = None, b_fixed: frozenset[int] = frozenset()) -> Deg:
+    """a / b: b's numerator joins the denominator, fixed only where b is broadcast."""
+    d = Deg(a.nx + b.dx, a.ny + b.dy, a.dx + b.nx, a.dy + b.ny)
+    num_b_fixed: frozenset[int] | None = None if (b.nx == 0 and b.ny == 0) else b_fixed
+    return _with(d, _meet(ca if ca is not None else a.const, num_b_fixed))
+
+
+def d_sum(a: Deg, n: int, axis_fixed: bool = False) -> Deg:
+    """A sum of n terms of degree a; their denominators differ unless ``axis_fixed``."""
+    if a.polynomial or n <= 1 or axis_fixed:
+        return a
+    return Deg(a.nx + (n - 1) * a.dx, a.ny + (n - 1) * a.dy, n * a.dx, n * a.dy, a.const)
+
+
+def d_inv(a: Deg) -> Deg:
+    return Deg(a.dx, a.dy, a.nx, a.ny, frozenset())
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where an opaque function or a division is applied: element count and degree."""
+
+    key: tuple[Any, ...]
+    elements: int
+    deg: Deg
+    side: str
+    fid: str = ""
+
+
+@dataclass
+class ProgramInfo:
+    """What :func:`analyze` found about one kernel graph."""
+
+    degrees: dict[Node, Deg] = field(default_factory=dict)
+    sides: dict[Node, set[str]] = field(default_factory=dict)
+    divisions: dict[tuple[Any, ...], Site] = field(default_factory=dict)
+    opaque: dict[tuple[Any, ...], Site] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    #: numerators of the float constants (mul_scalar scalars, rms_norm eps), as exact rationals
+    constants: set[int] = field(default_factory=set)
+    exp_count: int = 0
+
+    @property
+    def in_class(self) -> bool:
+        return not self.problems
+
+    def field_problems(self, p: int, q: int) -> list[str]:
+        """Constants that vanish in Z_p or Z_q would hide terms: the bound does not cover them."""
+        return [f"the constant with numerator {c} is a multiple of p={p} or q={q}"
+                for c in sorted(self.constants) if c and (c % p == 0 or c % q == 0)]
+
+    def output_degrees(self, graph: KernelGraph) -> list[Deg]:
+        return [self.degrees[o] for o in graph.outputs]
+
+
+def _reduce_const(c: frozenset[int] | None, axis: int, rank: int, keepdims: bool) -> frozenset[int] | None:
+    if c is None:
+        return None
+    if keepdims:
+        return c | {axis}
+    # Dropping dimension ``axis`` moves the dimensions before it one step towards the end.
+    return frozenset(ax + 1 if ax < axis else ax for ax in c if ax != axis)
+
+
+def _op_degree(n: Node, args: list[Deg], info: ProgramInfo, where: str, elements: int,
+               side_key: tuple[Any, ...], sides: set[str]) -> Deg:
+    """Degree of a registry-op node from its operands' degrees; records sites and problems."""
+    name = n.op
+    a = n.attr_dict
+    kind = REGISTRY[name].field
+    rank = len(n.shape)
+    cs = [const_axes(d, s.shape, rank) for d, s in zip(args, n.src, strict=True)]
+    for cname in ("scalar", "eps"):
+        if isinstance(a.get(cname), float) and math.isfinite(a[cname]):
+            info.constants.add(Fraction(a[cname]).numerator)
+    if name in EXP_OPS:
+        info.exp_count += 1
+        if args[0].has_exp:
+            info.problems.append(
+                f"{where}: {name} is applied to a value that already depends on an exp; the LAX "
+                "class allows at most one exp on any path (the bound does not apply)")
+        if name == "exp":
+            return EXPV
+        one_plus_y = Deg(0, 1, 0, 0)
+        for s in sides:
+            info.divisions[(*side_key, s)] = Site((*side_key, s), elements, one_plus_y, P_SIDE)
+        if name == "silu":
+            return d_div(args[0], one_plus_y, cs[0], EMPTY)
+        return d_div(ONE, one_plus_y, None, EMPTY)
+    if name in ("add", "sub"):
+        return d_add(args[0], args[1], cs[0], cs[1])
+    if name == "mul":
+        return d_mul(args[0], args[1], cs[0], cs[1])
+    if name in ("neg", "mul_scalar"):
+        return args[0]
+    if name == "square":
+        return d_mul(args[0], args[0], cs[0], cs[0])
+    if name == "matmul":
+        ka, kb = (const_axes(d, s.shape, max(len(s.shape), rank)) for d, s in zip(args, n.src, strict=True))
+        fixed = (ka is None or -1 in ka) and (kb is None or -2 in kb)
+        ca = None if ka is None else frozenset({ax for ax in ka if ax <= -2} | {-1})
+        cb = None if kb is None else frozenset({ax for ax in kb if ax <= -3 or ax == -1} | {-2})
+        return d_sum(d_mul(args[0], args[1], ca, cb), n.src[0].shape[-1], fixed)
+    if name in ("sum", "mean"):
+        x, ax = args[0], a["axis"]
+        k = const_axes(x, n.src[0].shape, len(n.src[0].shape))
+        fixed = k is None or ax in k
+        out = d_sum(x, n.src[0].shape[ax], fixed)
+        return _with(out, _reduce_const(k, ax, len(n.src[0].shape), a["keepdims"]))
+    if name == "div":
+        divisor_elems = elements // max(math.prod(n.shape), 1) * math.prod(n.src[1].shape)
+        for s in sides:
+            info.divisions[(*side_key, s)] = Site((*side_key, s), divisor_elems, args[1], s)
+        return d_div(args[0], args[1], cs[0], _bcast(n.src[1].shape, rank))
+    if name == "rms_norm":
+        x = args[0]
+        kx = cs[0]
+        sq = d_mul(x, x, kx, kx)
+        ms = d_add(d_sum(sq, n.shape[-1], kx is None or -1 in kx), ONE)
+        rows = elements // n.shape[-1]
+        for s in sides:
+            info.opaque[(*side_key, s)] = Site((*side_key, s), rows, ms, s, SQRT_FN)
+            info.divisions[(*side_key, "inv", s)] = Site((*side_key, "inv", s), rows, VAR, s)
+        out = d_div(x, VAR, kx, frozenset({-1}))
+        return d_mul(out, args[1], out.const, cs[1]) if len(args) == 2 else out
+    if kind == "opaque":
+        fid = SQRT_FN if name == "rsqrt" else name
+        for s in sides:
+            info.opaque[(*side_key, s)] = Site((*side_key, s), elements, args[0], s, fid)
+        if name == "rsqrt":
+            for s in sides:
+                info.divisions[(*side_key, "inv", s)] = Site((*side_key, "inv", s), elements, VAR, s)
+            return d_inv(VAR)
+        return VAR
+    raise AssertionError(f"no degree rule for {name!r}")  # pragma: no cover - registry test
+
+
+def _accum_degree(n: Node, x: Deg, forloop: int, info: ProgramInfo, elements: int,
+                  side_key: tuple[Any, ...], sides: set[str]) -> Deg:
+    # Whether a denominator changes across loop iterations is not tracked: a rational tile
+    # is summed as if every term had its own denominator (a valid, loose bound).
+    kind, fold = n.attr("kind"), n.attr("fold")
+    count = forloop * (n.src[0].shape[-1] // fold if fold is not None else 1)
+    if kind != "rms":
+        return d_sum(x, count)
+    ms = d_sum(d_mul(x, x), count)
+    for s in sides:
+        info.opaque[(*side_key, s)] = Site((*side_key, s), elements, ms, s, SQRT_FN)
+    return VAR
+
+
+def _block_sides(bg: BlockGraph, out_sides: list[set[str]]) -> dict[Node, set[str]]:
+    """Sides each block node is evaluated on, from the sides its outputs are needed on."""
+    nodes = bg.nodes
+    need: dict[Node, set[str]] = {n: set() for n in nodes}
+    for o, s in zip(bg.outputs, out_sides, strict=True):
+        need[o.node] |= s
+    for n in reversed(nodes):
+        _propagate(n, need)
+    return need
+
+
+def _propagate(n: Node, need: dict[Node, set[str]]) -> None:
+    s = need[n]
+    for src in n.src:
+        if n.op in EXP_OPS:
+            if P_SIDE in s:
+                need[src].add(Q_SIDE)
+                if n.op == "silu":
+                    need[src].add(P_SIDE)
+        else:
+            need[src] |= s
+
+
+def analyze(graph: KernelGraph) -> ProgramInfo:
+    """Degrees, sides, sites and class problems of every node of ``graph``."""
+    info = ProgramInfo()
+    nodes = graph.nodes
+    need: dict[Node, set[str]] = {n: set() for n in nodes}
+    for o in graph.outputs:
+        need[o].add(P_SIDE)
+    block_need: dict[Node, dict[Node, set[str]]] = {}
+    for n in reversed(nodes):
+        if n.op == KERNEL_OP:
+            bg: BlockGraph = n.attr("graph")
+            gets = [m for m in nodes if m.op == GET and m.src[0] is n]
+            out_sides: list[set[str]] = [set() for _ in bg.outputs]
+            for g in gets:
+                out_sides[g.attr("index")] |= need[g]
+            bn = _block_sides(bg, out_sides)
+            block_need[n] = bn
+            for b in bg.nodes:
+                if b.op == ITER:
+                    need[n.src[b.attr("input")]] |= bn[b]
+        elif n.op == GET:
+            need[n.src[0]] |= need[n]
+        else:
+            _propagate(n, need)
+    info.sides = need
+    for n in nodes:
+        if n.op == INPUT:
+            info.degrees[n] = VAR
+        elif n.op == GET:
+            continue
+        elif n.op == KERNEL_OP:
+            bg = n.attr("graph")
+            outs = _block_degrees(n, bg, [info.degrees[s] for s in n.src], info, block_need[n])
+            for m in nodes:
+                if m.op == GET and m.src[0] is n:
+                    info.degrees[m] = outs[m.attr("index")]
+        else:
+            info.degrees[n] = _op_degree(n, [info.degrees[s] for s in n.src], info, f"{n.op} node",
+                                         math.prod(n.shape), (n,), need[n] or {P_SIDE})
+    return info
+
+
+def _block_degrees(kn: Node, bg: BlockGraph, ins: list[Deg], info: ProgramInfo,
+                   need: dict[Node, set[str]]) -> list[Deg]:
+    deg: dict[Node, Deg] = {}
+    # Lead extent of each block value: the grid axes and loop iterations it actually varies
+    # over (as the evaluator's broadcast arrays). Blocks that read the same data compute the
+    # same formal terms, so only these many elements are distinct.
+    lead: dict[Node, tuple[int, ...]] = {}
+    for b in bg.nodes:
+        sides = need.get(b) or {P_SIDE}
+        if b.op == ITER:
+            imap, fmap = b.attr("imap"), b.attr("fmap")
+            lead[b] = (*(bg.grid[a] if imap[a] != -1 else 1 for a in range(3)),
+                       bg.forloop if fmap != -1 else 1)
+            deg[b] = ins[b.attr("input")]
+            continue
+        srcl = [lead[s] for s in b.src]
+        lead[b] = tuple(max(v) for v in zip(*srcl, strict=True))
+        if b.op == "accum":
+            lead[b] = (*lead[b][:3], 1)
+            deg[b] = _accum_degree(b, deg[b.src[0]], bg.forloop, info,
+                                   math.prod(lead[b]) * math.prod(b.shape), (kn, b), sides)
+        else:
+            deg[b] = _op_degree(b, [deg[s] for s in b.src], info, f"block {b.op} node",
+                                math.prod(lead[b]) * math.prod(b.shape), (kn, b), sides)
+    outs = []
+    for o in bg.outputs:
+        d = deg[o.node]
+        # Blocks have their own denominators: fixed only along dimensions no grid axis splits.
+        split = {dim - len(o.node.shape) for ax, dim in enumerate(o.omap) if dim != -1 and bg.grid[ax] > 1}
+        outs.append(_with(d, None if d.const is None else d.const - split))
+    return outs
+
+
+# ---------------------------------------------------------------- the bound for a pair
+
+@dataclass(frozen=True)
+class PairBound:
+    """The per-trial false-accept bound for one (reference, candidate) pair, with its parts."""
+
+    per_trial: float
+    outputs: float          # max over outputs of deg_x/p + deg_y/q of the difference
+    collisions: float       # random-function argument collisions (union bound)
+    zero_divisor: float     # δ: probability a trial is resampled (bounds the conditioning)
+    degree: tuple[int, int]  # (x, y) degree of the worst output difference
+    uses_exp: bool
+    uses_opaque: bool
+
+
+def pair_bound(ref: KernelGraph, ri: ProgramInfo, cand: KernelGraph, ci: ProgramInfo,
+               mapping: list[int], p: int, q: int) -> PairBound:
+    """Bound for comparing candidate output ``mapping[i]`` with reference output ``i``."""
+    rd, cd = ri.output_degrees(ref), ci.output_degrees(cand)
+    worst, deg = 0.0, (0, 0)
+    for i, j in enumerate(mapping):
+        a, b = rd[i], cd[j]
+        dx = max(a.nx + b.dx, b.nx + a.dx)
+        dy = max(a.ny + b.dy, b.ny + a.dy)
+        e = dx / p + dy / q
+        if e >= worst:
+            worst, deg = e, (dx, dy)
+    # Random-function sites: pairs of applications whose arguments collide.
+    groups: dict[tuple[str, str], tuple[int, int, int]] = {}
+    for site in {**ri.opaque, **ci.opaque}.values():
+        m, ax, ay = groups.get((site.fid, site.side), (0, 0, 0))
+        groups[(site.fid, site.side)] = (m + site.elements, max(ax, site.deg.nx + site.deg.dx),
+                                         max(ay, site.deg.ny + site.deg.dy))
+    coll = 0.0
+    for (_, side), (m, ax, ay) in groups.items():
+        mod = p if side == P_SIDE else q
+        coll += m * (m - 1) / 2 * (max(ax, 1) / mod + ay / q)
+    delta = 0.0
+    for site in {**ri.divisions, **ci.divisions}.values():
+        mod = p if site.side == P_SIDE else q
+        delta += site.elements * (site.deg.nx / mod + site.deg.ny / q)
+    raw = worst + coll
+    per_trial = 1.0 if delta >= 1 else min(1.0, raw / (1.0 - delta))
+    return PairBound(per_trial, worst, coll, delta, deg, ri.exp_count + ci.exp_count > 0,
+                     bool(ri.opaque or ci.opaque))

@@ -1,0 +1,207 @@
+"""The prime-field semantics: a rule for every registry op, each rule against the float rule,
+exact matmul, exp as a homomorphism, random functions, zero divisors, exact constants."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from graph_strategies import block_programs
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+import mirage_formal as mf
+from mirage_formal.ir.ops import REGISTRY
+from mirage_formal.semantics import run_reference
+from mirage_formal.semantics.field import (
+    DEFAULT_P,
+    DEFAULT_Q,
+    EXP_OPS,
+    RULES,
+    FieldEvaluator,
+    FieldTrial,
+    ZeroDivisorInTrial,
+    _limb_plan,
+    as_rational,
+    check_field,
+    const_mod,
+    has_field_rule,
+    inverse_mod,
+    matmul_mod,
+    same_side_op,
+)
+from mirage_formal.verify.analysis import analyze
+
+P = DEFAULT_P
+
+
+def test_default_field_is_a_safe_prime_pair() -> None:
+    check_field(DEFAULT_P, DEFAULT_Q)
+    assert DEFAULT_P == 2 * DEFAULT_Q + 1 and DEFAULT_P < 2**31
+
+
+def test_bad_fields_are_rejected() -> None:
+    with pytest.raises(mf.MirageError, match="prime"):
+        check_field(1021, 15)
+    with pytest.raises(mf.MirageError, match="dividing"):
+        check_field(1019, 7)
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_registry_op_has_a_field_rule(name: str) -> None:
+    assert has_field_rule(name), f"{name} (kind {REGISTRY[name].field}) has no field rule"
+    assert REGISTRY[name].field in RULES
+
+
+@pytest.mark.parametrize("name", sorted(n for n in REGISTRY if n != "accum"))
+def test_every_op_evaluates_and_has_a_degree(name: str) -> None:
+    g = mf.Graph()
+    x = g.input((4, 4), "f32", "x")
+    y = g.input((4, 4), "f32", "y")
+    d = REGISTRY[name]
+    attrs = {"scalar": 0.75} if name == "mul_scalar" else {}
+    out = g.op(name, *([x, y] if d.arity[0] == 2 else [x]), **attrs)
+    g.output(out)
+    prog = g.build()
+    info = analyze(prog)
+    assert prog.outputs[0] in info.degrees
+    outs = FieldEvaluator(FieldTrial(1, 0)).outputs(prog)
+    assert outs[0].shape == out.shape and outs[0].dtype == np.int64
+    assert np.all((outs[0] >= 0) & (outs[0] < P))
+
+
+def _small_ints(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    return rng.integers(-3, 4, size=shape).astype(np.float64)
+
+
+def _to_field(x: np.ndarray, m: int) -> np.ndarray:
+    return np.vectorize(lambda v: const_mod(Fraction(float(v)), m), otypes=[np.int64])(x)
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "neg", "square", "mul_scalar", "sum",
+                                  "matmul", "div", "mean"])
+@pytest.mark.parametrize("side", ["p", "q"])
+def test_field_rule_matches_float_rule_on_exact_inputs(name: str, side: str) -> None:
+    """On small integers (divisors powers of two) float64 is exact: both rules must agree."""
+    rng = np.random.default_rng(hash(name) % 1000)
+    t = FieldTrial(3, 0)
+    m = t.modulus(side)
+    a = _small_ints(rng, (2, 4, 4))
+    b = _small_ints(rng, (2, 4, 4))
+    if name == "div":
+        b = rng.choice([-4.0, -2.0, -1.0, 1.0, 2.0, 4.0], size=(2, 4, 4))
+    d = REGISTRY[name]
+    attrs = d.normalize_attrs([a.shape], {"scalar": -0.375} if name == "mul_scalar" else {})
+    args = [a, b] if d.arity[0] == 2 else [a]
+    want = _to_field(d.f64(args, attrs), m)
+    got = same_side_op(t, name, [_to_field(v, m) for v in args], attrs, side)
+    np.testing.assert_array_equal(got, want)
+
+
+@given(block_programs(), st.integers(0, 2**32))
+def test_block_programs_in_the_field_match_exact_float(g: mf.KernelGraph, seed: int) -> None:
+    """Ring-only μGraphs on small integers: the field evaluator agrees with float64 exactly."""
+    ring = {"add", "sub", "mul", "neg", "square", "matmul", "sum", "mul_scalar", "accum", "mean"}
+    nodes = [b for k in g.kernels if k.op == "kernel" for b in k.attr("graph").nodes]
+    assume(all(b.op in ring | {"iter"} for b in nodes))
+    assume(all(b.attr("kind") != "rms" for b in nodes if b.op == "accum"))
+    rng = np.random.default_rng(seed)
+    xs = {n.attr("name"): _small_ints(rng, n.shape) for n in g.inputs}
+    want = run_reference(g, xs)
+    assume(all(np.all(np.abs(w) < 2**40) for w in want))
+    t = FieldTrial(seed, 0)
+    for n in g.inputs:  # plant the integer inputs as this trial's p-side inputs
+        t._inputs[(n.attr("name"), n.shape, "p")] = _to_field(xs[n.attr("name")], P)
+    got = FieldEvaluator(t).outputs(g)
+    for w, v in zip(want, got, strict=True):
+        np.testing.assert_array_equal(v, _to_field(w, P))
+
+
+@pytest.mark.parametrize("m", [DEFAULT_P, DEFAULT_Q, 1019])
+@pytest.mark.parametrize("k", [1, 3, 64, 4097])
+def test_matmul_mod_is_exact(m: int, k: int) -> None:
+    rng = np.random.default_rng(k)
+    a = rng.integers(0, m, size=(2, 3, k))
+    b = rng.integers(0, m, size=(1, k, 2))
+    a[0, 0, :] = m - 1  # the worst case for float64 sums
+    b[0, :, 0] = m - 1
+    got = matmul_mod(a, b, m)
+    ao, bo = a.astype(object), b.astype(object)
+    want = np.matmul(ao, bo) % m
+    assert (got == want.astype(np.int64)).all()
+
+
+def test_matmul_mod_chunks_very_long_sums() -> None:
+    m = DEFAULT_P
+    k = 2**19 + 5
+    assert _limb_plan(k, 31)[0] == "chunk"
+    a = np.full((1, k), m - 1, dtype=np.int64)
+    b = np.full((k, 1), m - 2, dtype=np.int64)
+    assert int(matmul_mod(a, b, m)[0, 0]) == (k * (m - 1) * (m - 2)) % m
+
+
+def test_exp_is_a_homomorphism_and_lax_ops_follow() -> None:
+    t = FieldTrial(11, 2)
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, t.q, 1000), rng.integers(0, t.q, 1000)
+    assert (t.exp((a + b) % t.q) == t.exp(a) * t.exp(b) % t.p).all()
+    assert pow(t.omega, t.q, t.p) == 1 and t.omega != 1
+    assert (t.exp(np.zeros(3, dtype=np.int64)) == 1).all()
+    g = mf.Graph()
+    x = g.input((8, 8), "f32", "x")
+    g.output(g.silu(x), g.mul(x, g.sigmoid(x)), g.sigmoid(x),
+             g.div(g.exp(g.neg(x)), g.exp(g.neg(x))))
+    ev = FieldEvaluator(t)
+    silu, xs, sig, one = ev.outputs(g.build())
+    assert (silu == xs).all()
+    assert (one == 1).all()
+    xq = t.input("x", (8, 8), "q")
+    assert (sig * (1 + t.exp((-xq) % t.q)) % t.p == 1).all()
+
+
+def test_random_functions_are_consistent_within_a_trial_and_differ_across() -> None:
+    t1, t2 = FieldTrial(5, 0), FieldTrial(5, 1)
+    x = np.arange(1000, dtype=np.int64)
+    a = t1.random_function("gelu", x, "p")
+    assert (a == t1.random_function("gelu", x.copy(), "p")).all()
+    assert (a == t1.random_function("gelu", x[::-1], "p")[::-1]).all()
+    assert not (a == t2.random_function("gelu", x, "p")).all()
+    assert not (a == t1.random_function("relu", x, "p")).all()
+    assert len(set(a.tolist())) > 990  # looks like a random function, not a constant
+    g = mf.Graph()
+    v = g.input((4, 16), "f32", "v")
+    g.output(g.sqrt(g.mean(g.square(v), axis=-1)), g.rsqrt(g.mean(g.square(v), axis=-1)))
+    s, r = FieldEvaluator(t1).outputs(g.build())
+    assert (s * r % P == 1).all()  # rsqrt is 1 / the same random sqrt
+
+
+def test_zero_divisor_is_never_treated_as_one() -> None:
+    with pytest.raises(ZeroDivisorInTrial):
+        inverse_mod(np.array([3, 0, 5]), P)
+    g = mf.Graph()
+    x = g.input((4, 4), "f32", "x")
+    g.output(g.div(x, g.sub(x, x)))
+    with pytest.raises(ZeroDivisorInTrial):
+        FieldEvaluator(FieldTrial(0, 0)).outputs(g.build())
+
+
+def test_constants_are_exact_rationals() -> None:
+    c = as_rational(0.1)
+    assert c == Fraction(3602879701896397, 2**55)  # the float's exact value, not 1/10
+    assert const_mod(c, P) * pow(2, 55, P) % P == 3602879701896397 % P
+    assert const_mod(as_rational(0.1), P) != pow(10, -1, P)
+    with pytest.raises(mf.MirageError, match="finite"):
+        as_rational(float("inf"))
+
+
+def test_exp_ops_are_handled_by_the_evaluator() -> None:
+    assert {n for n in REGISTRY if REGISTRY[n].field in ("exp", "lax")} == set(EXP_OPS)
+
+
+def test_inputs_do_not_depend_on_request_order() -> None:
+    t1, t2 = FieldTrial(9, 4), FieldTrial(9, 4)
+    a1 = t1.input("A", (3, 3), "p")
+    t2.input("B", (3, 3), "q")
+    assert (t2.input("A", (3, 3), "p") == a1).all()
+    assert not (t1.input("A", (3, 3), "p") == FieldTrial(10, 4).input("A", (3, 3), "p")).all()

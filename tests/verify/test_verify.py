@@ -1,0 +1,350 @@
+"""The verifier: completeness (hand-written μGraphs, Mirage's checkpoints, true algebraic
+rewrites, over many seeds), soundness (single-change mutants, the QKNorm rewrite Mirage
+accepted, measured false-accept rate within the computed bound), bad input, verdicts."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from graph_strategies import kernel_programs
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+import mirage_formal as mf
+from mirage_formal import workloads as W
+from mirage_formal.ir.mirage import load_mirage
+from mirage_formal.semantics import random_inputs, run_reference
+from mirage_formal.verify import Verifier, VerifyError, analyze, verify
+from mirage_formal.verify.examples import qknorm_fused, qknorm_kernel_rewrite
+from mirage_formal.verify.mutate import mutants
+from mirage_formal.verify.verdict import ACCEPTED, INCONCLUSIVE, NOT_APPLICABLE, REJECTED
+
+CHECKPOINTS = Path(__file__).resolve().parents[3] / "shared" / "mirage_checkpoints"
+if not CHECKPOINTS.is_dir():  # a worktree next to main: ../shared
+    CHECKPOINTS = Path("/work/shared/mirage_checkpoints")
+
+SMALL_RMS = dict(h=256, n=128)
+SMALL_GQA = dict(kv=512, q=32)
+SMALL_GQA_HW = dict(kv=512, q=32, splits=2, row_blocks=2, kv_tile=64, combine_rows=16)
+
+
+def small_cases() -> list[tuple[str, mf.KernelGraph, mf.KernelGraph]]:
+    return [
+        ("rmsnorm", W.program("rmsnorm", 1, **SMALL_RMS), W.handwritten("rmsnorm", 1, **SMALL_RMS)),
+        ("gqa", W.program("gqa", 1, **SMALL_GQA), W.handwritten("gqa", 1, **SMALL_GQA_HW)),
+        ("qknorm", W.program("qknorm_gqa", 1, q=16, d=4, kv=32), qknorm_fused()),
+    ]
+
+
+# ---------------------------------------------------------------- completeness
+
+@settings(max_examples=25)
+@given(st.integers(0, 2**63 - 1), st.sampled_from([0, 1, 2]))
+def test_handwritten_ugraphs_are_accepted_for_every_seed(seed: int, which: int) -> None:
+    _, ref, hw = small_cases()[which]
+    v = verify(ref, hw, seed=seed)
+    assert v.accepted, str(v)
+    assert v.status == ACCEPTED and v.bound is not None and v.bound <= 2.0**-64
+    assert v.float64_ok
+
+
+@pytest.mark.parametrize("name,program", [("gqa_bs1", "gqa"), ("rmsnorm_bs1", "rmsnorm")])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_mirage_checkpoints_are_accepted(name: str, program: str, seed: int) -> None:
+    ref = W.program(program, 1)
+    cands = load_mirage(CHECKPOINTS / f"{name}.json", [n.attr("name") for n in ref.inputs])
+    if program == "rmsnorm":
+        cands = cands[::9]  # full-size W (4096 x 6144) is slow to convert; a spread sample
+    v = Verifier(ref, seed=seed)
+    for i, c in enumerate(cands):
+        verdict = v.check(c)
+        assert verdict.accepted, f"{name}[{i}]: {verdict}"
+
+
+@pytest.mark.slow
+def test_all_mirage_checkpoints_are_accepted() -> None:
+    for name, program in [("gqa_bs1", "gqa"), ("rmsnorm_bs1", "rmsnorm"), ("gated_mlp", "gated_mlp")]:
+        ref = W.program(program, 1)
+        cands = load_mirage(CHECKPOINTS / f"{name}.json", [n.attr("name") for n in ref.inputs])
+        v = Verifier(ref, seed=5)
+        assert all(v.check(c).accepted for c in cands), name
+
+
+Rewrite = Callable[[mf.Graph, dict[str, mf.Tensor]], tuple[mf.Tensor, mf.Tensor]]
+
+IDENTITIES: dict[str, Rewrite] = {
+    "matmul distributes": lambda g, t: (g.matmul(t["A"], g.add(t["B"], t["C"])),
+                                        g.add(g.matmul(t["A"], t["B"]), g.matmul(t["A"], t["C"]))),
+    "matmul associates": lambda g, t: (g.matmul(g.matmul(t["A"], t["B"]), t["S"]),
+                                       g.matmul(t["A"], g.matmul(t["B"], t["S"]))),
+    "exp of a sum": lambda g, t: (g.exp(g.add(t["B"], t["C"])), g.mul(g.exp(t["B"]), g.exp(t["C"]))),
+    "softmax division after matmul": lambda g, t: (
+        g.matmul(g.div(g.exp(t["B"]), g.sum(g.exp(t["B"]), axis=-1)), t["S"]),
+        g.div(g.matmul(g.exp(t["B"]), t["S"]), g.sum(g.exp(t["B"]), axis=-1))),
+    "nested division": lambda g, t: (g.div(t["B"], g.mul(t["C"], t["D"])),
+                                     g.div(g.div(t["B"], t["C"]), t["D"])),
+    "rmsnorm unfolded": lambda g, t: (g.rms_norm(t["B"]),
+                                      g.mul(t["B"], g.rsqrt(g.mean(g.square(t["B"]), axis=-1)))),
+    "rmsnorm as a division": lambda g, t: (g.rms_norm(t["B"]),
+                                           g.div(t["B"], g.sqrt(g.mean(g.mul(t["B"], t["B"]), axis=-1)))),
+    "silu": lambda g, t: (g.silu(t["B"]), g.mul(t["B"], g.sigmoid(t["B"]))),
+    "sum after matmul": lambda g, t: (g.sum(g.matmul(t["A"], t["B"]), axis=-1),
+                                      g.matmul(t["A"], g.sum(t["B"], axis=-1))),
+    "scalars": lambda g, t: (g.mul_scalar(g.mul_scalar(t["B"], scalar=0.5), scalar=4.0),
+                             g.add(t["B"], t["B"])),
+    "mean is a scaled sum": lambda g, t: (g.mean(t["B"], axis=-1),
+                                          g.mul_scalar(g.sum(t["B"], axis=-1), scalar=1 / 4)),
+    "sub is add of neg": lambda g, t: (g.sub(t["B"], t["C"]), g.add(g.neg(t["C"]), t["B"])),
+    "mul into div": lambda g, t: (g.mul(t["B"], g.div(t["C"], t["D"])),
+                                  g.div(g.mul(t["C"], t["B"]), t["D"])),
+}
+
+
+def _identity_pair(name: str, m: int, seed: int) -> tuple[mf.KernelGraph, mf.KernelGraph]:
+    graphs = []
+    for side in (0, 1):
+        g = mf.Graph()
+        t = {"A": g.input((2, m, 4), "f32", "A"), "B": g.input((2, 4, 4), "f32", "B"),
+             "C": g.input((2, 4, 4), "f32", "C"), "D": g.input((2, 4, 4), "f32", "D"),
+             "S": g.input((2, 4, 3), "f32", "S")}
+        g.output(IDENTITIES[name](g, t)[side])
+        graphs.append(g.build())
+    return graphs[0], graphs[1]
+
+
+@settings(max_examples=60)
+@given(st.sampled_from(sorted(IDENTITIES)), st.sampled_from([1, 2, 8]), st.integers(0, 2**62))
+def test_true_algebraic_rewrites_are_accepted(name: str, m: int, seed: int) -> None:
+    lhs, rhs = _identity_pair(name, m, seed)
+    v = verify(lhs, rhs, seed=seed)
+    assert v.accepted, f"{name}: {v}"
+    assert v.float64_max_rel_error is not None and v.float64_max_rel_error < 1e-9
+
+
+def _commute_everything(g: mf.KernelGraph) -> mf.KernelGraph:
+    """Rewrite a kernel program by true identities at every node (commute, unfold sub/square)."""
+    b = mf.Graph()
+    new: dict[mf.Node, mf.Tensor] = {}
+    for n in g.nodes:
+        if n.op == "input":
+            new[n] = b.input(n.shape, n.dtype, n.attr("name"))
+            continue
+        a = [new[s] for s in n.src]
+        if n.op in ("add", "mul"):
+            new[n] = b.op(n.op, a[1], a[0])
+        elif n.op == "sub":
+            new[n] = b.add(b.neg(a[1]), a[0])
+        elif n.op == "square":
+            new[n] = b.mul(a[0], a[0])
+        elif n.op == "neg":
+            new[n] = b.mul_scalar(a[0], scalar=-1.0)
+        else:
+            new[n] = b.op(n.op, *a, **n.attr_dict)
+    b.output(*[new[o] for o in g.outputs])
+    return b.build()
+
+
+@settings(max_examples=40)
+@given(kernel_programs(), st.integers(0, 2**62))
+def test_random_programs_rewritten_by_identities_are_accepted(g: mf.KernelGraph, seed: int) -> None:
+    assume(analyze(g).in_class)
+    ref_out = run_reference(g, random_inputs(g, seed))
+    assume(all(np.all(np.isfinite(o)) for o in ref_out))
+    v = verify(g, _commute_everything(g), seed=seed, float_check=False)
+    if v.status == INCONCLUSIVE:
+        assume(v.resampled > 0)  # divides by a value that is often zero in the field: skip
+    assert v.accepted, str(v)
+
+
+# ---------------------------------------------------------------- soundness
+
+@pytest.mark.parametrize("case", [0, 1, 2])
+def test_single_change_mutants_are_rejected(case: int) -> None:
+    name, ref, hw = small_cases()[case]
+    v = Verifier(ref, seed=case + 100, bound=2.0**-32)
+    kinds_rejected: set[str] = set()
+    wrong = 0
+    for m in mutants(hw):
+        verdict = v.check(m.graph)
+        err = verdict.float64_max_rel_error
+        equivalent = err is not None and err < 1e-9
+        if equivalent:
+            assert verdict.accepted, f"{name} {m.where}: an equivalent mutant was rejected: {verdict}"
+            continue
+        wrong += 1
+        assert verdict.status == REJECTED, f"{name} {m.where}: wrong mutant not rejected: {verdict}"
+        assert verdict.first_difference is not None and verdict.trials == 1
+        kinds_rejected.add(m.kind)
+    assert wrong >= 5
+    assert {"swap", "accum"} <= kinds_rejected
+
+
+def test_mutation_kinds_cover_the_issue_list() -> None:
+    _, _, hw = small_cases()[1]
+    kinds = {m.kind for m in mutants(hw)}
+    assert {"imap", "fmap", "swap", "accum", "forloop", "op"} <= kinds
+
+
+def tiny_cases() -> list[tuple[mf.KernelGraph, mf.KernelGraph]]:
+    """One-element-output programs, so that a tiny field gives measurable false accepts."""
+    return [
+        (W.program("rmsnorm", 1, rows=1, h=4, n=2),
+         W.handwritten("rmsnorm", 1, rows=1, h=4, n=2, col_tile=1, k_tile=2)),
+        (W.program("gqa", 1, heads=1, q=2, d=2, kv=4),
+         W.handwritten("gqa", 1, heads=1, q=2, d=2, kv=4, splits=2, row_blocks=1, kv_tile=1,
+                       combine_rows=1)),
+    ]
+
+
+@pytest.mark.parametrize("case", [0, 1])
+def test_false_accept_rate_at_one_trial_is_within_the_bound(case: int) -> None:
+    """In a tiny field (p = 47, q = 23) wrong mutants do pass single trials; for every mutant
+    the measured pass rate must stay below the per-trial bound computed for that pair."""
+    ref, hw = tiny_cases()[case]
+    wrong = [m.graph for m in mutants(hw)]
+    tried: dict[int, int] = {}
+    passed: dict[int, int] = {}
+    bound: dict[int, float] = {}
+    for seed in range(80):
+        v = Verifier(ref, seed=seed, p=47, q=23, bound=0.999, max_trials=1)
+        for i, m in enumerate(wrong):
+            verdict = v.check(m)
+            if verdict.float64_max_rel_error is not None and verdict.float64_max_rel_error < 1e-9:
+                continue  # an equivalent mutant
+            if verdict.trials == 0:
+                continue  # every draw met a zero divisor
+            tried[i] = tried.get(i, 0) + 1
+            passed[i] = passed.get(i, 0) + (verdict.status != REJECTED)
+            assert verdict.per_trial_bound is not None
+            bound[i] = verdict.per_trial_bound
+    assert sum(tried.values()) > 300
+    for i in tried:
+        rate, b, n = passed[i] / tried[i], bound[i], tried[i]
+        # 4 standard errors of slack for the sampling noise of a rate measured n times
+        assert rate <= b + 4 * math.sqrt(b * (1 - b) / n), (i, rate, b, n)
+    total = sum(passed.values()) / sum(tried.values())
+    assert total <= float(np.mean([bound[i] for i in tried]))
+
+
+def test_qknorm_rewrite_that_mirage_accepted_is_rejected() -> None:
+    ref = W.program("qknorm_gqa", 1, q=16, d=4, kv=32)
+    v = Verifier(ref, seed=3)
+    right, wrong = v.check(qknorm_fused()), v.check(qknorm_fused(wrong=True))
+    assert right.accepted, str(right)
+    assert wrong.status == REJECTED and wrong.first_difference is not None
+    assert v.check(qknorm_kernel_rewrite(wrong=False)).accepted
+    assert v.check(qknorm_kernel_rewrite(wrong=True)).status == REJECTED
+    # Mirage's own test used patterned inputs and primes 167, 83; ours rejects at any seed.
+    for seed in range(5):
+        assert verify(ref, qknorm_fused(wrong=True), seed=seed).status == REJECTED
+
+
+def test_zero_divisor_makes_no_verdict_pass() -> None:
+    g = mf.Graph()
+    x = g.input((4, 4), "f32", "x")
+    g.output(g.div(x, g.sub(x, x)))  # undefined everywhere
+    h = mf.Graph()
+    h.output(h.input((4, 4), "f32", "x"))
+    v = verify(h.build(), g.build(), seed=0, float_check=False)
+    assert not v.accepted and v.status == INCONCLUSIVE and v.resampled > 0
+
+
+# ---------------------------------------------------------------- class and bad input
+
+def _exp_exp() -> mf.KernelGraph:
+    g = mf.Graph()
+    g.output(g.exp(g.exp(g.input((4, 4), "f32", "x"))))
+    return g.build()
+
+
+def test_exp_of_exp_is_outside_the_class() -> None:
+    with pytest.raises(VerifyError, match="LAX"):
+        Verifier(_exp_exp())
+    g = mf.Graph()
+    g.output(g.exp(g.input((4, 4), "f32", "x")))
+    v = verify(g.build(), _exp_exp(), seed=1)
+    assert v.status == NOT_APPLICABLE and not v.accepted and "LAX" in v.reason
+    assert "does not apply" in v.theorem
+
+
+def test_constants_that_vanish_in_the_field_are_not_covered() -> None:
+    """x + 2p·y equals x mod p: such a candidate is refused, not accepted."""
+    g = mf.Graph()
+    x = g.input((4, 4), "f32", "x")
+    g.input((4, 4), "f32", "y")
+    g.output(x)
+    h = mf.Graph()
+    x2, y2 = h.input((4, 4), "f32", "x"), h.input((4, 4), "f32", "y")
+    h.output(h.add(x2, h.mul_scalar(y2, scalar=float(2 * 2147483579))))
+    v = verify(g.build(), h.build(), seed=1)
+    assert v.status == NOT_APPLICABLE and "multiple of p" in v.reason
+
+
+def test_shape_incompatible_pair_is_a_clear_error() -> None:
+    ref = W.program("gqa", 1, **SMALL_GQA)
+    other = W.program("gqa", 1, kv=256, q=32)
+    with pytest.raises(VerifyError, match="shape-incompatible"):
+        verify(ref, other)
+    g = mf.Graph()
+    g.output(g.input((2, 32, 64), "f16", "Z"))
+    with pytest.raises(VerifyError, match="'Z' is not an input"):
+        verify(ref, g.build())
+
+
+def test_bad_bound_is_rejected() -> None:
+    with pytest.raises(VerifyError, match="bound"):
+        Verifier(W.program("gqa", 1, **SMALL_GQA), bound=0.0)
+
+
+def test_verdict_is_self_describing() -> None:
+    _, ref, hw = small_cases()[1]
+    v = verify(ref, hw, seed=42)
+    d = v.to_json()
+    json.dumps(d)
+    assert d["accepted"] and d["seed"] == 42 and d["p"] == v.p and d["trials"] == v.trials
+    assert "Li & Wu" in d["theorem"] and d["assumption"].startswith("A ")
+    assert v.bound == pytest.approx(v.per_trial_bound**v.trials)  # type: ignore[operator]
+    text = str(v)
+    assert "ACCEPTED" in text and "seed=42" in text and "assumption" in text
+    w = verify(ref, qknorm_like_wrong(ref), seed=42)
+    assert "differs at output 0" in str(w)
+    r = verify(W.program("rmsnorm", 1, **SMALL_RMS), W.handwritten("rmsnorm", 1, **SMALL_RMS))
+    assert r.assumption is None and "Schwartz-Zippel" in r.theorem
+
+
+def qknorm_like_wrong(ref: mf.KernelGraph) -> mf.KernelGraph:
+    """The gqa program with its softmax denominator dropped."""
+    g = mf.Graph()
+    Q, K, V = (g.input(n.shape, n.dtype, n.attr("name")) for n in ref.inputs)
+    g.output(g.matmul(g.exp(g.matmul(Q, K)), V))
+    return g.build()
+
+
+def test_numerically_unusable_candidates_are_flagged() -> None:
+    """x equals (x + 1e8·y) - 1e8·y algebraically but not in float64: flagged, not hidden."""
+    g = mf.Graph()
+    x = g.input((8, 8), "f32", "x")
+    g.input((8, 8), "f32", "y")
+    g.output(x)
+    h = mf.Graph()
+    x2, y2 = h.input((8, 8), "f32", "x"), h.input((8, 8), "f32", "y")
+    big = h.mul_scalar(y2, scalar=2.0**60)
+    h.output(h.sub(h.add(x2, big), big))
+    v = verify(g.build(), h.build(), seed=1)
+    assert v.accepted and v.float64_ok is False and "NUMERICALLY UNUSABLE" in str(v)
+
+
+def test_permuted_outputs_are_matched() -> None:
+    g = mf.Graph()
+    a, b = g.input((4, 4), "f32", "a"), g.input((4, 4), "f32", "b")
+    g.output(g.add(a, b), g.mul(a, b))
+    h = mf.Graph()
+    a2, b2 = h.input((4, 4), "f32", "a"), h.input((4, 4), "f32", "b")
+    h.output(h.mul(b2, a2), h.add(b2, a2))
+    v = verify(g.build(), h.build(), seed=2)
+    assert v.accepted and v.output_map == (1, 0) and v.permutations == 2
