@@ -70,11 +70,15 @@ def make_pruner(kind: str, program: KernelGraph) -> Any:
 def make_checker(kind: str, program: KernelGraph, seed: int = 0) -> Any:
     if kind == "f64":
         return F64Checker(program, seed)
+    if kind == "f64+field":
+        from mirage_formal.search import Chain
+
+        return Chain(F64Checker(program, seed), make_checker("field", program, seed))
     if kind == "field":
         from mirage_formal import verify  # lazily: built by another helper
 
         return verify.Verifier(program, bound=2.0**-64, seed=seed)  # type: ignore[attr-defined]
-    raise SystemExit(f"unknown checker {kind!r}: use field or f64")
+    raise SystemExit(f"unknown checker {kind!r}: use field, f64 or f64+field")
 
 
 def machine() -> dict[str, Any]:

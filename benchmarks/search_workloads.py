@@ -140,7 +140,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workloads", nargs="*", default=WORKLOADS)
     ap.add_argument("--pruner", default="oracle", help="oracle | expr | none")
-    ap.add_argument("--checker", default="field", help="field | f64")
+    ap.add_argument("--checker", default="field", help="field | f64 | f64+field (float64 first, then the field check)")
     ap.add_argument("--budget", type=float, default=600.0)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=1)

@@ -15,9 +15,9 @@ from mirage_formal.search.config import (
 )
 from mirage_formal.search.cost import Cost, estimate, smem_bytes
 from mirage_formal.search.driver import SearchResult, check_program, rank, run_search
-from mirage_formal.search.protocols import Checker, KeepAll, Pruner
+from mirage_formal.search.protocols import Chain, Checker, KeepAll, Pruner
 from mirage_formal.search.state import Accepted
 
-__all__ = ["WORKLOAD_PRESETS", "Accepted", "Checker", "Cost", "KeepAll", "Pruner", "SearchConfig",
+__all__ = ["WORKLOAD_PRESETS", "Accepted", "Chain", "Checker", "Cost", "KeepAll", "Pruner", "SearchConfig",
            "SearchConfigError", "SearchResult", "check_program", "default_preset", "estimate",
            "parse_overrides", "preset_names", "rank", "run_search", "smem_bytes"]

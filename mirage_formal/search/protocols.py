@@ -52,3 +52,25 @@ class KeepAll:
 
     def __repr__(self) -> str:
         return "KeepAll()"
+
+
+class Chain:
+    """A checker that asks several checkers in order and stops at the first rejection.
+
+    Put a cheap test first (a float64 comparison rejects most wrong candidates in a fraction
+    of a field check's time) and the deciding checker last; the verdict returned is the first
+    rejecting one, or the last checker's.
+    """
+
+    def __init__(self, *checkers: Checker) -> None:
+        if not checkers:
+            raise ValueError("Chain needs at least one checker")
+        self.checkers = checkers
+
+    def check(self, candidate: KernelGraph) -> Any:
+        verdict: Any = None
+        for c in self.checkers:
+            verdict = c.check(candidate)
+            if not getattr(verdict, "accepted", False):
+                return verdict
+        return verdict

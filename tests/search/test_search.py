@@ -144,3 +144,25 @@ def test_budget_returns_best_so_far(f64_checker: Any) -> None:
                    max_candidates=1)
     assert r.stopped is not None and not r.complete
     assert len(r.accepted) <= 1
+
+
+def test_chain_stops_at_first_rejection(f64_checker: Any) -> None:
+    from mirage_formal.search import Chain
+
+    prog = tiny_rmsnorm()
+    calls: list[str] = []
+
+    class Count:
+        def check(self, g: KernelGraph) -> Any:
+            calls.append(g.key)
+            return type("V", (), {"accepted": True})()
+
+    ch = Chain(f64_checker(prog), Count())
+    assert ch.check(prog).accepted and len(calls) == 1
+    wrong = workloads.program("rmsnorm", 1, rows=2, h=64, n=64)
+    g = Graph()
+    x = g.input((2, 64), "f16", "X")
+    w = g.input((64, 64), "f16", "W")
+    g.output(g.matmul(x, w))
+    assert not ch.check(g.build()).accepted and len(calls) == 1
+    assert wrong.key == prog.key
