@@ -1,0 +1,160 @@
+"""Must-show search runs: rmsnorm, gated_mlp, lora, gqa and ntrans from scratch with their
+default presets, each within a wall-clock budget on this CPU.
+
+For each workload: time to first and to best accepted μGraph, when the *expert* structure was
+first accepted (rmsnorm: one kernel accumulating the RMS in the matmul's loop; gated_mlp: both
+matmuls reading one X tile in one kernel; lora: one kernel; gqa: FlashDecoding — a first kernel
+splitting the key dimension over blocks and saving partial exp-sums and outputs, a second
+combining them; ntrans: one kernel), states visited, pruned per tier, verified, accepted, and an
+independent float64 re-check of every accepted μGraph.
+
+    python benchmarks/search_workloads.py --pruner oracle --checker field   # the product
+    python benchmarks/search_workloads.py --pruner expr --checker f64       # stand-ins
+
+Writes benchmarks/results/search_workloads.{json,md} (or --out PREFIX), and each workload's
+accepted μGraphs (our JSON, best first) under PREFIX_ugraphs/<name>/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from search_common import machine, make_checker, make_pruner, recheck_f64
+
+from mirage_formal import workloads
+from mirage_formal.ir.graph import ITER, KERNEL_OP, KernelGraph
+from mirage_formal.search import WORKLOAD_PRESETS, SearchConfig, run_search
+
+WORKLOADS = ["rmsnorm", "gated_mlp", "lora", "gqa", "ntrans"]
+
+
+def _gks(g: KernelGraph) -> list[Any]:
+    return [n for n in g.kernels if n.op == KERNEL_OP]
+
+
+def expert_rmsnorm(g: KernelGraph) -> bool:
+    ks = g.kernels
+    if len(ks) != 1 or ks[0].op != KERNEL_OP:
+        return False
+    bg = ks[0].attr("graph")
+    kinds = {(n.attr("kind"), n.attr("fold")) for n in bg.nodes if n.op == "accum"}
+    return bg.forloop > 1 and ("rms", 1) in kinds and any(n.op == "matmul" for n in bg.nodes)
+
+
+def expert_gated_mlp(g: KernelGraph) -> bool:
+    for k in _gks(g):
+        bg = k.attr("graph")
+        mms = [n for n in bg.nodes if n.op == "matmul"]
+        if len(mms) >= 2 and any(a.src[0] is b.src[0] and a.src[0].op == ITER
+                                 for a in mms for b in mms if a is not b):
+            return True
+    return False
+
+
+def expert_single_kernel(g: KernelGraph) -> bool:
+    ks = g.kernels
+    return len(ks) == 1 and ks[0].op == KERNEL_OP
+
+
+def expert_gqa(g: KernelGraph) -> bool:
+    ks = _gks(g)
+    if len(ks) != 2 or len(g.kernels) != 2:
+        return False
+    first, second = ks
+    bg = first.attr("graph")
+    kin = list(first.src)
+    names = [n.attr("name") for n in kin]
+    if "K" not in names or len(bg.outputs) != 2:
+        return False
+    k_iter = next(n for n in bg.nodes if n.op == ITER and n.attr("input") == names.index("K"))
+    splits_keys = any(d == 2 and bg.grid[ax] > 1 for ax, d in enumerate(k_iter.attr("imap")))
+    return splits_keys and all(s.op == "get" and s.src[0] is first for s in second.src)
+
+
+EXPERT = {"rmsnorm": expert_rmsnorm, "gated_mlp": expert_gated_mlp, "lora": expert_single_kernel,
+          "gqa": expert_gqa, "ntrans": expert_single_kernel}
+
+
+def run_one(name: str, args: argparse.Namespace, outdir: Path) -> dict[str, Any]:
+    prog = workloads.program(name, args.batch)
+    preset = WORKLOAD_PRESETS[name]
+    cfg = SearchConfig.from_preset(preset)
+    pruner = make_pruner(args.pruner, prog)
+    checker = make_checker(args.checker, prog)
+    t = time.monotonic()
+    r = run_search(prog, cfg, pruner, checker, workers=args.workers, progress=not args.quiet,
+                   budget_s=args.budget)
+    wall = time.monotonic() - t
+    r.save(outdir / name)
+    rechecks = [recheck_f64(prog, a.graph) for a in r.accepted]
+    expert = [(i, a) for i, a in enumerate(r.accepted) if EXPERT[name](a.graph)]
+    s = r.summary()
+    row = {
+        "workload": name, "preset": preset, "wall_s": round(wall, 2), **s,
+        "expert_found": bool(expert),
+        "expert_first_found_s": round(min(a.found_at_s for _, a in expert), 2) if expert else None,
+        "expert_best_rank": expert[0][0] if expert else None,
+        "expert_best_cost_us": round(expert[0][1].cost.seconds * 1e6, 3) if expert else None,
+        "recheck_max_rel_err": max(rechecks) if rechecks else None,
+        "recheck_all_pass": all(e < 1e-6 for e in rechecks),
+        "best": str(r.accepted[0].graph) if r.accepted else None,
+        "best_expert": str(expert[0][1].graph) if expert else None,
+    }
+    print(json.dumps({k: v for k, v in row.items() if k not in ("best", "best_expert")}), flush=True)
+    return row
+
+
+def to_markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    out = ["# search_workloads", "",
+           f"pruner `{meta['pruner']}`, checker `{meta['checker']}`, budget {meta['budget']} s, "
+           f"workers {meta['workers']}, batch {meta['batch']}. Machine: {meta['machine']}", "",
+           "| workload | preset | done units | stopped | first s | best s | expert found s | expert rank "
+           "| best est µs | visited | pruned shape/dedup/bound/oracle | verified | accepted | f64 re-check |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(
+            f"| {r['workload']} | {r['preset']} | {r['units']} | {r['stopped'] or '-'} | "
+            f"{r['time_to_first_s']} | {r['time_to_best_s']} | {r['expert_first_found_s']} | "
+            f"{r['expert_best_rank']} | {r['best_cost_us']} | {r['visited']} | "
+            f"{r['pruned_shape']}/{r['pruned_dedup']}/{r['pruned_bound']}/{r['pruned_oracle']} | "
+            f"{r['verified']} | {r['accepted']} | "
+            f"{'all pass' if r['recheck_all_pass'] else 'FAIL'} (max rel {r['recheck_max_rel_err']:.1e}) |"
+            if r["recheck_max_rel_err"] is not None else
+            f"| {r['workload']} | {r['preset']} | {r['units']} | {r['stopped'] or '-'} | - | - | - | - | - | "
+            f"{r['visited']} | {r['pruned_shape']}/{r['pruned_dedup']}/{r['pruned_bound']}/"
+            f"{r['pruned_oracle']} | {r['verified']} | 0 | - |")
+    out += ["", "Best expert-shaped μGraph per workload:", ""]
+    for r in rows:
+        out += [f"## {r['workload']}", "", "```", r["best_expert"] or "(none)", "```", ""]
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workloads", nargs="*", default=WORKLOADS)
+    ap.add_argument("--pruner", default="oracle", help="oracle | expr | none")
+    ap.add_argument("--checker", default="field", help="field | f64 | f64+field (float64 first, then the field check)")
+    ap.add_argument("--budget", type=float, default=600.0)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "search_workloads"))
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args()
+    out = Path(args.out)
+    rows = [run_one(w, args, Path(f"{out}_ugraphs")) for w in args.workloads]
+    meta = {"pruner": args.pruner, "checker": args.checker, "budget": args.budget,
+            "workers": args.workers, "batch": args.batch, "machine": machine()}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{out}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    Path(f"{out}.md").write_text(to_markdown(rows, meta))
+
+
+if __name__ == "__main__":
+    main()

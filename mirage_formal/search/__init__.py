@@ -1,0 +1,23 @@
+"""The superoptimizer's search: enumeration of kernel and block graphs, pruning through a
+handed-in :class:`Pruner`, verification through a handed-in :class:`Checker`, an analytic
+cost model for ranking, budgets, checkpoints and parallel workers.
+
+Imports ``ir`` only (and the data-folder locator); never ``formal``, ``verify`` or ``codegen``.
+"""
+
+from mirage_formal.search.config import (
+    WORKLOAD_PRESETS,
+    SearchConfig,
+    SearchConfigError,
+    default_preset,
+    parse_overrides,
+    preset_names,
+)
+from mirage_formal.search.cost import Cost, estimate, smem_bytes
+from mirage_formal.search.driver import SearchResult, check_program, rank, run_search
+from mirage_formal.search.protocols import Chain, Checker, KeepAll, Pruner
+from mirage_formal.search.state import Accepted
+
+__all__ = ["WORKLOAD_PRESETS", "Accepted", "Chain", "Checker", "Cost", "KeepAll", "Pruner", "SearchConfig",
+           "SearchConfigError", "SearchResult", "check_program", "default_preset", "estimate",
+           "parse_overrides", "preset_names", "rank", "run_search", "smem_bytes"]

@@ -1,0 +1,168 @@
+"""The analytic cost model: an estimate of a μGraph's run time on a target GPU, with no GPU.
+
+The search ranks accepted μGraphs by :func:`estimate` so it can return a best-first list on a
+machine without a GPU; codegen replaces it with measured time where a GPU exists. The model:
+
+    time = Σ_kernels  launch + max(memory, arithmetic) / parallel + F · loop_step · waves
+
+- *memory*: bytes each kernel reads and writes, divided by bandwidth. A graph-defined kernel
+  reads every input once from device memory; when ``r`` blocks read the same element (the
+  input is replicated along grid axes its ``imap`` leaves at -1), the ``r - 1`` re-reads are
+  charged at L2 bandwidth if the tensor fits in L2, else at DRAM bandwidth. Outputs are
+  written once. A pre-defined kernel reads its inputs and writes its output once.
+- *arithmetic*: matmul tiles at the tensor-core rate (2·m·n·k flops), every other op and
+  accumulator at the CUDA-core rate (one flop per element; exp, silu, sqrt count 4).
+  Loop-phase ops run F times per block.
+- *parallel*: min(1, blocks / SMs): a grid smaller than the SM count leaves SMs idle. Pre-
+  defined kernels are assumed to fill the GPU.
+- *loop step*: a fixed cost per for-loop iteration (synchronisation, pipeline fill), paid once
+  per wave of blocks; waves = ceil(blocks / (SMs · blocks per SM)), with blocks per SM limited
+  by shared memory (``smem_bytes``) and at most 8.
+
+Constants per target are in :data:`TARGETS` (H100 SXM: 3.0 TB/s DRAM as measured by the
+benchmark floor, ~8 TB/s L2, 50 MB L2, 132 SMs, 228 KB shared memory per SM, 2.5 µs per launch,
+400 TFLOP/s sustained fp16 tensor-core rate, 25 TFLOP/s sustained fp32 CUDA-core rate, 0.1 µs
+per loop step). They are estimates, stated so they can be argued with.
+
+Shared memory per block (:func:`smem_bytes`): the sum of the tile bytes of every block tensor,
+each counted once (no buffer reuse; accumulators and post-loop tiles in fp32), so it is an
+upper bound on what a straightforward emitter allocates.
+
+Imports ``ir`` only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mirage_formal.ir.graph import (
+    GET,
+    INPUT,
+    ITER,
+    KERNEL_OP,
+    BlockGraph,
+    KernelGraph,
+    block_phases,
+)
+from mirage_formal.ir.node import Node
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    dram_bw: float        # bytes/s
+    l2_bw: float          # bytes/s
+    l2_bytes: int
+    n_sm: int
+    smem_per_sm: int      # bytes
+    launch_s: float
+    tc_flops: float       # fp16 tensor-core flop/s, sustained
+    simt_flops: float     # fp32 CUDA-core flop/s, sustained
+    loop_step_s: float
+
+
+TARGETS = {
+    "h100": Target("h100", 3.0e12, 8.0e12, 50 * 2**20, 132, 228 * 1024, 2.5e-6, 4.0e14, 2.5e13, 1.0e-7),
+    "h200": Target("h200", 4.2e12, 9.0e12, 50 * 2**20, 132, 228 * 1024, 2.5e-6, 4.0e14, 2.5e13, 1.0e-7),
+}
+
+_HEAVY = frozenset({"exp", "silu", "sigmoid", "gelu", "sqrt", "rsqrt", "rms_norm"})
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Estimated seconds and its parts (for the report)."""
+
+    seconds: float
+    launches: int
+    dram_bytes: float
+    l2_bytes: float
+    flops: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {"us": self.seconds * 1e6, "launches": self.launches, "dram_bytes": self.dram_bytes,
+                "l2_bytes": self.l2_bytes, "flops": self.flops}
+
+
+def _nbytes(n: Node) -> int:
+    return math.prod(n.shape) * n.dtype.itemsize
+
+
+def _op_flops(n: Node) -> tuple[float, float]:
+    """(tensor-core flops, CUDA-core flops) of one application of op ``n`` on its tile."""
+    if n.op == "matmul":
+        a = n.src[0]
+        return 2.0 * math.prod(n.shape) * a.shape[-1], 0.0
+    elems = math.prod(n.src[0].shape) if n.op in ("accum", "sum", "mean", "rms_norm") else math.prod(n.shape)
+    return 0.0, float(elems) * (4.0 if n.op in _HEAVY else 1.0)
+
+
+def smem_bytes(bg: BlockGraph) -> int:
+    """Shared memory a block needs: every tile counted once (see module docstring)."""
+    phases = block_phases(bg.nodes)
+    total = 0
+    for n in bg.nodes:
+        size = 4 if (phases[n] or n.op == "accum") else n.dtype.itemsize
+        total += math.prod(n.shape) * size
+    return total
+
+
+def kernel_cost(bg: BlockGraph, inputs: list[Node], t: Target) -> Cost:
+    blocks = bg.grid[0] * bg.grid[1] * bg.grid[2]
+    dram = 0.0
+    l2 = 0.0
+    tc = simt = 0.0
+    phases = block_phases(bg.nodes)
+    read: set[int] = set()
+    for n in bg.nodes:
+        if n.op == ITER:
+            i = n.attr("input")
+            if i in read:
+                continue
+            read.add(i)
+            size = _nbytes(inputs[i])
+            rep = math.prod(g for g, m in zip(bg.grid, n.attr("imap"), strict=True) if m == -1)
+            dram += size
+            if size <= t.l2_bytes:
+                l2 += size * (rep - 1)
+            else:
+                dram += size * (rep - 1)
+            continue
+        a, b = _op_flops(n)
+        times = blocks * (1 if phases[n] and n.op != "accum" else bg.forloop)
+        tc += a * times
+        simt += b * times
+    for o in bg.outputs:
+        dram += math.prod(bg.output_shape(o)) * o.node.dtype.itemsize
+    mem = dram / t.dram_bw + l2 / t.l2_bw
+    arith = tc / t.tc_flops + simt / t.simt_flops
+    parallel = min(1.0, blocks / t.n_sm)
+    per_sm = max(1, min(8, t.smem_per_sm // max(1, smem_bytes(bg))))
+    waves = math.ceil(blocks / (t.n_sm * per_sm))
+    sec = t.launch_s + max(mem, arith) / parallel + bg.forloop * t.loop_step_s * waves
+    return Cost(sec, 1, dram, l2, tc + simt)
+
+
+def estimate(graph: KernelGraph, target: str | Target = "h100") -> Cost:
+    """Estimated run time of ``graph`` on ``target`` (see the module docstring)."""
+    t = TARGETS[target] if isinstance(target, str) else target
+    sec = 0.0
+    launches = 0
+    dram = l2 = flops = 0.0
+    for n in graph.nodes:
+        if n.op in (INPUT, GET):
+            continue
+        if n.op == KERNEL_OP:
+            c = kernel_cost(n.attr("graph"), list(n.src), t)
+        else:
+            a, b = _op_flops(n)
+            byt = sum(_nbytes(s) for s in n.src) + _nbytes(n)
+            s = t.launch_s + max(byt / t.dram_bw, a / t.tc_flops + b / t.simt_flops)
+            c = Cost(s, 1, float(byt), 0.0, a + b)
+        sec += c.seconds
+        launches += c.launches
+        dram += c.dram_bytes
+        l2 += c.l2_bytes
+        flops += c.flops
+    return Cost(sec, launches, dram, l2, flops)

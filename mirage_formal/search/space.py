@@ -1,0 +1,726 @@
+"""Enumeration of μGraphs: kernel graphs, and block graphs inside graph-defined kernels.
+
+Depth-first and deterministic. At both levels an op is added only if its key
+``(input positions sorted descending, op type, detail)`` is larger than the previous op's
+key; every DAG has exactly one topological order with increasing keys (the greedy order), so
+each DAG is produced once and permutations are never visited (docs/search.md, "Internals").
+
+Kernel level: a move is a pre-defined kernel op on existing tensors, or a graph-defined kernel
+over a *subset* of existing tensors (subsets of size 1..max_kernel_inputs, in increasing
+position order). A kernel graph is complete when the dangling tensors it produced are exactly
+the program's outputs (shapes, dtypes and index labels) and every input the program uses is
+consumed.
+
+Block level, for one kernel: a *map configuration* binds up to ``max_grid_axes`` grid axes and
+the for-loop to index labels (``labels.py``); that fixes every ``imap`` and ``fmap``. Axes are
+assigned to x, y, z in label order, so permuted grids are not revisited. Grid sizes and loop
+ranges are *factored out*: the block-op structure is enumerated once per map configuration on
+a representative size, and a complete candidate is expanded into its size variants (the
+preset's grid sizes and ranges that divide), which are ranked by cost and verified best-first
+(``state.py``). Block ops follow the canonical order after the iterators; an accumulator ends
+the loop phase of its operand; when F = 1 accumulators apply to iterators only (moving an
+identity accumulator along a chain gives the same function), and when F > 1 only to tiles that
+vary with the loop. A block graph is complete when no loop-phase tensor dangles and 1 to
+``max_kernel_outputs`` accumulated tensors dangle; each is saved with every omap that maps each
+grid axis to the tile dimension carrying its label (or, for a label the block reduced away, to a
+free dimension: a concatenation of partial results).
+
+Pruning tiers on every new tensor, in order: shape (the op's shape rule or label consistency
+fails), dedup (the hash-consed node already exists in this graph), bound (the dangling tensors
+cannot be consumed in the ops left), oracle (the pruner says no). Calls to the pruner are
+memoised by the searcher (``state.py``).
+
+Imports ``ir`` and the rest of ``search`` only.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mirage_formal.errors import GraphError
+from mirage_formal.ir.graph import (
+    GET,
+    INPUT,
+    ITER,
+    KERNEL_OP,
+    BlockGraph,
+    BlockOutput,
+    KernelGraph,
+    make_iter,
+    make_kernel,
+    make_op,
+)
+from mirage_formal.ir.node import Node
+from mirage_formal.ir.ops import BLOCK, KERNEL, REGISTRY
+from mirage_formal.search.config import SearchConfig
+from mirage_formal.search.labels import (
+    UNIT,
+    Label,
+    Labels,
+    fold_choices,
+    infer,
+    output_labels,
+    precheck,
+    program_labels,
+)
+
+COMMUTATIVE = frozenset({"add", "mul"})
+
+KeepFn = Callable[[Node, "tuple[Node, ...] | None", "tuple[int, int, int] | None", "int | None"], bool]
+
+
+class Stop(Exception):
+    """Raised inside the enumeration when a budget is spent."""
+
+
+@dataclass
+class Stats:
+    """Counters per pruning tier (see the module docstring)."""
+
+    visited: int = 0
+    pruned_shape: int = 0
+    pruned_dedup: int = 0
+    pruned_bound: int = 0
+    pruned_oracle: int = 0
+    candidates: int = 0
+    variants: int = 0
+    verified: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    oracle_calls: int = 0
+    oracle_cache_hits: int = 0
+    by_level: dict[str, int] = field(default_factory=dict)
+
+    def add(self, other: Stats) -> None:
+        for k, v in vars(other).items():
+            if isinstance(v, int):
+                setattr(self, k, getattr(self, k) + v)
+        for k, v in other.by_level.items():
+            self.by_level[k] = self.by_level.get(k, 0) + v
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+@dataclass(frozen=True)
+class MapConfig:
+    """Grid axes (label, size, imap dim per input) and the loop (label, range, fmaps)."""
+
+    axes: tuple[tuple[Label, int, tuple[int, ...]], ...]
+    loop: tuple[Label, int, tuple[int, ...]] | None
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        g = [a[1] for a in self.axes] + [1] * (3 - len(self.axes))
+        return (g[0], g[1], g[2])
+
+    @property
+    def forloop(self) -> int:
+        return self.loop[1] if self.loop else 1
+
+    def imap(self, i: int) -> tuple[int, int, int]:
+        m = [a[2][i] for a in self.axes] + [-1] * (3 - len(self.axes))
+        return (m[0], m[1], m[2])
+
+    def fmap(self, i: int) -> int:
+        return self.loop[2][i] if self.loop else -1
+
+
+@dataclass(frozen=True)
+class Move:
+    """A top-level (first) kernel-level move: the unit of parallel work and of checkpoints."""
+
+    kind: str                       # "op" or "kernel"
+    args: tuple[int, ...]
+    op: str = ""
+    attrs: tuple[tuple[str, Any], ...] = ()
+    config: MapConfig | None = None
+
+    def describe(self) -> str:
+        if self.kind == "op":
+            return f"{self.op}{self.args}"
+        assert self.config is not None
+        ax = ",".join(f"{lab}:{s}" for lab, s, _ in self.config.axes)
+        lp = f"{self.config.loop[0]}:{self.config.loop[1]}" if self.config.loop else "-"
+        return f"kernel{self.args} grid[{ax}] loop[{lp}]"
+
+
+def _need(loop_d: int, post_d: int, kout: int) -> int:
+    """Fewest block ops that leave no loop-phase tensor and at most ``kout`` accumulated ones
+    dangling: each op consumes at most one net dangling tensor, and consuming the loop-phase
+    ones ends in an accumulator that adds one accumulated tensor."""
+    return loop_d + max(0, post_d + 1 - kout) if loop_d else max(0, post_d - kout)
+
+
+_ATTR_KEYS: dict[tuple[tuple[str, Any], ...], str] = {}
+
+
+def _attr_key(attrs: dict[str, Any]) -> str:
+    t = tuple(sorted(attrs.items()))
+    k = _ATTR_KEYS.get(t)
+    if k is None:
+        k = _ATTR_KEYS[t] = repr(t)
+    return k
+
+
+def _mid(xs: Sequence[int]) -> int:
+    return xs[len(xs) // 2]
+
+
+def _dim_with(labels: Labels, lab: Label) -> int:
+    for d, x in enumerate(labels):
+        if x == lab:
+            return d
+    return -1
+
+
+def _attr_choices(program: KernelGraph, level: str) -> dict[str, list[dict[str, Any]]]:
+    """Attribute sets each registry op may take: those the program uses, or the defaults."""
+    seen: dict[str, list[dict[str, Any]]] = {}
+    for n in program.nodes:
+        if n.op in REGISTRY:
+            d = n.attr_dict
+            lst = seen.setdefault(n.op, [])
+            if d not in lst:
+                lst.append(d)
+    return seen
+
+
+class Enumerator:
+    """The depth-first enumeration of one program's μGraph space (see the module docstring)."""
+
+    def __init__(self, program: KernelGraph, config: SearchConfig, keep: KeepFn,
+                 on_candidate: Callable[[KernelGraph], None], tick: Callable[[], None],
+                 stats: Stats) -> None:
+        self.program = program
+        self.cfg = config
+        self.keep = keep
+        self.on_candidate = on_candidate
+        self.tick = tick
+        self.stats = stats
+        labs = program_labels(program)
+        self.in_labels = [labs[n] for n in program.inputs]
+        self.out_labels = [labs[n] for n in program.outputs]
+        self.out_types = [(n.shape, n.dtype) for n in program.outputs]
+        used: set[Node] = set()
+        for o in program.outputs:
+            used.update(x for x in o.walk() if x.op == INPUT)
+        self.used_inputs = [i for i, n in enumerate(program.inputs) if n in used]
+        self.attrs = _attr_choices(program, KERNEL)
+        self.kernel_ops = sorted(config.kernel_ops)
+        self.block_ops = sorted(config.block_ops)
+        self.ktype = {name: i for i, name in enumerate(self.kernel_ops)}
+        self.ktype["kernel"] = len(self.kernel_ops)
+        self.btype = {name: i for i, name in enumerate(self.block_ops)}
+        self.btype["accum"] = len(self.block_ops)
+        # kernel-level state (push/pop)
+        self.t: list[Node] = list(program.inputs)
+        self.lab: list[Labels] = list(self.in_labels)
+        self.produced: list[bool] = [False] * len(self.t)
+        self.uses: list[int] = [0] * len(self.t)
+        self.last: tuple[Any, ...] = ()
+        self.n_ops = 0
+        self.n_gk = 0
+
+    # ------------------------------------------------------------ attribute choices
+
+    def _op_attrs(self, name: str, srcs: Sequence[Node]) -> list[dict[str, Any]]:
+        if name in self.attrs:
+            return self.attrs[name]
+        spec = REGISTRY[name]
+        if name in ("sum", "mean"):
+            return [{"axis": -1 - a, "keepdims": True} for a in range(len(srcs[0].shape))]
+        if any(a.default is None and not a.optional for a in spec.attrs):
+            return []  # e.g. mul_scalar with no scalar in the program
+        return [{}]
+
+    # ------------------------------------------------------------ kernel level
+
+    def moves(self) -> list[Move]:
+        """The first-move choices from the empty kernel graph (units of work), most promising
+        first: graph-defined kernels over more inputs and with more grid axes before smaller
+        ones and before pre-defined ops (a deterministic order, so resume can skip by index)."""
+        ms = list(self._kernel_moves())
+
+        def promise(im: tuple[int, Move]) -> tuple[int, ...]:
+            i, m = im
+            if m.kind != "kernel" or m.config is None:
+                return (1, 0, 0, 0, i)
+            return (0, -len(m.args), -len(m.config.axes), int(m.config.loop is None), i)
+
+        return [m for _, m in sorted(enumerate(ms), key=promise)]
+
+    def _kernel_moves(self) -> Iterator[Move]:
+        n = len(self.t)
+        cfg = self.cfg
+        if self.n_ops >= cfg.max_kernel_ops:
+            return
+        for name in self.kernel_ops:
+            spec = REGISTRY[name]
+            lo, hi = spec.arity
+            for k in range(lo, hi + 1):
+                for args in itertools.product(range(n), repeat=k):
+                    if k == 2 and (args[0] == args[1] or (name in COMMUTATIVE and args[0] > args[1])):
+                        continue
+                    for a in self._op_attrs(name, [self.t[i] for i in args]):
+                        yield Move("op", args, name, tuple(sorted(a.items())))
+        if self.n_gk >= cfg.max_graph_kernels:
+            return
+        # the last kernel op must consume every tensor still waiting to be consumed
+        need: set[int] = set()
+        if self.n_ops + 1 == cfg.max_kernel_ops:
+            need = {i for i in self.used_inputs if self.uses[i] == 0}
+            need |= {i for i, (p, u) in enumerate(zip(self.produced, self.uses, strict=True)) if p and u == 0}
+        for k in range(1, min(cfg.max_kernel_inputs, n) + 1):
+            for args in itertools.combinations(range(n), k):
+                if not need <= set(args):
+                    continue
+                for mc in self._map_configs(args):
+                    yield Move("kernel", args, config=mc)
+
+    def _key_prefix(self, args: Sequence[int], typ: str) -> tuple[Any, ...]:
+        return (tuple(sorted(args, reverse=True)), self.ktype[typ])
+
+    def run_move(self, mv: Move) -> None:
+        """Apply ``mv`` (if canonical here) and explore everything after it."""
+        if mv.kind == "op":
+            self._apply_op(mv)
+        else:
+            self._apply_kernel(mv)
+
+    def explore(self) -> None:
+        for mv in self._kernel_moves():
+            self.run_move(mv)
+
+    def _push(self, nodes: Sequence[Node], labs: Sequence[Labels], srcs: Sequence[int],
+              key: tuple[Any, ...], gk: bool) -> tuple[Any, ...]:
+        for i in srcs:
+            self.uses[i] += 1
+        self.t.extend(nodes)
+        self.lab.extend(labs)
+        self.produced.extend([True] * len(nodes))
+        self.uses.extend([0] * len(nodes))
+        saved = (self.last, len(nodes), tuple(srcs), gk)
+        self.last = key
+        self.n_ops += 1
+        self.n_gk += int(gk)
+        return saved
+
+    def _pop(self, saved: tuple[Any, ...]) -> None:
+        last, k, srcs, gk = saved
+        del self.t[-k:], self.lab[-k:], self.produced[-k:], self.uses[-k:]
+        for i in srcs:
+            self.uses[i] -= 1
+        self.last = last
+        self.n_ops -= 1
+        self.n_gk -= int(gk)
+
+    def _kernel_bound_ok(self) -> bool:
+        dangling = sum(1 for p, u in zip(self.produced, self.uses, strict=True) if p and u == 0)
+        unused = sum(1 for i in self.used_inputs if self.uses[i] == 0)
+        left = self.cfg.max_kernel_ops - self.n_ops
+        per = max(1, max(2, self.cfg.max_kernel_inputs) - 1)
+        return dangling + unused - len(self.out_types) <= left * per
+
+    def _after_push(self) -> None:
+        self.stats.visited += 1
+        self.tick()
+        if not self._kernel_bound_ok():
+            self.stats.pruned_bound += 1
+            return
+        self._maybe_complete()
+        self.explore()
+
+    def _apply_op(self, mv: Move) -> None:
+        key = (*self._key_prefix(mv.args, mv.op), (mv.args, mv.attrs))
+        if key <= self.last:
+            return
+        srcs = [self.t[i] for i in mv.args]
+        try:
+            n = make_op(mv.op, srcs, dict(mv.attrs), KERNEL)
+        except GraphError:
+            self.stats.pruned_shape += 1
+            return
+        if n in self.t:
+            self.stats.pruned_dedup += 1
+            return
+        lab = infer(n, [self.lab[i] for i in mv.args])
+        if lab is None:
+            self.stats.pruned_shape += 1
+            return
+        if not self.keep(n, None, None, None):
+            self.stats.pruned_oracle += 1
+            return
+        saved = self._push([n], [lab], mv.args, key, False)
+        try:
+            self._after_push()
+        finally:
+            self._pop(saved)
+
+    def _apply_kernel(self, mv: Move) -> None:
+        prefix = self._key_prefix(mv.args, "kernel")
+        if prefix < self.last[:2]:
+            return
+        assert mv.config is not None
+        kin = tuple(self.t[i] for i in mv.args)
+        final = self.n_ops + 1 == self.cfg.max_kernel_ops
+        bs = BlockSearch(self, kin, [self.lab[i] for i in mv.args], mv.config,
+                         len(self.out_types) if final else self.cfg.max_kernel_outputs)
+        for bg, labs in bs.run():
+            key = (*prefix, bg.key)
+            if key <= self.last:
+                continue
+            gets = make_kernel(bg, kin)
+            if any(g in self.t for g in gets):
+                self.stats.pruned_dedup += 1
+                continue
+            if not all(self.keep(g, None, None, None) for g in gets):
+                self.stats.pruned_oracle += 1
+                continue
+            saved = self._push(gets, labs, mv.args, key, True)
+            try:
+                self._after_push()
+            finally:
+                self._pop(saved)
+
+    def _maybe_complete(self) -> None:
+        dang = [i for i, (p, u) in enumerate(zip(self.produced, self.uses, strict=True)) if p and u == 0]
+        if len(dang) != len(self.out_types):
+            return
+        if any(self.uses[i] == 0 for i in self.used_inputs):
+            return
+        for perm in itertools.permutations(dang):
+            if all((self.t[i].shape, self.t[i].dtype) == ty and self.lab[i] == lab
+                   for i, ty, lab in zip(perm, self.out_types, self.out_labels, strict=True)):
+                g = KernelGraph(self.program.inputs, tuple(self.t[i] for i in perm))
+                self.stats.candidates += 1
+                self.on_candidate(g)
+                return
+        self.stats.pruned_shape += 1
+
+    # ------------------------------------------------------------ map configurations
+
+    def _map_configs(self, args: Sequence[int]) -> Iterator[MapConfig]:
+        cfg = self.cfg
+        shapes = [self.t[i].shape for i in args]
+        labs = [self.lab[i] for i in args]
+        cand: list[Label] = sorted({x for lab in labs for x in lab if x != UNIT}, key=repr)
+        # per label: the dim of each input that carries it, and the grid sizes that divide
+        dims = {lab: tuple(_dim_with(lb, lab) for lb in labs) for lab in cand}
+
+        def sizes_for(lab: Label, chunk: Sequence[Sequence[int]], pool: Sequence[int]) -> list[int]:
+            ds = dims[lab]
+            return [s for s in pool if s > 1 and all(d == -1 or chunk_i[d] % s == 0
+                                                     for d, chunk_i in zip(ds, chunk, strict=True))]
+
+        for k in range(0, cfg.max_grid_axes + 1):
+            for combo in itertools.combinations(cand, k):
+                axes: list[tuple[Label, int, tuple[int, ...]]] = []
+                ok = True
+                for lab in combo:
+                    vs = sizes_for(lab, shapes, cfg.grid_sizes)
+                    if not vs:
+                        ok = False
+                        break
+                    axes.append((lab, _mid(vs), dims[lab]))
+                if not ok:
+                    continue
+                chunks = [list(s) for s in shapes]
+                for _lab, size, ds in axes:
+                    for i, d in enumerate(ds):
+                        if d != -1:
+                            chunks[i][d] //= size
+                yield MapConfig(tuple(axes), None)
+                for lab in cand:
+                    fs = sizes_for(lab, [tuple(c) for c in chunks], cfg.forloop)
+                    if fs:
+                        yield MapConfig(tuple(axes), (lab, _mid(fs), dims[lab]))
+
+    # ------------------------------------------------------------ size variants
+
+    def variants(self, graph: KernelGraph) -> Iterator[KernelGraph]:
+        """``graph`` rebuilt with every choice of grid sizes and loop ranges from the preset
+        (the axes and loops it uses stay used), in a deterministic order."""
+        cfg = self.cfg
+        kernels = [n for n in graph.nodes if n.op not in (INPUT, GET)]
+
+        def rec(j: int, memo: dict[Node, Node]) -> Iterator[dict[Node, Node]]:
+            if j == len(kernels):
+                yield memo
+                return
+            n = kernels[j]
+            srcs = [memo.get(s, s) for s in n.src]
+            if n.op != KERNEL_OP:
+                try:
+                    memo2 = dict(memo)
+                    memo2[n] = make_op(n.op, srcs, n.attr_dict, KERNEL)
+                except GraphError:
+                    return
+                yield from rec(j + 1, memo2)
+                return
+            bg: BlockGraph = n.attr("graph")
+            iters = [b for b in bg.nodes if b.op == ITER]
+            axis_opts: list[list[int]] = []
+            for ax in range(3):
+                if bg.grid[ax] == 1:
+                    axis_opts.append([1])
+                    continue
+                opts = []
+                for s in cfg.grid_sizes:
+                    if all(it.attr("imap")[ax] == -1 or srcs[it.attr("input")].shape[it.attr("imap")[ax]] % s == 0
+                           for it in iters):
+                        opts.append(s)
+                axis_opts.append(opts)
+            f_opts = [f for f in cfg.forloop if f > 1] if bg.forloop > 1 else [1]
+            for gx, gy, gz in itertools.product(*axis_opts):
+                for f in f_opts:
+                    nb = _rebuild_block(bg, srcs, (gx, gy, gz), f)
+                    if nb is None:
+                        continue
+                    gets = make_kernel(nb, srcs)
+                    memo2 = dict(memo)
+                    for old, new in zip(_gets_of(graph, n), gets, strict=False):
+                        if old is not None:
+                            memo2[old] = new
+                    memo2[n] = gets[0]
+                    yield from rec(j + 1, memo2)
+
+        for count, memo in enumerate(rec(0, {}), 1):
+            yield KernelGraph(graph.inputs, tuple(memo.get(o, o) for o in graph.outputs))
+            if count >= cfg.max_variants:
+                return
+
+
+def _gets_of(graph: KernelGraph, kn: Node) -> list[Node | None]:
+    bg: BlockGraph = kn.attr("graph")
+    out: list[Node | None] = [None] * len(bg.outputs)
+    for n in graph.nodes:
+        if n.op == GET and n.src[0] is kn:
+            out[n.attr("index")] = n
+    return out
+
+
+def _rebuild_block(bg: BlockGraph, srcs: Sequence[Node], grid: tuple[int, int, int],
+                   forloop: int) -> BlockGraph | None:
+    sig = tuple((s.shape, s.dtype) for s in srcs)
+    new: dict[Node, Node] = {}
+    try:
+        for b in bg.nodes:
+            if b.op == ITER:
+                new[b] = make_iter(sig, b.attr("input"), b.attr("imap"), b.attr("fmap"), grid, forloop)
+            else:
+                new[b] = make_op(b.op, [new[s] for s in b.src], b.attr_dict, BLOCK)
+        return BlockGraph(grid, bg.threads, forloop, sig,
+                          tuple(BlockOutput(new[o.node], o.omap) for o in bg.outputs))
+    except GraphError:
+        return None
+
+
+class BlockSearch:
+    """Block-op enumeration for one graph-defined kernel and map configuration."""
+
+    def __init__(self, outer: Enumerator, kin: tuple[Node, ...], in_labels: list[Labels],
+                 mc: MapConfig, max_outputs: int) -> None:
+        self.o = outer
+        self.kout = min(max_outputs, outer.cfg.max_kernel_outputs)
+        self.cfg = outer.cfg
+        self.kin = kin
+        self.mc = mc
+        self.grid = mc.grid
+        self.F = mc.forloop
+        self.loop_label = mc.loop[0] if mc.loop else None
+        self.axis_labels = {ax: a[0] for ax, a in enumerate(mc.axes)}
+        self.sig = tuple((n.shape, n.dtype) for n in kin)
+        self.in_labels = in_labels
+
+    def _keep(self, n: Node) -> bool:
+        return self.o.keep(n, self.kin, self.grid, self.F)
+
+    def run(self) -> Iterator[tuple[BlockGraph, list[Labels]]]:
+        st = self.o.stats
+        t: list[Node] = []
+        lab: list[Labels] = []
+        for i in range(len(self.kin)):
+            try:
+                it = make_iter(self.sig, i, self.mc.imap(i), self.mc.fmap(i), self.grid, self.F)
+            except GraphError:
+                st.pruned_shape += 1
+                return
+            if not self._keep(it):
+                st.pruned_oracle += 1
+                return
+            t.append(it)
+            lab.append(self.in_labels[i])
+        self.t = t
+        self.lab = lab
+        self.n_iters = len(t)
+        self.post = [False] * len(t)
+        self.var = [self.mc.fmap(i) != -1 for i in range(len(t))]
+        self.uses = [0] * len(t)
+        self.last: tuple[Any, ...] = ()
+        yield from self._dfs()
+
+    def _moves(self, m0: int, must: set[int] | None
+               ) -> Iterator[tuple[str, tuple[int, ...], dict[str, Any]]]:
+        """Candidate ops whose largest input position is >= m0 (canonical order) and, when
+        ``must`` is given, that consume one of those (dangling) tensors (bound tier)."""
+        n = len(self.t)
+        accums = self.cfg.accums
+        for name in [*self.o.block_ops, "accum"]:
+            if name == "accum":
+                for p in range(m0, n):
+                    if self.post[p] or (self.F == 1 and p >= self.n_iters) or (self.F > 1 and not self.var[p]):
+                        continue
+                    if must is not None and p not in must:
+                        continue
+                    for a in accums:
+                        kind, _, fold = a.partition(":")
+                        if fold == "x":
+                            for x in fold_choices(self.lab[p]):
+                                yield "accum", (p,), {"kind": kind, "fold": x}
+                        else:
+                            yield "accum", (p,), {"kind": kind, "fold": int(fold) if fold else None}
+                continue
+            spec = REGISTRY[name]
+            lo, hi = spec.arity
+            for k in range(lo, hi + 1):
+                for args in itertools.product(range(n), repeat=k):
+                    if max(args) < m0:
+                        continue
+                    if must is not None and not any(i in must for i in args):
+                        continue
+                    if k == 2:
+                        if args[0] == args[1] or (name in COMMUTATIVE and args[0] > args[1]):
+                            continue
+                        if self.post[args[0]] != self.post[args[1]]:
+                            continue
+                    for at in self.o._op_attrs(name, [self.t[i] for i in args]):
+                        yield name, args, at
+
+    def _dfs(self) -> Iterator[tuple[BlockGraph, list[Labels]]]:
+        st = self.o.stats
+        if len(self.t) >= self.cfg.max_block_ops:
+            return
+        left = self.cfg.max_block_ops - len(self.t) - 1
+        kout = self.kout
+        loop_d = sum(1 for p, u in zip(self.post, self.uses, strict=True) if not p and u == 0)
+        post_d = sum(1 for p, u in zip(self.post, self.uses, strict=True) if p and u == 0)
+        btype = self.o.btype
+        m0 = self.last[0][0] if self.last else 0
+        # a move that consumes no dangling tensor adds one: allowed only if the bound still holds
+        need0 = min(_need(loop_d + 1, post_d, kout), _need(loop_d, post_d + 1, kout))
+        must = None
+        if need0 > left:
+            must = {i for i, u in enumerate(self.uses) if u == 0}
+        for name, args, attrs in list(self._moves(m0, must)):
+            key = (tuple(sorted(args, reverse=True)), btype[name], (args, _attr_key(attrs)))
+            if key <= self.last:
+                continue
+            # bound tier, before any node is built
+            ld, pd = loop_d, post_d
+            for i in set(args):
+                if self.uses[i] == 0:
+                    if self.post[i]:
+                        pd -= 1
+                    else:
+                        ld -= 1
+            if name == "accum" or self.post[args[0]]:
+                pd += 1
+            else:
+                ld += 1
+            if _need(ld, pd, kout) > left:
+                st.pruned_bound += 1
+                continue
+            if len(args) == 2 and not precheck(name, [self.t[i].shape for i in args],
+                                               [self.lab[i] for i in args]):
+                st.pruned_shape += 1
+                continue
+            try:
+                n = make_op(name, [self.t[i] for i in args], attrs, BLOCK)
+            except GraphError:
+                st.pruned_shape += 1
+                continue
+            if n in self.t:
+                st.pruned_dedup += 1
+                continue
+            lab = infer(n, [self.lab[i] for i in args], self.loop_label if self.F > 1 else None)
+            if lab is None:
+                st.pruned_shape += 1
+                continue
+            if not self._keep(n):
+                st.pruned_oracle += 1
+                continue
+            # push
+            for i in args:
+                self.uses[i] += 1
+            self.t.append(n)
+            self.lab.append(lab)
+            self.post.append(name == "accum" or self.post[args[0]])
+            self.var.append(any(self.var[i] for i in args))
+            self.uses.append(0)
+            saved_last = self.last
+            self.last = key
+            try:
+                st.visited += 1
+                st.by_level["block"] = st.by_level.get("block", 0) + 1
+                self.o.tick()
+                yield from self._complete()
+                yield from self._dfs()
+            finally:
+                self.last = saved_last
+                self.t.pop()
+                self.lab.pop()
+                self.post.pop()
+                self.var.pop()
+                self.uses.pop()
+                for i in args:
+                    self.uses[i] -= 1
+
+    def _complete(self) -> Iterator[tuple[BlockGraph, list[Labels]]]:
+        if any(not p and u == 0 for p, u in zip(self.post, self.uses, strict=True)):
+            return
+        outs = [i for i, (p, u) in enumerate(zip(self.post, self.uses, strict=True)) if p and u == 0]
+        if not 1 <= len(outs) <= self.kout:
+            return
+        per_out: list[list[tuple[int, int, int]]] = []
+        for i in outs:
+            per_out.append(self._omaps(self.t[i], self.lab[i]))
+            if not per_out[-1]:
+                self.o.stats.pruned_shape += 1
+                return
+        for omaps in itertools.product(*per_out):
+            try:
+                bg = BlockGraph(self.grid, self.cfg.threads, self.F, self.sig,
+                                tuple(BlockOutput(self.t[i], om) for i, om in zip(outs, omaps, strict=True)))
+            except GraphError:
+                self.o.stats.pruned_shape += 1
+                continue
+            labs = [output_labels(self.lab[i], self.t[i].shape, om, self.axis_labels)
+                    for i, om in zip(outs, omaps, strict=True)]
+            yield bg, labs
+
+    def _omaps(self, n: Node, lab: Labels) -> list[tuple[int, int, int]]:
+        naxes = len(self.mc.axes)
+        forced: dict[int, int] = {}
+        free_axes = []
+        for ax in range(naxes):
+            d = _dim_with(lab, self.axis_labels[ax])
+            if d == -1:
+                free_axes.append(ax)
+            else:
+                forced[ax] = d
+        taken = set(forced.values())
+        grid_labels = set(self.axis_labels.values())
+        free_dims = [d for d in range(len(n.shape)) if d not in taken and lab[d] not in grid_labels]
+        res = []
+        for choice in itertools.permutations(free_dims, len(free_axes)):
+            m = [-1, -1, -1]
+            for ax, d in forced.items():
+                m[ax] = d
+            for ax, d in zip(free_axes, choice, strict=True):
+                m[ax] = d
+            res.append((m[0], m[1], m[2]))
+        return res

@@ -1,0 +1,140 @@
+"""The search-state object: one object holds the pruner cache, the best-so-far, the statistics,
+the budgets and the checkpoint, and wraps every call to the pruner and the checker.
+
+A candidate (a complete μGraph on representative sizes) is expanded into its size variants
+(``Enumerator.variants``); variants over the shared-memory limit are dropped, the rest ranked
+by the analytic cost, and the best ``verify_variants`` are handed to the checker in that order
+(a rejected variant ends its structure: the others differ only in sizes). Accepted μGraphs are
+kept with their verdicts and costs, deduplicated by structure key, and always sorted best-first,
+so :meth:`SearchState.best` answers at any time.
+
+Imports ``ir`` and the rest of ``search`` only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mirage_formal.ir.graph import KERNEL_OP, KernelGraph
+from mirage_formal.ir.node import Node
+from mirage_formal.search.config import SearchConfig
+from mirage_formal.search.cost import Cost, estimate, smem_bytes
+from mirage_formal.search.protocols import Checker, Pruner
+from mirage_formal.search.space import Enumerator, Stats, Stop
+
+
+@dataclass
+class Accepted:
+    """An accepted μGraph with its verdict and estimated cost."""
+
+    graph: KernelGraph
+    verdict: Any
+    cost: Cost
+    found_at_s: float
+    unit: int
+
+    def meta(self) -> dict[str, Any]:
+        return {"cost": self.cost.as_dict(), "found_at_s": round(self.found_at_s, 3),
+                "unit": self.unit, "verdict": verdict_summary(self.verdict)}
+
+
+def verdict_summary(v: Any) -> dict[str, Any]:
+    """A JSON-able summary of a checker's verdict (its simple public attributes)."""
+    if isinstance(v, dict):
+        return v
+    out: dict[str, Any] = {"accepted": bool(getattr(v, "accepted", False)), "type": type(v).__name__}
+    for k, x in getattr(v, "__dict__", {}).items():
+        if not k.startswith("_") and isinstance(x, (bool, int, float, str)) and k != "accepted":
+            out[k] = x
+    return out
+
+
+@dataclass
+class SearchState:
+    """Caches, best-so-far, statistics and budgets of one search (in one process)."""
+
+    program: KernelGraph
+    config: SearchConfig
+    pruner: Pruner
+    checker: Checker
+    start: float = field(default_factory=time.monotonic)
+    deadline: float | None = None
+    max_candidates: int | None = None
+    stats: Stats = field(default_factory=Stats)
+    accepted: dict[str, Accepted] = field(default_factory=dict)
+    unit: int = -1
+    _memo: dict[tuple[Any, ...], bool] = field(default_factory=dict)
+    _ticks: int = 0
+    _seen_structures: set[str] = field(default_factory=set)
+
+    # ------------------------------------------------------------ wrapped predicates
+
+    def keep(self, n: Node, kin: tuple[Node, ...] | None, grid: tuple[int, int, int] | None,
+             forloop: int | None) -> bool:
+        k = (n, kin, grid, forloop)
+        hit = self._memo.get(k)
+        if hit is not None:
+            self.stats.oracle_cache_hits += 1
+            return hit
+        self.stats.oracle_calls += 1
+        r = bool(self.pruner.keep(n, list(kin) if kin is not None else None, grid, forloop))
+        self._memo[k] = r
+        return r
+
+    def tick(self) -> None:
+        self._ticks += 1
+        if self.deadline is not None and self._ticks % 64 == 0 and time.monotonic() > self.deadline:
+            raise Stop("time budget spent")
+
+    def enumerator(self) -> Enumerator:
+        return Enumerator(self.program, self.config, self.keep, self.on_candidate, self.tick, self.stats)
+
+    def on_candidate(self, rep: KernelGraph) -> None:
+        if rep.key in self._seen_structures:
+            self.stats.pruned_dedup += 1
+            return
+        self._seen_structures.add(rep.key)
+        ranked: list[tuple[float, str, KernelGraph, Cost]] = []
+        for v in self.enumerator_for_variants.variants(rep):
+            self.stats.variants += 1
+            if any(smem_bytes(n.attr("graph")) > self.config.smem_limit
+                   for n in v.nodes if n.op == KERNEL_OP):
+                continue
+            c = estimate(v, self.config.target)
+            ranked.append((c.seconds, v.key, v, c))
+        ranked.sort(key=lambda r: (r[0], r[1]))
+        for _, key, v, c in ranked[: self.config.verify_variants]:
+            if key in self.accepted:
+                continue
+            if self.max_candidates is not None and self.stats.verified >= self.max_candidates:
+                raise Stop("candidate budget spent")
+            self.stats.verified += 1
+            verdict = self.checker.check(v)
+            if getattr(verdict, "accepted", False):
+                self.stats.accepted += 1
+                self.accepted[key] = Accepted(v, verdict, c, time.monotonic() - self.start, self.unit)
+            else:
+                self.stats.rejected += 1
+                break
+
+    @property
+    def enumerator_for_variants(self) -> Enumerator:
+        e = getattr(self, "_venum", None)
+        if e is None:
+            e = self.enumerator()
+            object.__setattr__(self, "_venum", e)
+        return e
+
+    def best(self) -> list[Accepted]:
+        """Accepted μGraphs, best (lowest estimated time) first."""
+        return sorted(self.accepted.values(), key=lambda a: (a.cost.seconds, a.graph.key))
+
+
+def merge_accepted(into: dict[str, Accepted], new: Sequence[Accepted]) -> None:
+    for a in new:
+        old = into.get(a.graph.key)
+        if old is None or a.found_at_s < old.found_at_s:
+            into[a.graph.key] = a

@@ -1,0 +1,168 @@
+"""The search on tiny spaces: it finds the expert μGraphs, produces each DAG once, prunes
+soundly with the stand-in pruner, ranks by cost, and rejects bad input before starting."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mirage_formal import workloads
+from mirage_formal.errors import GraphError, MirageError, UnsupportedOpError
+from mirage_formal.ir.builder import Graph
+from mirage_formal.ir.graph import INPUT, KERNEL_OP, KernelGraph
+from mirage_formal.ir.mirage import load_mirage
+from mirage_formal.search import KeepAll, SearchConfig, estimate, run_search
+from mirage_formal.search.reference_pruner import ExprPruner
+from mirage_formal.search.state import SearchState
+
+CK = "/work/shared/mirage_checkpoints"
+
+
+def tiny_rmsnorm() -> KernelGraph:
+    return workloads.program("rmsnorm", 1, rows=2, h=64, n=64)
+
+
+def norm_cfg(**kw: Any) -> SearchConfig:
+    base = dict(grid_sizes=[2, 16], forloop=[1, 4], max_block_ops=6)
+    base.update(kw)
+    return SearchConfig.from_preset("norm", **base)
+
+
+def is_fused_rmsnorm(g: KernelGraph) -> bool:
+    ks = g.kernels
+    if len(ks) != 1 or ks[0].op != KERNEL_OP:
+        return False
+    bg = ks[0].attr("graph")
+    accs = [n for n in bg.nodes if n.op == "accum"]
+    return bg.forloop > 1 and {a.attr("kind") for a in accs} == {"sum", "rms"}
+
+
+def test_tiny_rmsnorm_finds_the_fused_kernel(f64_checker: Any) -> None:
+    prog = tiny_rmsnorm()
+    r = run_search(prog, norm_cfg(), ExprPruner(prog), f64_checker(prog), progress=False)
+    assert r.complete and r.accepted
+    assert any(is_fused_rmsnorm(a.graph) for a in r.accepted)
+    costs = [a.cost.seconds for a in r.accepted]
+    assert costs == sorted(costs)
+    assert all(a.verdict.accepted for a in r.accepted)
+
+
+def test_pruning_keeps_what_no_pruning_accepts(f64_checker: Any) -> None:
+    """The stand-in pruner must not lose any accepted μGraph on this space."""
+    prog = tiny_rmsnorm()
+    cfg = norm_cfg(max_block_ops=5)
+    a = run_search(prog, cfg, ExprPruner(prog), f64_checker(prog), progress=False)
+    b = run_search(prog, cfg, KeepAll(), f64_checker(prog), progress=False)
+    assert {x.graph.key for x in a.accepted} == {x.graph.key for x in b.accepted}
+    assert a.stats.visited < b.stats.visited
+
+
+def test_each_candidate_is_produced_once() -> None:
+    prog = tiny_rmsnorm()
+    seen: list[str] = []
+
+    class Rec:
+        def check(self, g: KernelGraph) -> Any:
+            seen.append(g.key)
+            return type("V", (), {"accepted": False})()
+
+    st = SearchState(prog, norm_cfg(max_block_ops=6, verify_variants=1), KeepAll(), Rec())
+    reps: list[str] = []
+    st.on_candidate = lambda g: reps.append(g.key)  # type: ignore[method-assign]
+    e = st.enumerator()
+    for mv in e.moves():
+        e.run_move(mv)
+    assert reps and len(reps) == len(set(reps))
+
+
+@pytest.mark.parametrize("fname, names, workload", [
+    ("rmsnorm_bs1.json", ["X", "W"], "rmsnorm"),
+    ("gated_mlp.json", ["X", "W1", "W2"], "gated_mlp"),
+    ("gqa_bs1.json", ["Q", "K", "V"], "gqa"),
+])
+def test_stand_in_pruner_keeps_every_tensor_of_mirage_mugraphs(fname: str, names: list[str],
+                                                               workload: str) -> None:
+    prog = workloads.program(workload)
+    p = ExprPruner(prog)
+    for g in load_mirage(f"{CK}/{fname}", names)[:8]:
+        for n in g.nodes:
+            if n.op == INPUT:
+                continue
+            if n.op == KERNEL_OP:
+                bg = n.attr("graph")
+                assert all(p.keep(b, list(n.src), bg.grid, bg.forloop) for b in bg.nodes)
+            else:
+                assert p.keep(n)
+
+
+def test_stand_in_pruner_prunes_foreign_expressions() -> None:
+    prog = workloads.program("gqa", 1, q=16, kv=64)
+    p = ExprPruner(prog)
+    g = Graph()
+    q = g.input((2, 16, 64), "f16", "Q")
+    assert not p.keep(g.exp(q).node)
+    assert not p.keep(g.mul(q, q).node)
+
+
+def test_cost_prefers_fusion_and_fewer_bytes() -> None:
+    fused = workloads.handwritten("rmsnorm", col_tile=24, k_tile=512)  # 256 blocks fill 132 SMs
+    few_blocks = workloads.handwritten("rmsnorm", col_tile=512, k_tile=512)  # 12 blocks
+    assert estimate(fused).seconds < estimate(few_blocks).seconds
+    plain = workloads.program("rmsnorm")
+    assert estimate(fused).seconds < estimate(plain).seconds
+    assert estimate(fused).launches == 1 and estimate(plain).launches == 2
+
+
+def test_bad_input_is_rejected_before_search(f64_checker: Any) -> None:
+    prog = tiny_rmsnorm()
+    cfg = norm_cfg()
+    with pytest.raises(MirageError, match="graph-defined kernels"):
+        run_search(workloads.handwritten("rmsnorm", rows=2, h=64, n=64, col_tile=16, k_tile=16),
+                   cfg, KeepAll(), f64_checker(prog), progress=False)
+    g = Graph()
+    g.input((4, 4), "f16", "X")
+    with pytest.raises(GraphError, match="no outputs"):
+        g.build()
+    g2 = Graph()
+    x = g2.input((4, 4), "f16", "X")
+    g2.output(g2.gelu(x))
+    with pytest.raises(UnsupportedOpError, match="gelu"):
+        run_search(g2.build(), cfg.replace(max_graph_kernels=0, kernel_ops=("add",)), KeepAll(),
+                   f64_checker(prog), progress=False)
+    g3 = Graph()
+    g3.output(g3.input((4, 4), "f16", "X"))
+    with pytest.raises(MirageError, match="is an input"):
+        run_search(g3.build(), cfg, KeepAll(), f64_checker(prog), progress=False)
+    with pytest.raises(MirageError, match="KernelGraph"):
+        run_search("rmsnorm", cfg, KeepAll(), f64_checker(prog), progress=False)  # type: ignore[arg-type]
+
+
+def test_budget_returns_best_so_far(f64_checker: Any) -> None:
+    prog = tiny_rmsnorm()
+    r = run_search(prog, norm_cfg(), ExprPruner(prog), f64_checker(prog), progress=False,
+                   max_candidates=1)
+    assert r.stopped is not None and not r.complete
+    assert len(r.accepted) <= 1
+
+
+def test_chain_stops_at_first_rejection(f64_checker: Any) -> None:
+    from mirage_formal.search import Chain
+
+    prog = tiny_rmsnorm()
+    calls: list[str] = []
+
+    class Count:
+        def check(self, g: KernelGraph) -> Any:
+            calls.append(g.key)
+            return type("V", (), {"accepted": True})()
+
+    ch = Chain(f64_checker(prog), Count())
+    assert ch.check(prog).accepted and len(calls) == 1
+    wrong = workloads.program("rmsnorm", 1, rows=2, h=64, n=64)
+    g = Graph()
+    x = g.input((2, 64), "f16", "X")
+    w = g.input((64, 64), "f16", "W")
+    g.output(g.matmul(x, w))
+    assert not ch.check(g.build()).accepted and len(calls) == 1
+    assert wrong.key == prog.key
