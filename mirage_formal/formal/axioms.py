@@ -138,6 +138,31 @@ def bound_sizes(p: Pattern) -> set[str]:
     return out
 
 
+def pattern_ops(p: Pattern) -> set[str]:
+    if not isinstance(p, PApp):
+        return set()
+    out = {p.op}
+    for a in p.args:
+        out |= pattern_ops(a)
+    return out
+
+
+def vars_under(p: Pattern, f: str, inside: bool = False) -> set[str]:
+    """Tensor variables of ``p`` that occur below an application of ``f``."""
+    if isinstance(p, PVar):
+        return {p.name} if inside else set()
+    if isinstance(p, PNum):
+        return set()
+    out: set[str] = set()
+    for a in p.args:
+        out |= vars_under(a, f, inside or p.op == f)
+    return out
+
+
+#: marker: ops no equality mentions are conserved too (checked per term, see oracle)
+_UNTOUCHED: frozenset[str] = frozenset()
+
+
 def pattern_depth(p: Pattern) -> int:
     if not isinstance(p, PApp):
         return 0
@@ -250,6 +275,25 @@ class AxiomSet:
             pos = [i for i, x in enumerate(a.rhs.args) if isinstance(x, PVar) and x.name == a.lhs.name]
             out.setdefault(a.rhs.op, []).append((pos[0], a.name))
         return {k: tuple(v) for k, v in out.items()}
+
+    def conserved_ops(self) -> frozenset[str]:
+        """Ops that every equality has on both sides or on neither: whether a term contains
+        one is invariant under the equalities (a sound filter: a candidate with such an op
+        the reference lacks is no subexpression of anything equal to the reference)."""
+        ops = set().union(*(pattern_ops(a.lhs) | pattern_ops(a.rhs) for a in self.eq)) \
+            if self.eq else set()
+        return frozenset(
+            f for f in ops if all((f in pattern_ops(a.lhs)) == (f in pattern_ops(a.rhs))
+                                  for a in self.eq)) | _UNTOUCHED
+
+    def guarding_ops(self) -> frozenset[str]:
+        """Conserved ops f such that every equality keeps each variable under f on one side
+        iff on the other: then the set of variables found below an f is invariant."""
+        out = set()
+        for f in self.conserved_ops():
+            if all(vars_under(a.lhs, f) == vars_under(a.rhs, f) for a in self.eq):
+                out.add(f)
+        return frozenset(out)
 
     def variable_preserving(self) -> bool:
         """True when every equality has the same tensor variables on both sides (then the

@@ -41,6 +41,9 @@ from mirage_formal.formal.axioms import (
 )
 from mirage_formal.formal.term import Data, Term
 
+#: how many extra passes of the shrinking rules a round may run
+_SHRINK_PASSES = 8
+
 Env = dict[str, int]  # tensor var -> class id; size var -> int (kept in one dict, names differ)
 
 
@@ -52,6 +55,7 @@ class Rule:
     src: PApp
     dst: Pattern
     enumerates: bool  # the source has a size product: matches enumerate sizes at hand
+    shrinks: bool  # the target has fewer op applications than the source
 
 
 @dataclass(frozen=True)
@@ -67,8 +71,12 @@ def rules_of(axioms: Iterable[Axiom]) -> list[Rule]:
     for a in axioms:
         for src, dst in a.directions:
             assert isinstance(src, PApp)
-            out.append(Rule(a, src, dst, _has_prod(src)))
+            out.append(Rule(a, src, dst, _has_prod(src), _apps(dst) < _apps(src)))
     return out
+
+
+def _apps(p: Pattern) -> int:
+    return 1 + sum(_apps(a) for a in p.args) if isinstance(p, PApp) else 0
 
 
 def _has_prod(p: Pattern) -> bool:
@@ -137,6 +145,9 @@ class EGraph:
         self.trail.append(("hc", key, None))
         self.by_op.setdefault(op, []).append(e)
         self.trail.append(("byop", op))
+        if op == "sum" and data not in self.sizes:  # sizes at hand: of every sum term
+            self.sizes.add(int(data))  # type: ignore[arg-type]
+            self.trail.append(("size", data))
         self.touched.add(c)
         return c, True, e
 
@@ -150,10 +161,6 @@ class EGraph:
             self.term_class[s] = c
             self.term_node[s] = e
             self.trail.append(("term", s))
-            if s.op == "sum":
-                if s.data not in self.sizes:
-                    self.sizes.add(int(s.data))  # type: ignore[arg-type]
-                    self.trail.append(("size", s.data))
         return self.find(self.term_class[t]), self.term_node[t]
 
     def union(self, a: int, b: int) -> bool:
@@ -364,45 +371,63 @@ class EGraph:
     def saturate(self, rules: Sequence[Rule], max_rounds: int, max_nodes: int,
                  everything: bool = False,
                  done: Callable[[], bool] | None = None) -> tuple[int, bool]:
-        """Apply ``rules`` in rounds; returns (rounds run, saturated). ``everything`` matches
-        at every e-node (first round of the reference); otherwise only near touched classes,
-        plus every root of a size-enumerating rule (new sizes may split old sums)."""
+        """Apply ``rules`` in rounds; returns (rounds run, saturated).
+
+        A round applies every rule once at the roots that may have new matches, then the
+        shrinking rules (target smaller than source: sum_nest read left to right, sum_one,
+        exp_add, ...) again and again until they find nothing (at most ``_SHRINK_PASSES``),
+        so normalising steps do not use up the round budget. ``everything`` matches at every
+        e-node in the first round (the reference); otherwise only near classes touched since
+        the last pass, plus every root of a size-enumerating rule. ``done`` is asked after
+        each round and stops early when it says True."""
         depth = max((pattern_depth(r.src) for r in rules), default=1)
+        shrinking = [r for r in rules if r.shrinks]
+        since_full = set(self.touched)  # classes touched since the last full pass
         for rnd in range(max_rounds):
-            if everything and rnd == 0:
-                roots: set[int] | None = None
-            else:
-                roots = self._roots(depth)
-            self.touched = set()
-            found: list[tuple[Rule, int, Env]] = []
-            for r in rules:
-                cand = self.by_op.get(r.src.op, ())
-                for e in list(cand):
-                    if roots is not None and not r.enumerates and e not in roots:
-                        continue
-                    for env in self._match_node(r.src, e, {}):
-                        if r.axiom.condition.holds(env) and (
-                                not r.enumerates or self._guarded(r.dst, env)):
-                            found.append((r, e, env))
-            changed = False
-            for r, e, env in found:
-                before = len(self.en_op)
-                c = self.instantiate(r.dst, env)
-                merged = self.union(c, self.en_cls[e])
-                if merged or len(self.en_op) != before:
-                    changed = True
-                    self.instances.append(Instance(r, tuple(
-                        (k, self.rep(v) if isinstance(k, str) and not _is_size(r, k) else v)
-                        for k, v in sorted(env.items()))))
-                if len(self.en_op) > max_nodes:
-                    self.rebuild()
-                    return rnd + 1, False
-            self.rebuild()
+            self.touched = since_full
+            changed = self._pass(rules, depth, everything and rnd == 0)
+            since_full = set(self.touched)
+            if changed and shrinking:
+                for _ in range(_SHRINK_PASSES):
+                    if len(self.en_op) > max_nodes or not self._pass(shrinking, depth, False):
+                        break
+                    since_full |= self.touched
+            if len(self.en_op) > max_nodes:
+                self.touched = since_full
+                return rnd + 1, False
             if not changed:
+                self.touched = since_full
                 return rnd + 1, True
             if done is not None and done():
+                self.touched = since_full
                 return rnd + 1, False
+        self.touched = since_full
         return max_rounds, False
+
+    def _pass(self, rules: Sequence[Rule], depth: int, everything: bool) -> bool:
+        """Match ``rules`` once, apply every match, rebuild. True if anything changed."""
+        roots: set[int] | None = None if everything else self._roots(depth)
+        self.touched = set()
+        found: list[tuple[Rule, int, Env]] = []
+        for r in rules:
+            for e in list(self.by_op.get(r.src.op, ())):
+                if roots is not None and not r.enumerates and e not in roots:
+                    continue
+                for env in self._match_node(r.src, e, {}):
+                    if r.axiom.condition.holds(env) and (
+                            not r.enumerates or self._guarded(r.dst, env)):
+                        found.append((r, e, env))
+        changed = False
+        for r, e, env in found:
+            before = len(self.en_op)
+            c = self.instantiate(r.dst, env)
+            merged = self.union(c, self.en_cls[e])
+            if merged or len(self.en_op) != before:
+                changed = True
+                self.instances.append(Instance(r, tuple(
+                    (k, v if k in r.axiom.sizes else self.rep(v)) for k, v in sorted(env.items()))))
+        self.rebuild()
+        return changed
 
     # ------------------------------------------------------------ queries
 
@@ -425,5 +450,3 @@ class EGraph:
         return False
 
 
-def _is_size(r: Rule, name: str) -> bool:
-    return name in r.axiom.sizes

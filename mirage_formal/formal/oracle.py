@@ -43,6 +43,7 @@ import z3
 from mirage_formal.errors import MirageError
 from mirage_formal.formal.abstract import expr_of, kernel_expr, program_exprs
 from mirage_formal.formal.axioms import DEFAULT_SETS, AxiomSet, load_axioms
+from mirage_formal.formal.axioms import pattern_ops as _pops
 from mirage_formal.formal.cache import DiskCache
 from mirage_formal.formal.egraph import EGraph, Instance, rules_of
 from mirage_formal.formal.term import Data, Term
@@ -61,8 +62,8 @@ class OracleConfig:
 
     base_rounds: int = 8
     base_max_nodes: int = 20000
-    query_rounds: int = 6
-    query_max_nodes: int = 4000
+    query_rounds: int = 2
+    query_max_nodes: int = 1500
     rlimit: int = 20_000_000
 
 
@@ -192,6 +193,16 @@ class Oracle:
         self.ref_vars = frozenset().union(*(t.variables() for t in self.outputs))
         self.rules = rules_of(self.axioms.eq)
         self.sub_ops = self.axioms.sub_positions()
+        self.var_preserving = self.axioms.variable_preserving()
+        eq_ops = set().union(*(_pops(a.lhs) | _pops(a.rhs) for a in self.axioms.eq))
+        self.ref_ops = frozenset().union(*(_ops(t) for t in self.outputs))
+        # ops no equality mentions are trivially conserved
+        self.conserved = self.axioms.conserved_ops() | frozenset(
+            op for op in (self.ref_ops | set(self.sub_ops)) if op not in eq_ops and op != "var")
+        self.guarding = self.axioms.guarding_ops() | frozenset(
+            op for op in self.conserved if op not in eq_ops)
+        self.ref_under = {f: frozenset().union(*(_vars_under(t, f) for t in self.outputs))
+                          for f in self.guarding}
         self.stats = Stats()
         self._memory: dict[Term, Decision] = {}
         self._block_memo: dict[tuple[tuple[Term, ...], int], dict[Node, Term]] = {}
@@ -308,19 +319,36 @@ class Oracle:
                 d = Decision.from_json(v, "disk", el)
                 self._memory[e] = d
                 return d
-        if self.axioms.variable_preserving() and not e.variables() <= self.ref_vars:
-            extra = sorted(e.variables() - self.ref_vars)
+        why = self._filter(e)
+        if why is not None:
             el = time.perf_counter() - t0
             self.stats.filter_prunes += 1
             self.stats.add_time("filter", el)
-            d = Decision(False, e.text, f"uses {extra}, which the reference does not; the "
-                         "equalities preserve variables", (), "filter", el)
+            d = Decision(False, e.text, why, (), "filter", el)
         else:
             d = self._solve(e, t0)
         self._memory[e] = d
         if self.disk is not None and d.tier != "z3-unknown":
             self.disk.put(self.space, e.key, d.to_json())
         return d
+
+    def _filter(self, e: Term) -> str | None:
+        """Cheap necessary conditions, each an invariant of the loaded equalities (checked
+        when the oracle is built): a reason to prune, or None."""
+        if self.var_preserving and not e.variables() <= self.ref_vars:
+            extra = sorted(e.variables() - self.ref_vars)
+            return f"uses {extra}, which the reference does not; the equalities preserve variables"
+        ops = _ops(e)
+        bad = sorted((ops - self.ref_ops) & self.conserved)
+        if bad:
+            return (f"contains {bad}, which no term equal to the reference contains (no "
+                    "equality creates or removes them)")
+        for f in self.guarding & ops:
+            extra = _vars_under(e, f) - self.ref_under[f]
+            if extra:
+                return (f"has {sorted(extra)} under {f}, which no term equal to the reference "
+                        f"has (the equalities keep the variables below {f})")
+        return None
 
     def _solve(self, e: Term, t0: float) -> Decision:
         eg, z = self.eg, self.z
@@ -387,6 +415,18 @@ class Oracle:
                 f"{len(self.axioms.sub)} sub rules): reference saturated to {len(self.eg.en_op)} "
                 f"terms, {len(self.eg.instances)} instances in {self.base_rounds} rounds "
                 f"({'saturated' if self.base_saturated else 'bounded'}) in {self.base_seconds:.2f} s")
+
+
+def _ops(t: Term) -> frozenset[str]:
+    return frozenset(s.op for s in t.subterms() if s.op not in ("var", "num"))
+
+
+def _vars_under(t: Term, f: str) -> frozenset[str]:
+    out: set[str] = set()
+    for s in t.subterms():
+        if s.op == f:
+            out |= s.variables()
+    return frozenset(out)
 
 
 def expr_of_node(node: Node, kernel_inputs: Sequence[Node] | None = None,
