@@ -22,6 +22,7 @@ Imports ``formal.term`` and ``formal.axioms``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,7 @@ from mirage_formal.formal.axioms import (
     SVar,
     eval_size,
     pattern_depth,
+    pattern_text,
 )
 from mirage_formal.formal.term import Data, Term
 
@@ -67,12 +69,36 @@ class Instance:
 
 
 def rules_of(axioms: Iterable[Axiom]) -> list[Rule]:
+    """Every usable direction of every equality; a direction that is the other one with its
+    variables renamed (commutativity) is kept once."""
     out = []
     for a in axioms:
+        seen: set[str] = set()
         for src, dst in a.directions:
             assert isinstance(src, PApp)
+            canon = _canonical(src, dst)
+            if canon in seen:
+                continue
+            seen.add(canon)
             out.append(Rule(a, src, dst, _has_prod(src), _apps(dst) < _apps(src)))
     return out
+
+
+def _canonical(src: Pattern, dst: Pattern) -> str:
+    """The text of (src, dst) with variables renamed in order of first occurrence in src."""
+    order: dict[str, str] = {}
+
+    def walk(p: Pattern) -> None:
+        if isinstance(p, PVar):
+            order.setdefault(p.name, f"v{len(order)}")
+        elif isinstance(p, PApp):
+            for a in p.args:
+                walk(a)
+
+    walk(src)
+    walk(dst)
+    text = f"{pattern_text(src)} -> {pattern_text(dst)}"
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: order.get(m.group(0), m.group(0)), text)
 
 
 def _apps(p: Pattern) -> int:
@@ -347,11 +373,18 @@ class EGraph:
 
     # ------------------------------------------------------------ saturation
 
-    def _roots(self, depth: int) -> set[int]:
+    def _roots(self, depth: int) -> tuple[set[int], set[int]]:
         """E-nodes where a match may have appeared: in or up to ``depth`` parents above a
-        class touched since the last round."""
+        class touched since the last pass; and, for the guarded size-enumerating rules, also
+        the siblings of touched e-nodes (other users of their arguments: a new inner
+        ``sum(j, x)`` enables a split at an old ``sum(N, x)``)."""
         roots: set[int] = set()
         frontier = {self.find(c) for c in self.touched}
+        siblings: set[int] = set()
+        for c in frontier:
+            for e in self.cnodes[c]:
+                for k in self.en_kids[e]:
+                    siblings.update(self.cparents[self.find(k)])
         seen = set(frontier)
         for c in frontier:
             roots.update(self.cnodes[c])
@@ -366,7 +399,7 @@ class EGraph:
                         nxt.add(pc)
                         roots.update(self.cnodes[pc])
             frontier = nxt
-        return roots
+        return roots, siblings | roots
 
     def saturate(self, rules: Sequence[Rule], max_rounds: int, max_nodes: int,
                  everything: bool = False,
@@ -378,7 +411,7 @@ class EGraph:
         exp_add, ...) again and again until they find nothing (at most ``_SHRINK_PASSES``),
         so normalising steps do not use up the round budget. ``everything`` matches at every
         e-node in the first round (the reference); otherwise only near classes touched since
-        the last pass, plus every root of a size-enumerating rule. ``done`` is asked after
+        the last pass (see :meth:`_roots`). ``done`` is asked after
         each round and stops early when it says True."""
         depth = max((pattern_depth(r.src) for r in rules), default=1)
         shrinking = [r for r in rules if r.shrinks]
@@ -406,12 +439,16 @@ class EGraph:
 
     def _pass(self, rules: Sequence[Rule], depth: int, everything: bool) -> bool:
         """Match ``rules`` once, apply every match, rebuild. True if anything changed."""
-        roots: set[int] | None = None if everything else self._roots(depth)
+        roots: set[int] | None = None
+        wide: set[int] | None = None
+        if not everything:
+            roots, wide = self._roots(depth)
         self.touched = set()
         found: list[tuple[Rule, int, Env]] = []
         for r in rules:
+            allowed = wide if r.enumerates else roots
             for e in list(self.by_op.get(r.src.op, ())):
-                if roots is not None and not r.enumerates and e not in roots:
+                if allowed is not None and e not in allowed:
                     continue
                 for env in self._match_node(r.src, e, {}):
                     if r.axiom.condition.holds(env) and (
