@@ -71,7 +71,7 @@ def main() -> int:
     lines = [
         "# Oracle speed (benchmarks/oracle_speed.py)",
         "",
-        f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
+        f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}",
         f"- machine: {platform.machine()}, {platform.processor() or 'cpu'}, "
         f"{platform.system()} {platform.release()}; python {sys.version.split()[0]}; "
         f"z3 {z3.get_version_string()}",

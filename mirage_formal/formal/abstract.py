@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from mirage_formal.errors import GraphError, UnsupportedOpError
@@ -35,7 +35,7 @@ _PLACE = re.compile(r"\$(\d+)")
 _ATTR = re.compile(r"\{(\w+)\}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _template(op: str) -> tuple[Raw, frozenset[int]]:
     d = REGISTRY[op]
     text = _PLACE.sub(lambda m: f"__arg{m.group(1)}", d.abstract)
@@ -48,10 +48,11 @@ def _size_of(n: Node, name: str, attrs: Mapping[str, Any], srcs: Sequence[Node])
     if name == "k":
         return srcs[0].shape[-1]
     if name == "n":
-        ax = attrs.get("axis", -1)
+        ax = int(attrs.get("axis", -1))
         return srcs[0].shape[ax]
     if name in attrs and isinstance(attrs[name], (int, float)) and not isinstance(attrs[name], bool):
-        return attrs[name]  # type: ignore[no-any-return]
+        v: int | float = attrs[name]
+        return v
     raise UnsupportedOpError(
         f"{n.op}: its abstract template uses {{{name}}}, which is neither k, n nor a numeric "
         "attribute; fix the template in mirage_formal/ir/ops.py"

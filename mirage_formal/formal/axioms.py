@@ -25,7 +25,7 @@ import tomllib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from mirage_formal.errors import FormatError, MirageError
 from mirage_formal.formal.term import SIZED_OPS, Raw, parse_raw
@@ -55,7 +55,7 @@ class SProd:
     factors: tuple[SVar | SLit, ...]
 
 
-SizeExpr = Union[SVar, SLit, SProd]
+SizeExpr = SVar | SLit | SProd
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class PApp:
     args: tuple[Pattern, ...]
 
 
-Pattern = Union[PVar, PNum, PApp]
+Pattern = PVar | PNum | PApp
 
 
 def pattern_text(p: Pattern | SizeExpr) -> str:
@@ -225,7 +225,7 @@ class Axiom:
     @property
     def directions(self) -> list[tuple[Pattern, Pattern]]:
         """(source, target) pairs usable as rewrites: the target's variables are bound."""
-        out = []
+        out: list[tuple[Pattern, Pattern]] = []
         for src, dst in ((self.lhs, self.rhs), (self.rhs, self.lhs)):
             if not isinstance(src, PApp):
                 continue

@@ -29,8 +29,8 @@ from typing import Any
 
 from mirage_formal.formal.axioms import (
     Axiom,
-    Pattern,
     PApp,
+    Pattern,
     PNum,
     PVar,
     SizeExpr,

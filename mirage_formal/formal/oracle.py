@@ -336,8 +336,8 @@ class Oracle:
         """Cheap necessary conditions, each an invariant of the loaded equalities (checked
         when the oracle is built): a reason to prune, or None."""
         if self.var_preserving and not e.variables() <= self.ref_vars:
-            extra = sorted(e.variables() - self.ref_vars)
-            return f"uses {extra}, which the reference does not; the equalities preserve variables"
+            missing = sorted(e.variables() - self.ref_vars)
+            return f"uses {missing}, which the reference does not; the equalities preserve variables"
         ops = _ops(e)
         bad = sorted((ops - self.ref_ops) & self.conserved)
         if bad:
@@ -358,10 +358,10 @@ class Oracle:
         try:
             c, en = eg.add_term(e)
             tops = [eg.en_cls[n] for n in self.out_nodes]
-            rounds, saturated = 0, False
+            saturated = False
             if not eg.reaches(tops, c, self.sub_ops):
                 # Stop instantiating as soon as the instances at hand entail the goal.
-                rounds, saturated = eg.saturate(
+                _, saturated = eg.saturate(
                     self.rules, self.config.query_rounds,
                     len(eg.en_op) + self.config.query_max_nodes,
                     done=lambda: eg.reaches(tops, c, self.sub_ops))

@@ -13,6 +13,7 @@ Queries are ``(node, kernel_inputs, grid, forloop)`` tuples, the arguments of
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import random
 from collections.abc import Iterator, Sequence
@@ -83,7 +84,7 @@ def _iters(inputs: Sequence[Node], grid: tuple[int, int, int], forloop: int, cap
         for imap in itertools.product(dims, repeat=3):
             for fmap in dims:
                 try:
-                    it = make_iter(sig, i, imap, fmap, grid, forloop)  # type: ignore[arg-type]
+                    it = make_iter(sig, i, imap, fmap, grid, forloop)
                 except GraphError:
                     continue
                 out.append(it)
@@ -165,10 +166,8 @@ def wrong_tensors(program: KernelGraph) -> list[Node]:
     out: list[Node] = []
 
     def tryop(op: str, *srcs: Node) -> None:
-        try:
+        with contextlib.suppress(GraphError):
             out.append(make_op(op, list(srcs), {}, KERNEL))
-        except GraphError:
-            pass
 
     if {"Q", "K", "V"} <= set(by):
         Q, K, V = by["Q"], by["K"], by["V"]

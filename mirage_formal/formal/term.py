@@ -18,14 +18,13 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Union
 
 from mirage_formal.errors import FormatError
 
 #: ops whose first written argument is an integer reduction size, kept as ``data``
 SIZED_OPS = frozenset({"sum"})
 
-Data = Union[int, float, str, None]
+Data = int | float | str | None
 
 _INTERN: dict[tuple[str, Data, tuple[Term, ...]], Term] = {}
 
