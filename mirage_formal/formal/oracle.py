@@ -41,7 +41,7 @@ from typing import Any
 import z3
 
 from mirage_formal.errors import MirageError
-from mirage_formal.formal.abstract import expr_of, kernel_expr, program_exprs
+from mirage_formal.formal.abstract import block_expr, kernel_expr, program_exprs
 from mirage_formal.formal.axioms import DEFAULT_SETS, AxiomSet, load_axioms
 from mirage_formal.formal.axioms import pattern_ops as _pops
 from mirage_formal.formal.cache import DiskCache
@@ -284,8 +284,6 @@ class Oracle:
             if len(self._block_memo) > 4096:
                 self._block_memo.clear()
             memo = self._block_memo[key] = {}
-        from mirage_formal.formal.abstract import block_expr
-
         return block_expr(node, ins, forloop or 1, memo)
 
     # ------------------------------------------------------------ decisions
@@ -427,9 +425,3 @@ def _vars_under(t: Term, f: str) -> frozenset[str]:
         if s.op == f:
             out |= s.variables()
     return frozenset(out)
-
-
-def expr_of_node(node: Node, kernel_inputs: Sequence[Node] | None = None,
-                 forloop: int | None = None) -> Term:
-    """Module-level convenience: :func:`formal.abstract.expr_of`."""
-    return expr_of(node, kernel_inputs, forloop)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from mirage_formal.errors import GraphError
@@ -183,7 +183,3 @@ def wrong_tensors(program: KernelGraph) -> list[Node]:
         tryop("exp", make_op("matmul", [X, W], {}, KERNEL))
         tryop("mul", W, W)
     return out
-
-
-def iter_queries(stream: Sequence[Query]) -> Iterator[Query]:
-    yield from stream
