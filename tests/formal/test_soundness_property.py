@@ -16,7 +16,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mirage_formal import workloads
-from mirage_formal.formal.axioms import PApp, Pattern, PNum, PVar, SLit, SProd, SVar, eval_size, load_axioms
+from mirage_formal.formal.axioms import (
+    PApp,
+    Pattern,
+    PNum,
+    PVar,
+    SLit,
+    SProd,
+    SVar,
+    eval_size,
+    load_axioms,
+)
 from mirage_formal.formal.egraph import rules_of
 from mirage_formal.formal.oracle import Oracle
 from mirage_formal.formal.term import Term, num, term
