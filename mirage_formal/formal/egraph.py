@@ -445,11 +445,19 @@ class EGraph:
             roots, wide = self._roots(depth)
         self.touched = set()
         found: list[tuple[Rule, int, Env]] = []
+        by_root: dict[str, list[int]] = {}
+        by_wide: dict[str, list[int]] = {}
+        if roots is not None and wide is not None:
+            for e in sorted(roots):
+                by_root.setdefault(self.en_op[e], []).append(e)
+            for e in sorted(wide):
+                by_wide.setdefault(self.en_op[e], []).append(e)
         for r in rules:
-            allowed = wide if r.enumerates else roots
-            for e in list(self.by_op.get(r.src.op, ())):
-                if allowed is not None and e not in allowed:
-                    continue
+            if roots is None:
+                cands = list(self.by_op.get(r.src.op, ()))
+            else:
+                cands = (by_wide if r.enumerates else by_root).get(r.src.op, [])
+            for e in cands:
                 for env in self._match_node(r.src, e, {}):
                     if r.axiom.condition.holds(env) and (
                             not r.enumerates or self._guarded(r.dst, env)):
