@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from mirage_formal import workloads
 from mirage_formal.errors import MirageError
-from mirage_formal.ir.graph import KernelGraph
 from mirage_formal.ir.serialize import load_any
+from mirage_formal.programs import load_program, parse_sizes
 from mirage_formal.verify.verifier import Verifier
 
 
@@ -38,36 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
-def _sizes(items: list[str]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for it in items:
-        name, eq, val = it.partition("=")
-        if not eq or not name.isidentifier():
-            raise MirageError(f"--size {it!r}: write NAME=INT, e.g. --size kv=512")
-        try:
-            out[name] = int(val)
-        except ValueError:
-            raise MirageError(f"--size {it!r}: {val!r} is not an integer") from None
-    return out
-
-
-def load_program(spec: str, batch: int, sizes: dict[str, int]) -> KernelGraph:
-    """A workload by name, or the first μGraph of a file."""
-    if spec in workloads.PROGRAMS:
-        try:
-            return workloads.program(spec, batch, **sizes)
-        except TypeError as e:
-            raise MirageError(f"workload {spec!r}: bad --size: {e}") from None
-    if not Path(spec).exists():
-        raise MirageError(f"PROGRAM {spec!r} is neither a workload "
-                          f"({', '.join(sorted(workloads.PROGRAMS))}) nor an existing file")
-    if sizes:
-        raise MirageError("--size applies to workload names only")
-    return load_any(spec)[0]
-
-
 def run(args: argparse.Namespace) -> int:
-    ref = load_program(args.program, args.batch, _sizes(args.size))
+    ref = load_program(args.program, args.batch, parse_sizes(args.size))
     names = [n.attr("name") for n in ref.inputs]
     cands = load_any(args.candidates, input_names=names)
     if not cands:

@@ -288,6 +288,10 @@ class Oracle:
 
     # ------------------------------------------------------------ decisions
 
+    def tier_counts(self) -> dict[str, int]:
+        """The integer counters of :attr:`stats` (the search sums them over its work units)."""
+        return {k: v for k, v in asdict(self.stats).items() if isinstance(v, int)}
+
     def keep(self, node: Node, kernel_inputs: Sequence[Node] | None = None,
              grid: tuple[int, int, int] | None = None, forloop: int | None = None) -> bool:
         """The search's Pruner protocol: False means the partial μGraph can be pruned."""

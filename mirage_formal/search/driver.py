@@ -133,11 +133,20 @@ def _run_unit(idx: int) -> tuple[int, Stats, list[Accepted], str | None]:
     st.unit = idx
     mv: Move = _G["moves"][idx]
     stopped = None
+    before = _tier_counts(st.pruner)
     try:
         st.enumerator().run_move(mv)
     except Stop as e:
         stopped = str(e)
+    after = _tier_counts(st.pruner)
+    st.stats.pruner_tiers = {k: v - before.get(k, 0) for k, v in after.items()}
     return idx, st.stats, st.best(), stopped
+
+
+def _tier_counts(pruner: Any) -> dict[str, int]:
+    """A pruner's optional ``tier_counts()`` (counters per tier), else nothing."""
+    f = getattr(pruner, "tier_counts", None)
+    return {k: int(v) for k, v in f().items()} if callable(f) else {}
 
 
 def _program_key(program: KernelGraph, config: SearchConfig) -> str:

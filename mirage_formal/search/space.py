@@ -93,6 +93,8 @@ class Stats:
     oracle_calls: int = 0
     oracle_cache_hits: int = 0
     by_level: dict[str, int] = field(default_factory=dict)
+    pruner_tiers: dict[str, int] = field(default_factory=dict)
+    """The pruner's own per-tier counters (``tier_counts()``, when it has one), summed over units."""
 
     def add(self, other: Stats) -> None:
         for k, v in vars(other).items():
@@ -100,6 +102,8 @@ class Stats:
                 setattr(self, k, getattr(self, k) + v)
         for k, v in other.by_level.items():
             self.by_level[k] = self.by_level.get(k, 0) + v
+        for k, v in other.pruner_tiers.items():
+            self.pruner_tiers[k] = self.pruner_tiers.get(k, 0) + v
 
     def as_dict(self) -> dict[str, Any]:
         return dict(vars(self))

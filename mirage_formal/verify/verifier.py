@@ -135,7 +135,8 @@ class _F64(F64):
         return super().op(name, args, attrs)
 
 
-def _run_f64(graph: KernelGraph, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+def run_float64(graph: KernelGraph, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The float64 reference semantics of ``graph`` (block matmuls batched into large GEMMs)."""
     return evaluate(graph, {k: np.asarray(v, dtype=np.float64) for k, v in inputs.items()}, _F64())
 
 
@@ -341,11 +342,11 @@ class Verifier:
             return None, None
         if self._float_inputs is None:
             self._float_inputs = random_inputs(self.reference, np.random.default_rng([self.seed, 64]))
-            self._ref_float = _run_f64(self.reference, self._float_inputs)
+            self._ref_float = run_float64(self.reference, self._float_inputs)
         assert self._ref_float is not None
         names = {n.attr("name") for n in cand.inputs}
         with np.errstate(all="ignore"):
-            outs = _run_f64(cand, {k: v for k, v in self._float_inputs.items() if k in names})
+            outs = run_float64(cand, {k: v for k, v in self._float_inputs.items() if k in names})
         err = compare_float64(self._ref_float, outs, mapping)
         return err, bool(err <= _dtype_tol(self.reference))
 

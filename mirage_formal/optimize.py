@@ -1,0 +1,262 @@
+"""``superoptimize``: the one module that wires search, pruning, verification and codegen.
+
+    result = mf.superoptimize(program, budget_s=600, bound=2**-64)
+    result.best            # the best accepted μGraph (a KernelGraph)
+    result.accepted        # every accepted μGraph, best first, with verdict, cost, float64 error
+    result.kernel          # a callable compiled kernel of the best, when a GPU is present
+
+Pipeline. The search (``search.run_search``) gets the Z3 oracle (``formal.Oracle``) as its
+pruner and, as its checker, ``Chain(FloatScreen, Verifier)``: a float64 screen that rejects
+most wrong candidates cheaply, then the prime-field verifier that decides, to ``bound``. Every
+μGraph the search accepts is then re-checked in float64 on fresh inputs from an unrelated seed
+(``verify.float64.FloatRecheck``); one that fails is moved to ``flagged`` and never
+returned as accepted. Ranking is the search's analytic cost model. With a GPU, the ``gpu_top``
+best accepted μGraphs are compiled with NVRTC, validated against the program in float64 on the
+device, timed with CUDA events, and re-ranked by measured time; ``kernel`` is the fastest one
+that validated. Without a GPU the best μGraph is still compiled for sm_90 (compile-only), so a
+code-generation failure is reported rather than discovered later.
+
+May import every layer (only this module and the CLI do).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mirage_formal.errors import MirageError
+from mirage_formal.formal import DEFAULT_SETS, Oracle
+from mirage_formal.ir.graph import KernelGraph
+from mirage_formal.ir.serialize import atomic_write_text, dumps_ugraphs
+from mirage_formal.search import (
+    Chain,
+    Cost,
+    SearchConfig,
+    SearchResult,
+    check_program,
+    default_preset,
+    run_search,
+)
+from mirage_formal.verify import Verdict, Verifier
+from mirage_formal.verify.float64 import FloatRecheck, FloatScreen
+
+RECHECK_RTOL = 1e-6
+"""A float64 re-check error above this (normwise, relative) flags an accepted μGraph. Equal
+functions differ by rounding only (~1e-12 on the workloads); 1e-6 leaves room for
+ill-conditioned but correct rewrites while catching any wrong one the field test let through."""
+
+
+@dataclass
+class Optimized:
+    """One accepted μGraph with its evidence."""
+
+    graph: KernelGraph
+    verdict: Verdict
+    cost: Cost
+    found_at_s: float
+    float64_error: float
+    measured_us: float | None = None
+    validation: str | None = None
+
+    def meta(self) -> dict[str, Any]:
+        v = self.verdict
+        return {"estimated_us": round(self.cost.seconds * 1e6, 3), "cost": self.cost.as_dict(),
+                "found_at_s": round(self.found_at_s, 3),
+                "verdict": {"accepted": v.accepted, "bound": v.bound, "trials": v.trials,
+                            "theorem": v.theorem, "p": v.p, "q": v.q, "seed": v.seed},
+                "float64_recheck_rel_error": self.float64_error,
+                "measured_us": self.measured_us, "validation": self.validation}
+
+
+@dataclass
+class OptimizeResult:
+    """What :func:`superoptimize` returns (see the module doc)."""
+
+    program: KernelGraph
+    accepted: list[Optimized]
+    flagged: list[Optimized]
+    search: SearchResult
+    oracle_stats: dict[str, Any]
+    bound: float
+    gpu: str | None = None
+    kernel: Any = None
+    codegen_notes: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def best(self) -> KernelGraph | None:
+        return self.accepted[0].graph if self.accepted else None
+
+    def save(self, out_dir: str | Path) -> Path:
+        """Write ``ugraphs.json`` (accepted μGraphs best-first, our format, readable by
+        ``mirage-formal verify``) and ``report.md`` into ``out_dir``; returns the JSON path."""
+        d = Path(out_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        p = d / "ugraphs.json"
+        atomic_write_text(p, dumps_ugraphs([a.graph for a in self.accepted],
+                                           [a.meta() for a in self.accepted]) + "\n")
+        atomic_write_text(d / "report.md", self.report())
+        return p
+
+    def summary(self) -> dict[str, Any]:
+        s = self.search.summary()
+        return {**s, "accepted": len(self.accepted), "flagged_float64": len(self.flagged),
+                "gpu": self.gpu, "best_measured_us": self.accepted[0].measured_us if self.accepted else None,
+                "seconds": {k: round(v, 3) for k, v in self.seconds.items()}}
+
+    def report(self) -> str:
+        r = self.search
+        s = r.summary()
+        lines = ["# mirage-formal optimize report", "",
+                 f"- search preset `{r.config.name}`; units {s['units']}; "
+                 f"stopped: {s['stopped'] or 'no (space finished)'}; {s['elapsed_s']} s",
+                 f"- time to first accepted: {s['time_to_first_s']} s; to best: {s['time_to_best_s']} s",
+                 f"- states visited {s['visited']}; pruned: shape {s['pruned_shape']}, dedup "
+                 f"{s['pruned_dedup']}, cost bound {s['pruned_bound']}, oracle {s['pruned_oracle']}",
+                 f"- oracle tiers (summed over work units): {json.dumps(self.oracle_stats)}",
+                 f"- candidates verified {s['verified']}, accepted {len(self.accepted)} to bound "
+                 f"2^{math.log2(self.bound):.0f}; float64 re-check flagged {len(self.flagged)}",
+                 f"- GPU: {self.gpu or 'none (ranked by the analytic cost model)'}",
+                 f"- seconds: {json.dumps({k: round(v, 2) for k, v in self.seconds.items()})}"]
+        lines += [f"- codegen: {n}" for n in self.codegen_notes]
+        lines += ["", "| rank | kernels | estimated µs | measured µs | bound | trials | float64 re-check |",
+                  "|---|---|---|---|---|---|---|"]
+        for i, a in enumerate(self.accepted):
+            b = a.verdict.bound
+            lines.append(f"| {i} | {len(a.graph.kernels)} | {a.cost.seconds * 1e6:.3f} | "
+                         f"{'-' if a.measured_us is None else f'{a.measured_us:.2f}'} | "
+                         f"{'-' if not b else f'2^{math.log2(b):.1f}'} | {a.verdict.trials} | "
+                         f"{a.float64_error:.1e} |")
+        for a in self.flagged:
+            lines.append(f"| flagged | {len(a.graph.kernels)} | {a.cost.seconds * 1e6:.3f} | - | - | "
+                         f"{a.verdict.trials} | {a.float64_error:.1e} (over {RECHECK_RTOL}) |")
+        if self.accepted:
+            lines += ["", "## Best μGraph", "", "```", str(self.accepted[0].graph), "```"]
+        return "\n".join(lines) + "\n"
+
+
+def make_config(program: KernelGraph, preset: str | None = None,
+                overrides: dict[str, Any] | None = None) -> SearchConfig:
+    """The search space: ``preset`` (default: chosen from the program's ops) plus overrides."""
+    cfg = SearchConfig.from_preset(preset or default_preset(program), **(overrides or {}))
+    check_program(program, cfg)
+    return cfg
+
+
+def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
+              seed: int | None) -> tuple[list[Optimized], Any, list[str]]:
+    """Compile, validate and time the ``top`` best; re-rank by measured time."""
+    from mirage_formal.codegen import CompileError, compile_graph
+    from mirage_formal.codegen.timing import fastest
+
+    notes: list[str] = []
+    compiled = []
+    for a in accepted[:top]:
+        try:
+            compiled.append(compile_graph(a.graph, load=True))
+        except CompileError as e:
+            a.validation = f"compile error: {str(e).splitlines()[0]}"
+            notes.append(f"candidate {a.graph.key[:12]}: {a.validation}")
+    best, results = fastest(compiled, program, seed=seed)
+    by_key = {c.graph.key: c for c in results}
+    for a in accepted[:top]:
+        c = by_key.get(a.graph.key)
+        if c is None:
+            continue
+        a.validation = str(c.report)
+        a.measured_us = c.us
+        if not c.report.ok:
+            notes.append(f"candidate {a.graph.key[:12]} FAILED validation: {c.report}; source:\n"
+                         f"{c.compiled.source}")
+    timed = sorted((a for a in accepted if a.measured_us is not None), key=lambda a: a.measured_us or 0.0)
+    rest = [a for a in accepted if a.measured_us is None]
+    return timed + rest, (best.compiled if best is not None else None), notes
+
+
+def _compile_only(best: Optimized) -> list[str]:
+    from mirage_formal.codegen import CompileError, compile_graph
+
+    try:
+        cg = compile_graph(best.graph, arch="sm_90", load=False)
+    except CompileError as e:
+        best.validation = "compile error (sm_90)"
+        return [f"best μGraph does not compile for sm_90: {e}"]
+    best.validation = "compiled for sm_90 (no GPU: not validated)"
+    return [f"best μGraph compiles for sm_90: {len(cg.kernels)} kernel(s), no GPU to validate on"]
+
+
+def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: float | None = 600.0,
+                  bound: float = 2.0 ** -64, axioms: Sequence[str] = DEFAULT_SETS, workers: int = 1,
+                  checkpoint: str | Path | None = None, seed: int = 0, progress: bool = False,
+                  gpu: bool | None = None, gpu_top: int = 8, compile_best: bool = True,
+                  max_candidates: int | None = None, oracle_cache: str | Path | None = None,
+                  overrides: dict[str, Any] | None = None) -> OptimizeResult:
+    """Find μGraphs equivalent to ``program``, best first (see the module doc).
+
+    ``preset`` and ``overrides`` pick the search space (``search/*.toml``); ``budget_s`` bounds
+    the search's wall time (None: run the space to the end); ``bound`` is the false-accept
+    probability every accepted μGraph is verified to; ``axioms`` names the oracle's axiom sets;
+    ``checkpoint`` is a file the search writes atomically and resumes from; ``gpu`` None means
+    "use one if present". Bad input raises before any search work starts.
+    """
+    if not isinstance(program, KernelGraph):
+        raise MirageError(f"superoptimize takes a KernelGraph, not {type(program).__name__}; "
+                          f"build one with mf.Graph() ... g.build()")
+    if not 0.0 < bound < 1.0:
+        raise MirageError(f"bound={bound!r} must be a probability strictly between 0 and 1")
+    if budget_s is not None and budget_s <= 0:
+        raise MirageError(f"budget_s={budget_s!r} must be positive (or None for no limit)")
+    timings: dict[str, float] = {}
+    t = time.monotonic()
+    cfg = make_config(program, preset, overrides)
+    oracle = Oracle(program, tuple(axioms), cache=oracle_cache)
+    verifier = Verifier(program, bound=bound, seed=seed, float_check=False)
+    checker = Chain(FloatScreen(program, seed), verifier)
+    timings["setup"] = time.monotonic() - t
+
+    t = time.monotonic()
+    res = run_search(program, cfg, oracle, checker, checkpoint=checkpoint, workers=workers,
+                     progress=progress, budget_s=budget_s, max_candidates=max_candidates)
+    timings["search"] = time.monotonic() - t
+
+    t = time.monotonic()
+    accepted: list[Optimized] = []
+    flagged: list[Optimized] = []
+    recheck = FloatRecheck(program)
+    for a in res.accepted:
+        v = a.verdict if isinstance(a.verdict, Verdict) else verifier.check(a.graph)
+        err = recheck.error(a.graph, v.output_map)
+        o = Optimized(a.graph, v, a.cost, a.found_at_s, err)
+        (accepted if v.accepted and err <= RECHECK_RTOL else flagged).append(o)
+    timings["float64_recheck"] = time.monotonic() - t
+
+    out = OptimizeResult(program, accepted, flagged, res, dict(res.stats.pruner_tiers), bound, seconds=timings)
+    if not accepted:
+        return out
+    t = time.monotonic()
+    if gpu is None or gpu:
+        from mirage_formal.codegen import gpu_available
+
+        have = gpu_available()
+        if gpu and not have:
+            from mirage_formal.codegen import NoGPUError
+
+            raise NoGPUError("gpu=True but no CUDA GPU/driver is usable here; pass gpu=None or "
+                             "False to rank by the cost model")
+        gpu = have
+    if gpu:
+        from mirage_formal.codegen.runtime import runtime
+
+        out.gpu = runtime().name
+        out.accepted, out.kernel, out.codegen_notes = _gpu_rank(program, accepted, gpu_top, seed)
+        timings["gpu"] = time.monotonic() - t
+    elif compile_best:
+        out.codegen_notes = _compile_only(accepted[0])
+        timings["compile"] = time.monotonic() - t
+    return out
+
