@@ -15,12 +15,32 @@ from mirage_formal.errors import (
     UnsupportedOpError,
 )
 from mirage_formal.ir import REGISTRY, BlockGraph, DType, Graph, KernelGraph, Node, Tensor
+from mirage_formal.optimize import OptimizeResult, superoptimize
 from mirage_formal.semantics import random_inputs, run_reference
+from mirage_formal.verify import Verdict, Verifier, verify
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "REGISTRY", "BlockGraph", "DType", "FormatError", "Graph", "GraphError", "KernelGraph",
-    "MirageError", "Node", "ResourceError", "Tensor", "UnsupportedOpError", "__version__",
-    "random_inputs", "run_reference", "workloads",
+    "REGISTRY",
+    "BlockGraph",
+    "DType",
+    "FormatError",
+    "Graph",
+    "GraphError",
+    "KernelGraph",
+    "MirageError",
+    "Node",
+    "OptimizeResult",
+    "ResourceError",
+    "Tensor",
+    "UnsupportedOpError",
+    "Verdict",
+    "Verifier",
+    "__version__",
+    "random_inputs",
+    "run_reference",
+    "superoptimize",
+    "verify",
+    "workloads",
 ]

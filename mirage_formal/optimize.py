@@ -105,7 +105,8 @@ class OptimizeResult:
 
     def summary(self) -> dict[str, Any]:
         s = self.search.summary()
-        return {**s, "accepted": len(self.accepted), "flagged_float64": len(self.flagged),
+        return {**s, "resumed_units": self.search.extra.get("resumed_units", 0),
+                "accepted": len(self.accepted), "flagged_float64": len(self.flagged),
                 "gpu": self.gpu, "best_measured_us": self.accepted[0].measured_us if self.accepted else None,
                 "seconds": {k: round(v, 3) for k, v in self.seconds.items()}}
 

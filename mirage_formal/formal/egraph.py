@@ -127,6 +127,7 @@ class EGraph:
         self.trail: list[tuple[Any, ...]] = []
         self.pending: list[int] = []
         self.touched: set[int] = set()
+        self.capped = False  # a pass of the last saturate() matched at capped roots
         self.instances: list[Instance] = []
         self.sizes: set[int] = set()
         self.term_class: dict[Term, int] = {}
@@ -373,15 +374,17 @@ class EGraph:
 
     # ------------------------------------------------------------ saturation
 
-    def _roots(self, depth: int) -> tuple[set[int], set[int]]:
+    def _roots(self, depth: int, wide: bool = True) -> tuple[set[int], set[int]]:
         """E-nodes where a match may have appeared: in or up to ``depth`` parents above a
         class touched since the last pass; and, for the guarded size-enumerating rules, also
         the siblings of touched e-nodes (other users of their arguments: a new inner
-        ``sum(j, x)`` enables a split at an old ``sum(N, x)``)."""
+        ``sum(j, x)`` enables a split at an old ``sum(N, x)``). ``wide=False`` skips the
+        siblings (no rule of the pass enumerates sizes): a class like ``H`` can have thousands
+        of parents, and collecting them is most of a cheap pass's time."""
         roots: set[int] = set()
         frontier = {self.find(c) for c in self.touched}
         siblings: set[int] = set()
-        for c in frontier:
+        for c in frontier if wide else ():
             for e in self.cnodes[c]:
                 for k in self.en_kids[e]:
                     siblings.update(self.cparents[self.find(k)])
@@ -403,7 +406,8 @@ class EGraph:
 
     def saturate(self, rules: Sequence[Rule], max_rounds: int, max_nodes: int,
                  everything: bool = False,
-                 done: Callable[[], bool] | None = None) -> tuple[int, bool]:
+                 done: Callable[[], bool] | None = None,
+                 max_roots: int | None = None) -> tuple[int, bool]:
         """Apply ``rules`` in rounds; returns (rounds run, saturated).
 
         A round applies every rule once at the roots that may have new matches, then the
@@ -412,17 +416,26 @@ class EGraph:
         so normalising steps do not use up the round budget. ``everything`` matches at every
         e-node in the first round (the reference); otherwise only near classes touched since
         the last pass (see :meth:`_roots`). ``done`` is asked after
-        each round and stops early when it says True."""
+        each round and stops early when it says True.
+
+        ``max_roots`` bounds the e-nodes one such pass matches at, newest first (the query's
+        own terms and what they produced): in a large unsaturated reference e-graph a union
+        with an old class makes thousands of its nodes and parents roots (ntrans: seconds a
+        query). ``max_nodes`` also stops a pass from applying further matches. Both are
+        deterministic, so answers (and caches) are reproducible; a capped round is never
+        reported as saturated."""
         depth = max((pattern_depth(r.src) for r in rules), default=1)
         shrinking = [r for r in rules if r.shrinks]
         since_full = set(self.touched)  # classes touched since the last full pass
+        self.capped = False
         for rnd in range(max_rounds):
             self.touched = since_full
-            changed = self._pass(rules, depth, everything and rnd == 0)
+            changed = self._pass(rules, depth, everything and rnd == 0, max_roots, max_nodes)
             since_full = set(self.touched)
             if changed and shrinking:
                 for _ in range(_SHRINK_PASSES):
-                    if len(self.en_op) > max_nodes or not self._pass(shrinking, depth, False):
+                    if len(self.en_op) > max_nodes or not self._pass(
+                            shrinking, depth, False, max_roots, max_nodes):
                         break
                     since_full |= self.touched
             if len(self.en_op) > max_nodes:
@@ -430,28 +443,33 @@ class EGraph:
                 return rnd + 1, False
             if not changed:
                 self.touched = since_full
-                return rnd + 1, True
+                return rnd + 1, not self.capped
             if done is not None and done():
                 self.touched = since_full
                 return rnd + 1, False
         self.touched = since_full
         return max_rounds, False
 
-    def _pass(self, rules: Sequence[Rule], depth: int, everything: bool) -> bool:
-        """Match ``rules`` once, apply every match, rebuild. True if anything changed."""
+    def _pass(self, rules: Sequence[Rule], depth: int, everything: bool,
+              max_roots: int | None = None, max_nodes: int | None = None) -> bool:
+        """Match ``rules`` once at (at most ``max_roots``, newest first) roots, apply the
+        matches until the e-graph holds ``max_nodes`` e-nodes, rebuild. True if anything
+        changed."""
         roots: set[int] | None = None
         wide: set[int] | None = None
         if not everything:
-            roots, wide = self._roots(depth)
+            roots, wide = self._roots(depth, any(r.enumerates for r in rules))
         self.touched = set()
         found: list[tuple[Rule, int, Env]] = []
         by_root: dict[str, list[int]] = {}
         by_wide: dict[str, list[int]] = {}
         if roots is not None and wide is not None:
-            for e in sorted(roots):
-                by_root.setdefault(self.en_op[e], []).append(e)
-            for e in sorted(wide):
-                by_wide.setdefault(self.en_op[e], []).append(e)
+            for nodes, index in ((roots, by_root), (wide, by_wide)):
+                order = sorted(nodes, reverse=True)
+                if max_roots is not None and len(order) > max_roots:
+                    order, self.capped = order[:max_roots], True
+                for e in reversed(order):
+                    index.setdefault(self.en_op[e], []).append(e)
         for r in rules:
             if roots is None:
                 cands = list(self.by_op.get(r.src.op, ()))
@@ -464,6 +482,8 @@ class EGraph:
                         found.append((r, e, env))
         changed = False
         for r, e, env in found:
+            if max_nodes is not None and len(self.en_op) > max_nodes:
+                break
             before = len(self.en_op)
             c = self.instantiate(r.dst, env)
             merged = self.union(c, self.en_cls[e])

@@ -51,7 +51,7 @@ from mirage_formal.ir.graph import KernelGraph
 from mirage_formal.ir.node import Node
 
 #: bump when the encoding changes, so disk caches written by older versions are not reused
-ENCODING_VERSION = 1
+ENCODING_VERSION = 2
 
 REFLEXIVE = "subexpr_reflexive"
 
@@ -64,6 +64,8 @@ class OracleConfig:
     base_max_nodes: int = 20000
     query_rounds: int = 2
     query_max_nodes: int = 1500
+    #: e-nodes a per-query pass may match at (newest first); see ``EGraph._roots``
+    query_max_roots: int = 500
     rlimit: int = 20_000_000
 
 
@@ -217,6 +219,9 @@ class Oracle:
         self.out_nodes = [self.eg.add_term(t)[1] for t in self.outputs]
         self.base_rounds, self.base_saturated = self.eg.saturate(
             self.rules, config.base_rounds, config.base_max_nodes, everything=True)
+        # A bounded base leaves a frontier of unmatched classes; queries must not resume it
+        # (the first query would otherwise pay for re-matching it, ~100 s for ntrans).
+        self.eg.touched = set()
         self.z = _Z3(config.rlimit)
         self._zterms: list[z3.ExprRef] = []
         self._emit(0, 0)
@@ -366,7 +371,8 @@ class Oracle:
                 _, saturated = eg.saturate(
                     self.rules, self.config.query_rounds,
                     len(eg.en_op) + self.config.query_max_nodes,
-                    done=lambda: eg.reaches(tops, c, self.sub_ops))
+                    done=lambda: eg.reaches(tops, c, self.sub_ops),
+                    max_roots=self.config.query_max_roots)
             self._emit(mark[1], mark[3])
             z.guard(REFLEXIVE, z.up_of(self._zterm(en)))
             labels = [z.label(a.name) for a in self.axioms.eq] + \
@@ -407,7 +413,8 @@ class Oracle:
         try:
             c, _ = self.eg.add_term(e)
             self.eg.saturate(self.rules, self.config.query_rounds,
-                             len(self.eg.en_op) + self.config.query_max_nodes)
+                             len(self.eg.en_op) + self.config.query_max_nodes,
+                             max_roots=self.config.query_max_roots)
             return self.eg.reaches([self.eg.en_cls[n] for n in self.out_nodes], c, self.sub_ops)
         finally:
             self.eg.undo(mark)

@@ -1,4 +1,5 @@
-"""CI without a GPU: every workload's kernel-level program (b = 1, 8), hand-written μGraphs and
+"""CI without a GPU: every workload's kernel-level program (b = 1, 8), hand-written μGraphs,
+μGraphs our search found (the recorded results of benchmarks/search_workloads.py) and
 Mirage checkpoint μGraphs emit CUDA that NVRTC compiles for sm_90 (fast and simple paths);
 compile errors surface with the NVRTC log and the .cu path; without a driver the runtime
 raises NoGPUError (compile-only)."""
@@ -23,11 +24,13 @@ from mirage_formal.codegen import (
     gpu_available,
 )
 from mirage_formal.ir.mirage import load_mirage
+from mirage_formal.ir.serialize import load_ugraphs
 
 CKPT = Path(__file__).resolve().parents[3] / "shared" / "mirage_checkpoints"
 CKPT_FILES = {"rmsnorm_bs1.json": ["X", "W"], "gated_mlp.json": ["X", "W1", "W2"],
               "gqa_bs1.json": ["Q", "K", "V"]}
 OPTS = {"fast": EmitOptions(), "simple": SIMPLE}
+SEARCHED = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "search_workloads_ugraphs"
 
 
 @pytest.fixture(scope="session")
@@ -59,6 +62,16 @@ def test_handwritten_compiles(name: str, batch: int, opts: str, cache: Path) -> 
     cg = compile_graph(workloads.handwritten(name, batch), arch="sm_90", load=False, cache=cache,
                        opts=OPTS[opts])
     assert _is_cubin(cg.cubin)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SEARCHED.iterdir() if p.is_dir()))
+def test_searched_ugraphs_compile(name: str, cache: Path) -> None:
+    graphs = load_ugraphs(SEARCHED / name / "ugraphs.json")
+    if not graphs:
+        pytest.skip(f"the recorded {name} search accepted no μGraph")
+    picks = graphs[:4] + graphs[4::max(1, len(graphs) // 4)][:4]  # the best and a spread
+    for g in picks:
+        assert _is_cubin(compile_graph(g, arch="sm_90", load=False, cache=cache).cubin)
 
 
 @pytest.mark.skipif(not CKPT.is_dir(), reason="../shared/mirage_checkpoints not present")

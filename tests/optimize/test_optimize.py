@@ -1,0 +1,137 @@
+"""``superoptimize`` and ``mirage-formal optimize`` end to end on tiny spaces: the real Z3
+oracle, float64 screen, prime-field verifier and float64 re-check; output readable by
+``mirage-formal verify``; resume; bad input rejected before the search starts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mirage_formal import superoptimize, workloads
+from mirage_formal.cli import main
+from mirage_formal.errors import MirageError
+from mirage_formal.formal import Oracle
+from mirage_formal.ir.graph import KERNEL_OP, KernelGraph
+from mirage_formal.ir.serialize import load_ugraphs
+from mirage_formal.search import Chain, KeepAll, SearchConfig, run_search
+from mirage_formal.verify import Verifier
+from mirage_formal.verify.float64 import FloatScreen
+
+TINY = {"grid_sizes": [2, 16], "forloop": [1, 4], "max_block_ops": 6}
+TINY_ARGS = ["--set", "grid_sizes=[2, 16]", "--set", "forloop=[1, 4]", "--set", "max_block_ops=6"]
+
+
+def tiny_rmsnorm() -> KernelGraph:
+    return workloads.program("rmsnorm", 1, rows=2, h=64, n=64)
+
+
+def fused(g: KernelGraph) -> bool:
+    ks = g.kernels
+    if len(ks) != 1 or ks[0].op != KERNEL_OP:
+        return False
+    bg = ks[0].attr("graph")
+    return bg.forloop > 1 and {a.attr("kind") for a in bg.nodes if a.op == "accum"} == {"sum", "rms"}
+
+
+@pytest.fixture(scope="module")
+def result() -> Any:
+    return superoptimize(tiny_rmsnorm(), "norm", budget_s=120, overrides=TINY, gpu=False)
+
+
+def test_finds_fused_rmsnorm_verified_and_rechecked(result: Any) -> None:
+    assert result.search.complete and result.accepted
+    assert fused(result.best)
+    costs = [a.cost.seconds for a in result.accepted]
+    assert costs == sorted(costs)
+    for a in result.accepted:
+        assert a.verdict.accepted and a.verdict.bound <= 2.0**-64
+        assert a.float64_error < 1e-9
+    assert not result.flagged
+    tiers = result.oracle_stats
+    assert tiers["queries"] > 0 and tiers["z3_unknown"] == 0
+    assert any("compiles for sm_90" in n for n in result.codegen_notes)
+
+
+def test_saved_ugraphs_verify_on_the_command_line(result: Any, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    path = result.save(tmp_path)
+    graphs = load_ugraphs(path)
+    assert [g.key for g in graphs] == [a.graph.key for a in result.accepted]
+    assert "Best μGraph" in (tmp_path / "report.md").read_text()
+    prog = tmp_path / "prog.json"
+    from mirage_formal.ir.serialize import dump_ugraphs
+    dump_ugraphs([tiny_rmsnorm()], prog)
+    assert main(["verify", str(prog), str(path), "--json", "--seed", "9"]) == 0
+    verdicts = json.loads(capsys.readouterr().out)
+    assert len(verdicts) == len(graphs) and all(v["accepted"] for v in verdicts)
+
+
+def test_oracle_pruning_loses_nothing_the_unpruned_search_accepts() -> None:
+    """Soundness of pruning on a space small enough to run unpruned."""
+    prog = tiny_rmsnorm()
+    cfg = SearchConfig.from_preset("norm", **{**TINY, "max_block_ops": 5})
+
+    def checker() -> Chain:
+        return Chain(FloatScreen(prog), Verifier(prog, bound=2.0**-32, seed=1, float_check=False))
+
+    pruned = run_search(prog, cfg, Oracle(prog), checker(), progress=False)
+    unpruned = run_search(prog, cfg, KeepAll(), checker(), progress=False)
+    assert unpruned.accepted
+    assert {a.graph.key for a in pruned.accepted} == {a.graph.key for a in unpruned.accepted}
+    assert pruned.stats.visited < unpruned.stats.visited
+
+
+PY_PROGRAM = '''
+import mirage_formal as mf
+
+def program(batch=1):
+    g = mf.Graph()
+    x = g.input((2 * batch, 64), "f16", "X")
+    w = g.input((64, 64), "f16", "W")
+    g.output(g.op("rms_norm", x) @ w)
+    return g
+'''
+
+
+def test_cli_python_program_resume_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "mine.py"
+    src.write_text(PY_PROGRAM)
+    out = tmp_path / "out"
+    args = ["optimize", str(src), "--out", str(out), "--quiet", "--workers", "1", "--no-gpu",
+            "--preset", "norm", *TINY_ARGS]
+    assert main(args) == 0
+    first = [g.key for g in load_ugraphs(out / "ugraphs.json")]
+    assert first and (out / "checkpoint.json").exists()
+    assert "Best μGraph" in (out / "report.md").read_text()
+    capsys.readouterr()
+    assert main([*args, "--json"]) == 0          # resumes: every unit is already done
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["resumed_units"] == int(summary["units"].split("/")[1]) > 0
+    assert [g.key for g in load_ugraphs(out / "ugraphs.json")] == first
+    (tmp_path / "empty.py").write_text("x = 1\n")
+    assert main(["optimize", str(tmp_path / "empty.py"), "--out", str(out), "--quiet"]) == 2
+    assert "defines no 'program'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["optimize", "rmsnorm", "--preset", "nope"], "nope"),
+    (["optimize", "rmsnorm", "--set", "max_block_ops=0"], "max_block_ops"),
+    (["optimize", "rmsnorm", "--axioms", "eq,nosuchset"], "nosuchset"),
+    (["optimize", "no_such_program"], "neither a workload"),
+])
+def test_cli_bad_input(argv: list[str], message: str, tmp_path: Path,
+                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*argv, "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_api_bad_input() -> None:
+    with pytest.raises(MirageError, match="bound"):
+        superoptimize(tiny_rmsnorm(), bound=1.5)
+    with pytest.raises(MirageError, match="KernelGraph"):
+        superoptimize("rmsnorm")  # type: ignore[arg-type]
+    with pytest.raises(MirageError, match="budget"):
+        superoptimize(tiny_rmsnorm(), budget_s=-1)
