@@ -61,11 +61,16 @@ class OracleConfig:
     """Bounds of the ground instantiation and of Z3. Part of the disk-cache key."""
 
     base_rounds: int = 8
-    base_max_nodes: int = 20000
+    #: the workloads' references saturate or stop far below this, except ntrans (distributivity
+    #: over its two nested RMS norms), whose per-query cost grows with the base e-graph
+    base_max_nodes: int = 5000
     query_rounds: int = 2
-    query_max_nodes: int = 1500
-    #: e-nodes a per-query pass may match at (newest first); see ``EGraph._roots``
-    query_max_roots: int = 500
+    #: rounds per query when the base hit ``base_max_nodes`` (its instantiation is bounded
+    #: anyway, and each round there costs tens of ms)
+    large_base_query_rounds: int = 1
+    query_max_nodes: int = 500
+    #: e-nodes a per-query pass may match at (newest first); see ``EGraph.saturate``
+    query_max_roots: int = 200
     rlimit: int = 20_000_000
 
 
@@ -219,6 +224,8 @@ class Oracle:
         self.out_nodes = [self.eg.add_term(t)[1] for t in self.outputs]
         self.base_rounds, self.base_saturated = self.eg.saturate(
             self.rules, config.base_rounds, config.base_max_nodes, everything=True)
+        self.query_rounds = (config.large_base_query_rounds
+                             if len(self.eg.en_op) > config.base_max_nodes else config.query_rounds)
         # A bounded base leaves a frontier of unmatched classes; queries must not resume it
         # (the first query would otherwise pay for re-matching it, ~100 s for ntrans).
         self.eg.touched = set()
@@ -369,7 +376,7 @@ class Oracle:
             if not eg.reaches(tops, c, self.sub_ops):
                 # Stop instantiating as soon as the instances at hand entail the goal.
                 _, saturated = eg.saturate(
-                    self.rules, self.config.query_rounds,
+                    self.rules, self.query_rounds,
                     len(eg.en_op) + self.config.query_max_nodes,
                     done=lambda: eg.reaches(tops, c, self.sub_ops),
                     max_roots=self.config.query_max_roots)
@@ -392,7 +399,7 @@ class Oracle:
                 reason = (f"not a subexpression of the reference under {how} {ninst} ground "
                           f"instances of {'+'.join(self.axioms.names)} over {nterms} terms"
                           + ("" if saturated and self.base_saturated else
-                             f" (instantiation bounded: {self.config.query_rounds} rounds per query)"))
+                             f" (instantiation bounded: {self.query_rounds} rounds per query)"))
                 self.stats.z3_prunes += 1
             else:
                 core = []
@@ -412,7 +419,7 @@ class Oracle:
         mark = self.eg.mark()
         try:
             c, _ = self.eg.add_term(e)
-            self.eg.saturate(self.rules, self.config.query_rounds,
+            self.eg.saturate(self.rules, self.query_rounds,
                              len(self.eg.en_op) + self.config.query_max_nodes,
                              max_roots=self.config.query_max_roots)
             return self.eg.reaches([self.eg.en_cls[n] for n in self.out_nodes], c, self.sub_ops)
