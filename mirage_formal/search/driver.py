@@ -3,8 +3,9 @@
 The top-level enumeration is cut into *units*: the first kernel-level moves (a pre-defined op,
 or a graph-defined kernel with one input subset and one map configuration), in the
 enumerator's deterministic order. A unit is explored completely by one process; units are
-handed to ``workers`` processes (fork) and their results merged in unit order, so the accepted
-set does not depend on the number of workers. After each unit (at most every
+handed to ``workers`` processes (fork) and their results merged as they finish; merging keeps,
+per distinct μGraph, the earliest find, so the accepted set does not depend on the number of
+workers or on the order units finish in. After each unit (at most every
 ``checkpoint_every_s``) the checkpoint is rewritten atomically: the program and config keys,
 the finished units, the accepted μGraphs (our JSON format, with verdict summaries and costs)
 and the statistics. Resuming skips finished units and restores their accepted μGraphs; a unit
@@ -247,7 +248,9 @@ def run_search(program: KernelGraph, config: SearchConfig, pruner: Pruner, check
         else:
             ctx = mp.get_context("fork")
             with ctx.Pool(workers) as pool:
-                for r in pool.imap(_run_unit, todo, chunksize=1):
+                # unordered: a long unit must not hold back the results of the units after
+                # it (a budget stop used to discard them); merging is order-independent
+                for r in pool.imap_unordered(_run_unit, todo, chunksize=1):
                     absorb(*r)
                     if stopped:
                         pool.terminate()

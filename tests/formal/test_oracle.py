@@ -150,3 +150,35 @@ def test_disk_cache_two_processes(tmp_path: Path) -> None:
 
     assert len(DiskCache(db)) == len(exprs)
     assert r0["sum(512, mul(X, W))"] and not r0["exp(X)"]
+
+
+def _ntrans_one_kernel() -> object:
+    """The single-kernel ntrans μGraph the search finds (rows split over the grid)."""
+    import mirage_formal as mf
+
+    g = mf.Graph()
+    h, x, a = (g.input((8, 4096), "f16", n) for n in ("H", "X", "alpha"))
+    k = g.kernel([h, x, a], grid=(8, 1, 1), threads=128, forloop=1)
+    th, tx, ta = (k.accum(k.iter(t, imap=(0, -1, -1), fmap=-1)) for t in (h, x, a))
+    k.output(k.rms_norm(tx + ta * (tx + k.rms_norm(th))), omap=(0, -1, -1))
+    (y,) = k.build()
+    g.output(y)
+    return g.build()
+
+
+def test_ntrans_bounded_queries_keep_the_expert() -> None:
+    """ntrans's reference e-graph stops at its node bound; per-query work is capped (roots,
+    nodes, one round). The caps must not cost the single-kernel μGraph any tensor, and a
+    deep add/mul chain (the queries that took seconds before the caps) stays within them."""
+    o = oracle("ntrans")
+    base = len(o.eg.en_op)
+    assert base > o.config.base_max_nodes and o.query_rounds == o.config.large_base_query_rounds
+    for q in mugraph_queries(_ntrans_one_kernel()):  # type: ignore[arg-type]
+        d = o.decide(*q)
+        assert d.keep, f"ntrans: pruned {d.expr}: {d.reason}"
+    d = o.decide_expr(parse_term("mul(mul(H, X), mul(alpha, mul(H, mul(H, alpha))))"))
+    assert not d.keep and d.tier == "z3"
+    # a pass stops applying matches once the query added query_max_nodes e-nodes; one match
+    # adds at most a pattern's worth more
+    assert d.terms - base <= o.config.query_max_nodes + 16
+    assert o.stats.z3_unknown == 0
