@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -93,8 +94,12 @@ def run_one(name: str, args: argparse.Namespace, outdir: Path) -> dict[str, Any]
     t = time.monotonic()
     extra: dict[str, Any] = {}
     if args.checker == "product":
-        res = superoptimize(prog, preset, budget_s=args.budget, workers=args.workers,
-                            progress=not args.quiet, gpu=False)
+        # a fresh oracle disk cache, as `mirage-formal optimize` uses one (in its --out folder):
+        # workers share decisions through it; fresh, so every run starts from scratch
+        with tempfile.TemporaryDirectory() as tmp:
+            res = superoptimize(prog, preset, budget_s=args.budget, workers=args.workers,
+                                progress=not args.quiet, gpu=False,
+                                oracle_cache=Path(tmp) / "oracle_cache.sqlite")
         wall = time.monotonic() - t
         res.save(outdir / name)
         r = res.search

@@ -407,13 +407,14 @@ class EGraph:
     def saturate(self, rules: Sequence[Rule], max_rounds: int, max_nodes: int,
                  everything: bool = False,
                  done: Callable[[], bool] | None = None,
-                 max_roots: int | None = None) -> tuple[int, bool]:
+                 max_roots: int | None = None,
+                 shrink_passes: int = _SHRINK_PASSES) -> tuple[int, bool]:
         """Apply ``rules`` in rounds; returns (rounds run, saturated).
 
         A round applies every rule once at the roots that may have new matches, then the
         shrinking rules (target smaller than source: sum_nest read left to right, sum_one,
-        exp_add, ...) again and again until they find nothing (at most ``_SHRINK_PASSES``),
-        so normalising steps do not use up the round budget. ``everything`` matches at every
+        exp_add, ...) again and again until they find nothing (at most ``shrink_passes``
+        times), so normalising steps do not use up the round budget. ``everything`` matches at every
         e-node in the first round (the reference); otherwise only near classes touched since
         the last pass (see :meth:`_roots`). ``done`` is asked after
         each round and stops early when it says True.
@@ -433,7 +434,7 @@ class EGraph:
             changed = self._pass(rules, depth, everything and rnd == 0, max_roots, max_nodes)
             since_full = set(self.touched)
             if changed and shrinking:
-                for _ in range(_SHRINK_PASSES):
+                for _ in range(shrink_passes):
                     if len(self.en_op) > max_nodes or not self._pass(
                             shrinking, depth, False, max_roots, max_nodes):
                         break
@@ -495,6 +496,21 @@ class EGraph:
         return changed
 
     # ------------------------------------------------------------ queries
+
+    def below(self, top: Iterable[int], sub_ops: dict[str, tuple[tuple[int, str], ...]]) -> frozenset[int]:
+        """Every class (root id) below a class of ``top`` through argument positions allowed
+        by the sub rules, ``top`` included."""
+        stack = [self.find(c) for c in top]
+        seen = set(stack)
+        while stack:
+            c = stack.pop()
+            for e in self.cnodes[c]:
+                for pos, _ in sub_ops.get(self.en_op[e], ()):
+                    k = self.find(self.en_kids[e][pos])
+                    if k not in seen:
+                        seen.add(k)
+                        stack.append(k)
+        return frozenset(seen)
 
     def reaches(self, top: Iterable[int], target: int, sub_ops: dict[str, tuple[tuple[int, str], ...]]) -> bool:
         """Python-side reachability (for tests): is ``target`` below a class of ``top``
