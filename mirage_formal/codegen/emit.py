@@ -64,6 +64,11 @@ class EmitOptions:
     #: tensor-core fragments of those raw tiles come from ``ldmatrix`` when the shape allows
     #: (otherwise from scalar fp16 reads); no effect without ``async_copy``
     ldmatrix: bool = True
+    #: most shared-memory stages of the cp.async pipeline (at least 2; more while one stage
+    #: of all raw tiles together is small, see ``async_stage_bytes``)
+    async_stages: int = 4
+    #: the bytes all stages of the raw tiles together may take before fewer stages are used
+    async_stage_bytes: int = 48 * 1024
 
 
 SIMPLE = EmitOptions(mma=False, prefetch=False, async_copy=False, ldmatrix=False)
@@ -217,6 +222,10 @@ class _Emitter:
         #: their ``ld`` entry counts halves, rows padded by 8 halves (16 bytes): row starts
         #: stay 16-byte aligned and the 8 rows one ldmatrix reads fall in distinct banks
         self.raw = raw
+        per_stage = sum(2 * math.prod(n.shape[:-1]) * (n.shape[-1] + 8) for n in raw)
+        #: cp.async pipeline depth: iterations in flight (stages of every raw tile)
+        self.stages = max(2, min(self.opts.async_stages, self.bg.forloop,
+                                 self.opts.async_stage_bytes // max(per_stage, 1)))
         # Operand tiles of matmuls get rows padded by 4 floats: tensor-core fragment loads
         # then hit distinct shared-memory banks (a row stride that is a multiple of 32 words
         # puts the 8 rows a warp reads in one bank).
@@ -280,9 +289,9 @@ class _Emitter:
         return " + ".join(parts) if parts else "0"
 
     def buf_size(self, n: Node) -> int:
-        """Floats of ``n``'s buffer (a raw tile: two stages of padded fp16 rows)."""
+        """Floats of ``n``'s buffer (a raw tile: ``stages`` stages of padded fp16 rows)."""
         if n in self.raw:
-            return self.stage_halves(n)  # 2 stages x halves / 2 halves per float
+            return self.stages * self.stage_halves(n) // 2
         return math.prod(n.shape[:-1]) * self.row(n)
 
     def var(self) -> str:
@@ -510,11 +519,11 @@ class _Emitter:
 
     def emit_cp_async(self, n: Node, itv: str, ind: str) -> list[str]:
         """Issue 16-byte ``cp.async`` copies of raw tile ``n`` at iteration ``itv`` into
-        stage ``itv & 1`` of its buffer (no commit)."""
+        stage ``itv % stages`` of its buffer (no commit)."""
         nv = math.prod(n.shape) // 8
         decls, idx = multi_index(n.shape, "i", "t")
         ref = self.iter_ref(n, idx, itv)
-        dst = f"{self.buf[n]} + (({itv}) & 1) * {self.stage_halves(n)} + {self.addr(n, idx)}"
+        dst = f"{self.buf[n]} + (({itv}) % {self.stages}) * {self.stage_halves(n)} + {self.addr(n, idx)}"
         return [f"{ind}for (int v = threadIdx.x; v < {nv}; v += {self.T}) {{",
                 f"{ind}  const int i = v * 8;", *[ind + "  " + d for d in decls],
                 f"{ind}  mf::cp_async16({dst}, &{ref});", f"{ind}}}"]
@@ -619,9 +628,9 @@ class _Emitter:
         xa = ra and ldsm and K % 16 == 0 and A.shape[-2] == M
         xb = rb and ldsm and K % 16 == 0 and N % 8 == 0 and B.shape[-1] == N
         if ra:
-            a = f"{a} + (it & 1) * {self.stage_halves(A)}"
+            a = f"{a} + (it % {self.stages}) * {self.stage_halves(A)}"
         if rb:
-            b = f"{b} + (it & 1) * {self.stage_halves(B)}"
+            b = f"{b} + (it % {self.stages}) * {self.stage_halves(B)}"
         batch = n.shape[:-2]
         NB = math.prod(batch)
         W = self.T // 32
@@ -794,7 +803,8 @@ class _Emitter:
             base = "smem" if bb.space == "smem" else "wsb"
             if bname in raw_names:
                 lines.append(f"  __half* {bname} = reinterpret_cast<__half*>({base} + {bb.offset});"
-                             f"  // raw fp16, 2 stages, {bb.size} floats, steps {bb.first}..{bb.last}")
+                             f"  // raw fp16, {self.stages} stages, {bb.size} floats, steps "
+                             f"{bb.first}..{bb.last}")
                 continue
             lines.append(f"  float* {bname} = {base} + {bb.offset};  // {bb.size} floats, steps "
                          f"{bb.first}..{bb.last}")
@@ -813,9 +823,11 @@ class _Emitter:
         for s in steps[:p]:
             lines += self.emit_step(s, "  ")
         raw = sorted(self.raw, key=self.ids.__getitem__)
-        if raw:  # iteration 0 of the cp.async tiles, into stage 0
-            for x in raw:
-                lines += self.emit_cp_async(x, "0", "  ")
+        S = self.stages
+        for j in range(S - 1 if raw else 0):  # iterations 0..S-2 of the cp.async tiles
+            if j < F:
+                for x in raw:
+                    lines += self.emit_cp_async(x, str(j), "  ")
             lines.append("  mf::cp_async_commit();")
         for st in range(D):
             for x in staged:
@@ -835,14 +847,15 @@ class _Emitter:
                     lines.append(f"{ind}if (it < {F}) {{")
                     ind += "  "
                 if raw:
-                    # Stage (it + 1) & 1 was last read in iteration it - 1, which ended with
-                    # a barrier: refill it, then wait for this iteration's group only.
-                    lines.append(f"{ind}if (it + 1 < {F}) {{")
+                    # Stage (it + S - 1) % S was last read in iteration it - 1, which ended
+                    # with a barrier: refill it. One group per iteration (maybe empty), so
+                    # leaving S - 1 groups pending completes this iteration's.
+                    lines.append(f"{ind}if (it + {S - 1} < {F}) {{")
                     for x in raw:
-                        lines += self.emit_cp_async(x, "(it + 1)", ind + "  ")
+                        lines += self.emit_cp_async(x, f"(it + {S - 1})", ind + "  ")
                     lines.append(f"{ind}}}")
                     lines.append(f"{ind}mf::cp_async_commit();")
-                    lines.append(f"{ind}mf::cp_async_wait<1>();")
+                    lines.append(f"{ind}mf::cp_async_wait<{S - 1}>();")
                 for x in staged:
                     lines += self.emit_unstage(x, ind, st)
                 if staged or raw:

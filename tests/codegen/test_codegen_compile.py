@@ -100,7 +100,7 @@ def test_async_copy_path_taken(name: str, cache: Path) -> None:
     tensor-core matmuls: they stay raw fp16, filled by cp.async, read by ldmatrix."""
     g = workloads.handwritten("rmsnorm", 1) if name == "rmsnorm_hw" else workloads.program("gated_mlp")
     src, _, _ = emit_graph(g)
-    assert "mf::cp_async16(" in src and "mf::cp_async_wait<1>()" in src
+    assert "mf::cp_async16(" in src and "mf::cp_async_wait<" in src
     assert "mf::ldsm_x2_trans(" in src
     assert _is_cubin(compile_cubin(src, "sm_90", cache=cache))
     src, _, _ = emit_graph(g, opts=EmitOptions(ldmatrix=False))
