@@ -1,5 +1,6 @@
 """cp.async/ldmatrix before/after on one GPU: for each μGraph, compile with the default
-EmitOptions (cp.async + ldmatrix), with cp.async but scalar fragment reads, and with the fp32
+EmitOptions (cp.async + ldmatrix), the same with a 2-stage pipeline, with cp.async but scalar
+fragment reads, and with the fp32
 tiles of before (``async_copy=False, ldmatrix=False``); validate each against the float64
 μGraph, then time them interleaved (``time_graph(graph=True)``: back-to-back CUDA-graph
 launches, median microseconds; rounds alternate the option sets to share drift).
@@ -24,7 +25,8 @@ from mirage_formal.codegen.timing import time_graph  # noqa: E402
 from mirage_formal.codegen.validate import validate  # noqa: E402
 from mirage_formal.ir.serialize import load_ugraphs  # noqa: E402
 
-OPTS = {"async+ldsm": EmitOptions(), "async": EmitOptions(ldmatrix=False),
+OPTS = {"async+ldsm": EmitOptions(), "async+ldsm S2": EmitOptions(async_stages=2),
+        "async": EmitOptions(ldmatrix=False),
         "fp32 tiles": EmitOptions(async_copy=False, ldmatrix=False)}
 SEARCHED = ROOT / "benchmarks" / "results" / "search_workloads_ugraphs"
 
