@@ -64,8 +64,8 @@ class EmitOptions:
     #: tensor-core fragments of those raw tiles come from ``ldmatrix`` when the shape allows
     #: (otherwise from scalar fp16 reads); no effect without ``async_copy``
     ldmatrix: bool = True
-    #: most shared-memory stages of the cp.async pipeline = iterations in flight (at least 2,
-    #: at most the loop count; fewer when all stages would exceed ``async_stage_bytes``)
+    #: most shared-memory stages of the cp.async pipeline (at least 2; more while one stage
+    #: of all raw tiles together is small, see ``async_stage_bytes``)
     async_stages: int = 4
     #: the bytes all stages of the raw tiles together may take before fewer stages are used
     async_stage_bytes: int = 48 * 1024
@@ -824,8 +824,8 @@ class _Emitter:
             lines += self.emit_step(s, "  ")
         raw = sorted(self.raw, key=self.ids.__getitem__)
         S = self.stages
-        for j in range(S if raw else 0):  # iterations 0..S-1 of the cp.async tiles
-            if j < F:  # always: S <= F
+        for j in range(S - 1 if raw else 0):  # iterations 0..S-2 of the cp.async tiles
+            if j < F:
                 for x in raw:
                     lines += self.emit_cp_async(x, str(j), "  ")
             lines.append("  mf::cp_async_commit();")
@@ -847,14 +847,19 @@ class _Emitter:
                     lines.append(f"{ind}if (it < {F}) {{")
                     ind += "  "
                 if raw:
-                    # S groups before the loop, one (maybe empty) at the end of each
-                    # iteration: leaving S - 1 pending completes this iteration's group.
+                    # Stage (it + S - 1) % S was last read in iteration it - 1, which ended
+                    # with a barrier: refill it. One group per iteration (maybe empty), so
+                    # leaving S - 1 groups pending completes this iteration's.
+                    lines.append(f"{ind}if (it + {S - 1} < {F}) {{")
+                    for x in raw:
+                        lines += self.emit_cp_async(x, f"(it + {S - 1})", ind + "  ")
+                    lines.append(f"{ind}}}")
+                    lines.append(f"{ind}mf::cp_async_commit();")
                     lines.append(f"{ind}mf::cp_async_wait<{S - 1}>();")
                 for x in staged:
                     lines += self.emit_unstage(x, ind, st)
                 if staged or raw:
                     lines.append(f"{ind}__syncthreads();")
-                if staged:
                     lines.append(f"{ind}if (it + {D} < {F}) {{")
                     for x in staged:
                         lines += self.emit_prefetch(x, f"(it + {D})", ind + "  ", st)
@@ -862,14 +867,6 @@ class _Emitter:
                 for s in body:
                     lines += self.emit_step(s, ind)
                     lines.append(f"{ind}__syncthreads();")
-                if raw:
-                    # Stage it % S was last read by this iteration's steps, which ended with
-                    # a barrier: refill it with iteration it + S.
-                    lines.append(f"{ind}if (it + {S} < {F}) {{")
-                    for x in raw:
-                        lines += self.emit_cp_async(x, f"(it + {S})", ind + "  ")
-                    lines.append(f"{ind}}}")
-                    lines.append(f"{ind}mf::cp_async_commit();")
                 if F % D:
                     lines.append(f"{ind[:-2]}}}")
                 lines.append("    }")
