@@ -1,6 +1,9 @@
 """The emitter: one block graph becomes one CUDA C++ ``__global__`` function.
 
-Every block tile is fp32. A tile is either *materialized* (an fp32 buffer in shared memory,
+Every block tile is fp32, except *raw* tiles: fp16 iterator tiles that change every loop
+iteration and are read only by tensor-core matmuls stay fp16 in shared memory, in a ring of
+stages filled by ``cp.async`` ahead of the loop (EmitOptions.async_copy; read with ldmatrix
+where the shape allows). A tile is either *materialized* (an fp32 buffer in shared memory,
 or in a per-block global workspace when shared memory is too small, see :mod:`plan`) or
 *inlined*: an input iterator or an elementwise op whose every consumer is elementwise, an
 accumulator or an output saver is never stored; whoever reads it recomputes it from its
