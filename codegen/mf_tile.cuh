@@ -1,7 +1,8 @@
 // mirage-formal device library: tile primitives that generated kernels include.
 //
 // Every generated kernel keeps its block tiles in fp32 (shared memory, or a per-block global
-// workspace when shared memory is too small) and converts at the edges: loads from fp16/bf16/
+// workspace when shared memory is too small), except fp16 loop tiles read only by tensor-core
+// matmuls, which stay raw fp16 (cp.async, ldmatrix); fp32 tiles convert at the edges: loads from fp16/bf16/
 // fp32 device tensors, stores back to the storage type. These helpers are the edges and the
 // reductions; the index arithmetic of each tile is emitted by mirage_formal.codegen.emit with
 // compile-time shapes. Edit here to change *how* tiles move or reduce; keep the signatures.
@@ -98,6 +99,52 @@ __device__ __forceinline__ void mma_16816(float* d, const unsigned* a, const uns
 __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
   __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<unsigned*>(&h);
+}
+
+// Pack two halves into one register (low = first).
+__device__ __forceinline__ unsigned pack_h2(__half lo, __half hi) {
+  __half2 h = __halves2half2(lo, hi);
+  return *reinterpret_cast<unsigned*>(&h);
+}
+__device__ __forceinline__ __half hzero() { return __ushort_as_half((unsigned short)0); }
+
+// ---------------------------------------------------------------- cp.async (sm_80+)
+// Asynchronous 16-byte copy global -> shared, bypassing L1 (.cg). Both addresses 16-byte
+// aligned. Completion is tracked per thread by commit groups: cp_async_commit() closes the
+// group of copies issued since the last commit, cp_async_wait<N>() blocks until at most N
+// of this thread's groups are pending; a __syncthreads() afterwards makes every thread's
+// copies visible to the block.
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem_src)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// ---------------------------------------------------------------- ldmatrix (sm_75+)
+// Four 8x8 b16 matrices; lane l gives the shared address of row l % 8 of matrix l / 8 (rows
+// 16-byte aligned) and receives in r[j] row l / 4, columns 2(l % 4), +1 of matrix j: for
+// matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15)
+// of a row-major 16x16 tile, exactly the A fragment of mma.m16n8k16.
+__device__ __forceinline__ void ldsm_x4(unsigned* r, const __half* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a) : "memory");
+}
+// Two 8x8 b16 matrices, transposed; lanes 0-15 give row addresses (lanes 16-31 ignored):
+// for rows k0..k0+15 of a row-major K x N tile at columns n0..n0+7, r[0], r[1] are the B
+// fragment of mma.m16n8k16 (k 2(l % 4), +1 and +8, column l / 4).
+__device__ __forceinline__ void ldsm_x2_trans(unsigned* r, const __half* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(a) : "memory");
 }
 
 }  // namespace mf

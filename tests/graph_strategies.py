@@ -106,3 +106,40 @@ def block_programs(draw: Any, max_ops: int = 4) -> mf.KernelGraph:
         assume(False)
     g.output(y)
     return g.build()
+
+
+def matmul_loop_program(m: int, k: int, n: int, forloop: int, batch: int = 0,
+                        pre_a: bool = False, pre_b: bool = False) -> mf.KernelGraph:
+    """``sum over the loop of A_it @ B_it`` as one graph-defined kernel: X (m, k*F) and
+    W (k*F, 2n), fp16, grid 2 over W's columns (and ``batch`` > 0: a leading batch dimension
+    also split over grid y). ``pre_a``/``pre_b``: the operand passes through ``neg`` first
+    (an fp32 tile), otherwise it is an iterator tile read only by the matmul (cp.async)."""
+    g = mf.Graph()
+    lead = (batch,) if batch else ()
+    x = g.input((*lead, m, k * forloop), "f16", "X")
+    w = g.input((*lead, k * forloop, 2 * n), "f16", "W")
+    r = len(lead)
+    kern = g.kernel([x, w], grid=(2, batch or 1, 1), forloop=forloop)
+    by = 0 if batch else -1
+    a = kern.iter(x, imap=(-1, by, -1), fmap=r + 1)
+    b = kern.iter(w, imap=(r + 1, by, -1), fmap=r)
+    if pre_a:
+        a = kern.op("neg", a)
+    if pre_b:
+        b = kern.op("neg", b)
+    acc = kern.accum(kern.op("matmul", a, b), kind="sum")
+    kern.output(acc, omap=(r + 1, by, -1))
+    (y,) = kern.build()
+    g.output(y)
+    return g.build()
+
+
+#: (m, k, n, forloop, batch, pre_a, pre_b): shapes for the cp.async/ldmatrix path: both
+#: operands raw (M multiple of 16 or not), K not a multiple of 16 (scalar fragments), one
+#: operand fp32, odd loop counts, a batch dimension
+MATMUL_LOOP_CASES = [
+    (16, 32, 16, 4, 0, False, False), (8, 64, 16, 3, 0, False, False),
+    (24, 16, 8, 2, 0, False, False), (16, 8, 16, 5, 0, False, False),
+    (32, 32, 24, 3, 0, True, False), (16, 32, 32, 2, 0, False, True),
+    (2, 128, 64, 4, 0, False, False), (16, 16, 16, 3, 2, False, False),
+]

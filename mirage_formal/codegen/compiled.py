@@ -179,7 +179,8 @@ def compile_graph(graph: KernelGraph, arch: str | None = None, load: bool | None
 
     ``arch`` defaults to the GPU's (sm_90 when there is none). ``load`` defaults to True when a
     GPU is present; ``load=True`` without one raises :class:`NoGPUError`. ``opts`` picks the
-    emitter's fast paths (default: tensor cores and prefetching; ``emit.SIMPLE``: neither).
+    emitter's fast paths (default: tensor cores, prefetching, cp.async and ldmatrix;
+    ``emit.SIMPLE``: none).
     """
     rt: Runtime | None = None
     if load is None or load or arch is None:

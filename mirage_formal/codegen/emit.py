@@ -1,6 +1,9 @@
 """The emitter: one block graph becomes one CUDA C++ ``__global__`` function.
 
-Every block tile is fp32. A tile is either *materialized* (an fp32 buffer in shared memory,
+Every block tile is fp32, except *raw* tiles: fp16 iterator tiles that change every loop
+iteration and are read only by tensor-core matmuls stay fp16 in shared memory, in a ring of
+stages filled by ``cp.async`` ahead of the loop (EmitOptions.async_copy; read with ldmatrix
+where the shape allows). A tile is either *materialized* (an fp32 buffer in shared memory,
 or in a per-block global workspace when shared memory is too small, see :mod:`plan`) or
 *inlined*: an input iterator or an elementwise op whose every consumer is elementwise, an
 accumulator or an output saver is never stored; whoever reads it recomputes it from its
@@ -58,9 +61,20 @@ class EmitOptions:
     prefetch_regs: int = 16
     #: most iterations prefetched ahead (used when the tiles are small)
     prefetch_depth: int = 4
+    #: per-iteration fp16 iterator tiles read only by tensor-core matmuls stay raw fp16 in
+    #: shared memory, double-buffered over the for-loop and filled with ``cp.async``
+    async_copy: bool = True
+    #: tensor-core fragments of those raw tiles come from ``ldmatrix`` when the shape allows
+    #: (otherwise from scalar fp16 reads); no effect without ``async_copy``
+    ldmatrix: bool = True
+    #: most shared-memory stages of the cp.async pipeline (at least 2; more while one stage
+    #: of all raw tiles together is small, see ``async_stage_bytes``)
+    async_stages: int = 4
+    #: the bytes all stages of the raw tiles together may take before fewer stages are used
+    async_stage_bytes: int = 48 * 1024
 
 
-SIMPLE = EmitOptions(mma=False, prefetch=False)
+SIMPLE = EmitOptions(mma=False, prefetch=False, async_copy=False, ldmatrix=False)
 
 
 @dataclass(frozen=True)
@@ -200,6 +214,21 @@ class _Emitter:
                     and cs[0].op in REGISTRY and REGISTRY[cs[0].op].elementwise):
                 self.epi[n] = cs[0]
         self.epi_of = {e: m for m, e in self.epi.items()}
+        self.buf: dict[Node, str] = {}
+        self.nvar = 0
+        self.smem_limit = smem_limit
+        self.set_layout({n for n in self.nodes if self._raw_ok(n)})
+
+    def set_layout(self, raw: set[Node]) -> None:
+        """Row strides of operand tiles; ``raw``: the tiles kept as raw fp16 (cp.async)."""
+        #: raw fp16 tiles: double-buffered, filled by cp.async, read by tensor-core matmuls;
+        #: their ``ld`` entry counts halves, rows padded by 8 halves (16 bytes): row starts
+        #: stay 16-byte aligned and the 8 rows one ldmatrix reads fall in distinct banks
+        self.raw = raw
+        per_stage = sum(2 * math.prod(n.shape[:-1]) * (n.shape[-1] + 8) for n in raw)
+        #: cp.async pipeline depth: iterations in flight (stages of every raw tile)
+        self.stages = max(2, min(self.opts.async_stages, self.bg.forloop,
+                                 self.opts.async_stage_bytes // max(per_stage, 1)))
         # Operand tiles of matmuls get rows padded by 4 floats: tensor-core fragment loads
         # then hit distinct shared-memory banks (a row stride that is a multiple of 32 words
         # puts the 8 rows a warp reads in one bank).
@@ -207,12 +236,11 @@ class _Emitter:
         for n in self.nodes:
             if n.op == "matmul":
                 for s in n.src:
-                    if ((s.op == ITER or REGISTRY[s.op].elementwise) and s not in self.inline
+                    if s in raw:
+                        self.ld[s] = s.shape[-1] + 8
+                    elif ((s.op == ITER or REGISTRY[s.op].elementwise) and s not in self.inline
                             and s.shape[-1] % 4 == 0 and s.shape[-1] >= 8):
                         self.ld[s] = s.shape[-1] + 4
-        self.buf: dict[Node, str] = {}
-        self.nvar = 0
-        self.smem_limit = smem_limit
 
     # ------------------------------------------------------------ decisions
     def _inlinable(self, n: Node) -> bool:
@@ -225,6 +253,28 @@ class _Emitter:
         return (n.op == "matmul" and len(cs) == 1 and cs[0].op == "accum"
                 and cs[0].attr("fold") is None and cs[0].attr("kind") in ("sum", "mean")
                 and n not in self.out_nodes)
+
+    def _mma(self, n: Node) -> bool:
+        """Matmul ``n`` runs on tensor cores (``emit_matmul_mma``)."""
+        return (n.op == "matmul" and self.opts.mma and self.warp_ok()
+                and all(s.dtype is DType.F16 for s in n.src))
+
+    def _raw_ok(self, n: Node) -> bool:
+        """Iterator tile ``n`` can stay raw fp16 in shared memory, filled by cp.async: it
+        changes every iteration of a real loop, is stored as fp16 with 16-byte rows in global
+        memory, and only tensor-core matmuls read it."""
+        if not self.opts.async_copy or n.op != ITER or self.bg.forloop < 2:
+            return False
+        if n.attr("fmap") == -1 or n in self.out_nodes or n in self.inline:
+            return False
+        shape, dt = self.bg.inputs[n.attr("input")]
+        cs = self.consumers[n]
+        return (dt is DType.F16 and n.dtype is DType.F16 and n.shape[-1] % 8 == 0
+                and shape[-1] % 8 == 0 and bool(cs) and all(self._mma(c) for c in cs))
+
+    def stage_halves(self, n: Node) -> int:
+        """Halves of one stage of raw tile ``n`` (16-byte multiple)."""
+        return -(-math.prod(n.shape[:-1]) * self.ld[n] // 8) * 8
 
     def row(self, n: Node) -> int:
         """Floats between consecutive rows (last-dimension runs) of ``n``'s buffer."""
@@ -242,6 +292,9 @@ class _Emitter:
         return " + ".join(parts) if parts else "0"
 
     def buf_size(self, n: Node) -> int:
+        """Floats of ``n``'s buffer (a raw tile: ``stages`` stages of padded fp16 rows)."""
+        if n in self.raw:
+            return self.stages * self.stage_halves(n) // 2
         return math.prod(n.shape[:-1]) * self.row(n)
 
     def var(self) -> str:
@@ -292,7 +345,7 @@ class _Emitter:
             if n.op == "accum":
                 pre.append(("zero", n))
         for n in self.nodes:
-            if n in self.inline or n in self.fused or n in self.epi_of:
+            if n in self.inline or n in self.fused or n in self.epi_of or n in self.raw:
                 continue
             after = self.phase[n]
             if n.op == ITER:
@@ -354,6 +407,11 @@ class _Emitter:
             elif d < p and u >= p:
                 u = max(u, q - 1)
             bufs[f"b{self.ids[n]}"] = Buffer(f"b{self.ids[n]}", self.buf_size(n), d, u)
+            self.buf[n] = f"b{self.ids[n]}"
+        for n in self.raw:
+            # cp.async writes a raw tile before the loop and during every iteration: it
+            # lives from the first step to the end of the loop.
+            bufs[f"b{self.ids[n]}"] = Buffer(f"b{self.ids[n]}", self.buf_size(n), 0, max(q - 1, 0))
             self.buf[n] = f"b{self.ids[n]}"
         for n, i in scratch.items():
             rows = math.prod(n.shape[:-1])
@@ -462,6 +520,17 @@ class _Emitter:
                 f"{ind}  {guard}mf::unpack_vec(pf{self.ids[n]}_{stage}[p], &{self.buf[n]}[{dst}], "
                 f"({dt.c_type}*)nullptr);", f"{ind}}}"]
 
+    def emit_cp_async(self, n: Node, itv: str, ind: str) -> list[str]:
+        """Issue 16-byte ``cp.async`` copies of raw tile ``n`` at iteration ``itv`` into
+        stage ``itv % stages`` of its buffer (no commit)."""
+        nv = math.prod(n.shape) // 8
+        decls, idx = multi_index(n.shape, "i", "t")
+        ref = self.iter_ref(n, idx, itv)
+        dst = f"{self.buf[n]} + (({itv}) % {self.stages}) * {self.stage_halves(n)} + {self.addr(n, idx)}"
+        return [f"{ind}for (int v = threadIdx.x; v < {nv}; v += {self.T}) {{",
+                f"{ind}  const int i = v * 8;", *[ind + "  " + d for d in decls],
+                f"{ind}  mf::cp_async16({dst}, &{ref});", f"{ind}}}"]
+
     def emit_load(self, n: Node, ind: str) -> list[str]:
         k = n.attr("input")
         shape, dt = self.bg.inputs[k]
@@ -554,6 +623,17 @@ class _Emitter:
         a, b = self.buf[A], self.buf[B]
         M, N, K = n.shape[-2], n.shape[-1], A.shape[-1]
         MT, NT = -(-M // 16), -(-N // 8)
+        # Raw fp16 operands (cp.async tiles) are read from the current stage; with ldmatrix
+        # when K is a multiple of 16 (and, for B, N of 8). A's rows past M are clamped to row
+        # M - 1: they only feed output rows that are not stored.
+        ra, rb = A in self.raw, B in self.raw
+        ldsm = self.opts.ldmatrix
+        xa = ra and ldsm and K % 16 == 0 and A.shape[-2] == M
+        xb = rb and ldsm and K % 16 == 0 and N % 8 == 0 and B.shape[-1] == N
+        if ra:
+            a = f"{a} + (it % {self.stages}) * {self.stage_halves(A)}"
+        if rb:
+            b = f"{b} + (it % {self.stages}) * {self.stage_halves(B)}"
         batch = n.shape[:-2]
         NB = math.prod(batch)
         W = self.T // 32
@@ -566,12 +646,29 @@ class _Emitter:
         def la(r: str, k: str) -> str:
             cond = [c for c, need in ((f"{r} < {M}", mk), (f"{k} < {K}", kk)) if need]
             e = f"pa[{r} * {lda} + {k}]"
-            return f"({' && '.join(cond)} ? {e} : 0.f)" if cond else e
+            return f"({' && '.join(cond)} ? {e} : {'mf::hzero()' if ra else '0.f'})" if cond else e
 
         def lb(k: str, c: str) -> str:
             cond = [x for x, need in ((f"{k} < {K}", kk), (f"{c} < {N}", nk)) if need]
             e = f"pb[{k} * {ldb} + {c}]"
-            return f"({' && '.join(cond)} ? {e} : 0.f)" if cond else e
+            return f"({' && '.join(cond)} ? {e} : {'mf::hzero()' if rb else '0.f'})" if cond else e
+
+        pka = "mf::pack_h2" if ra else "mf::pack_half2"
+        pkb = "mf::pack_h2" if rb else "mf::pack_half2"
+        i3 = ind + "    "
+        if xa:
+            row = "tm * 16 + (lane & 15)" if M % 16 == 0 else f"min(tm * 16 + (lane & 15), {M - 1})"
+            frag_a = [f"{i3}mf::ldsm_x4(fa, pa + ({row}) * {lda} + k0 + (lane >> 4) * 8);"]
+        else:
+            frag_a = [f"{i3}fa[0] = {pka}({la('r0', 'ka')}, {la('r0', '(ka + 1)')});",
+                      f"{i3}fa[1] = {pka}({la('r1', 'ka')}, {la('r1', '(ka + 1)')});",
+                      f"{i3}fa[2] = {pka}({la('r0', 'kb')}, {la('r0', '(kb + 1)')});",
+                      f"{i3}fa[3] = {pka}({la('r1', 'kb')}, {la('r1', '(kb + 1)')});"]
+        if xb:
+            frag_b = [f"{i3}mf::ldsm_x2_trans(fb, pb + (k0 + (lane & 15)) * {ldb} + tn * 8);"]
+        else:
+            frag_b = [f"{i3}fb[0] = {pkb}({lb('ka', 'c0')}, {lb('(ka + 1)', 'c0')});",
+                      f"{i3}fb[1] = {pkb}({lb('kb', 'c0')}, {lb('(kb + 1)', 'c0')});"]
 
         op = "+=" if add else "="
         dst = self.buf[dnode]
@@ -582,26 +679,22 @@ class _Emitter:
             return f"if ({' && '.join(cond)}) {s}" if cond else s
 
         i2 = ind + "  "
-        i3 = ind + "    "
+        ta = "__half" if ra else "float"
+        tb = "__half" if rb else "float"
         return [
             f"{ind}for (int tile = threadIdx.x / 32; tile < {NB * MT * NT}; tile += {W}) {{",
             f"{i2}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
             f"{i2}const int tb = tile / {MT * NT}, tm = (tile / {NT}) % {MT}, tn = tile % {NT};",
             *[i2 + d for d in decls],
-            f"{i2}const float* pa = {a} + {ab};",
-            f"{i2}const float* pb = {b} + {bb};",
+            f"{i2}const {ta}* pa = {a} + {ab};",
+            f"{i2}const {tb}* pb = {b} + {bb};",
             f"{i2}const int r0 = tm * 16 + g, r1 = r0 + 8, c0 = tn * 8 + g;",
             f"{i2}float acc[4] = {{0.f, 0.f, 0.f, 0.f}};",
             f"{i2}#pragma unroll 4",
             f"{i2}for (int k0 = 0; k0 < {K}; k0 += 16) {{",
             f"{i3}const int ka = k0 + 2 * q, kb = ka + 8;",
             f"{i3}unsigned fa[4], fb[2];",
-            f"{i3}fa[0] = mf::pack_half2({la('r0', 'ka')}, {la('r0', '(ka + 1)')});",
-            f"{i3}fa[1] = mf::pack_half2({la('r1', 'ka')}, {la('r1', '(ka + 1)')});",
-            f"{i3}fa[2] = mf::pack_half2({la('r0', 'kb')}, {la('r0', '(kb + 1)')});",
-            f"{i3}fa[3] = mf::pack_half2({la('r1', 'kb')}, {la('r1', '(kb + 1)')});",
-            f"{i3}fb[0] = mf::pack_half2({lb('ka', 'c0')}, {lb('(ka + 1)', 'c0')});",
-            f"{i3}fb[1] = mf::pack_half2({lb('kb', 'c0')}, {lb('(kb + 1)', 'c0')});",
+            *frag_a, *frag_b,
             f"{i3}mf::mma_16816(acc, fa, fb);",
             f"{i2}}}",
             f"{i2}const int cc = tn * 8 + 2 * q;",
@@ -691,6 +784,11 @@ class _Emitter:
     def emit(self) -> EmittedKernel:
         steps, p, q, bufs = self.plan()
         plan = plan_buffers(list(bufs.values()), self.smem_limit // 4)
+        if any(bufs[self.buf[n]].space != "smem" for n in self.raw):
+            # cp.async only writes shared memory: without room there, load these tiles as fp32
+            self.set_layout(set())
+            steps, p, q, bufs = self.plan()
+            plan = plan_buffers(list(bufs.values()), self.smem_limit // 4)
         bg = self.bg
         params = [f"const {dt.c_type}* __restrict__ in{k}" for k, (_, dt) in enumerate(bg.inputs)]
         params += [f"{o.node.dtype.c_type}* __restrict__ out{k}" for k, o in enumerate(bg.outputs)]
@@ -703,8 +801,14 @@ class _Emitter:
             gx, gy, _ = bg.grid
             lines.append(f"  float* wsb = ws + (size_t)(blockIdx.x + {gx} * (blockIdx.y + {gy} * "
                          f"blockIdx.z)) * {plan.ws_floats};")
+        raw_names = {self.buf[n] for n in self.raw}
         for bname, bb in sorted(bufs.items()):
             base = "smem" if bb.space == "smem" else "wsb"
+            if bname in raw_names:
+                lines.append(f"  __half* {bname} = reinterpret_cast<__half*>({base} + {bb.offset});"
+                             f"  // raw fp16, {self.stages} stages, {bb.size} floats, steps "
+                             f"{bb.first}..{bb.last}")
+                continue
             lines.append(f"  float* {bname} = {base} + {bb.offset};  // {bb.size} floats, steps "
                          f"{bb.first}..{bb.last}")
         staged: list[Node] = []
@@ -721,6 +825,13 @@ class _Emitter:
         D = max(1, min(self.opts.prefetch_depth, self.opts.prefetch_regs // tot, F)) if tot else 1
         for s in steps[:p]:
             lines += self.emit_step(s, "  ")
+        raw = sorted(self.raw, key=self.ids.__getitem__)
+        S = self.stages
+        for j in range(S - 1 if raw else 0):  # iterations 0..S-2 of the cp.async tiles
+            if j < F:
+                for x in raw:
+                    lines += self.emit_cp_async(x, str(j), "  ")
+            lines.append("  mf::cp_async_commit();")
         for st in range(D):
             for x in staged:
                 lines.append(f"  uint4 pf{self.ids[x]}_{st}[{self.prefetch_regs(x)}];")
@@ -738,9 +849,19 @@ class _Emitter:
                 if F % D:
                     lines.append(f"{ind}if (it < {F}) {{")
                     ind += "  "
+                if raw:
+                    # Stage (it + S - 1) % S was last read in iteration it - 1, which ended
+                    # with a barrier: refill it. One group per iteration (maybe empty), so
+                    # leaving S - 1 groups pending completes this iteration's.
+                    lines.append(f"{ind}if (it + {S - 1} < {F}) {{")
+                    for x in raw:
+                        lines += self.emit_cp_async(x, f"(it + {S - 1})", ind + "  ")
+                    lines.append(f"{ind}}}")
+                    lines.append(f"{ind}mf::cp_async_commit();")
+                    lines.append(f"{ind}mf::cp_async_wait<{S - 1}>();")
                 for x in staged:
                     lines += self.emit_unstage(x, ind, st)
-                if staged:
+                if staged or raw:
                     lines.append(f"{ind}__syncthreads();")
                     lines.append(f"{ind}if (it + {D} < {F}) {{")
                     for x in staged:
@@ -753,6 +874,8 @@ class _Emitter:
                     lines.append(f"{ind[:-2]}}}")
                 lines.append("    }")
             lines.append("  }")
+        if raw:
+            lines.append("  mf::cp_async_wait<0>();")
         for s in steps[q:]:
             lines += self.emit_step(s, "  ")
             lines.append("  __syncthreads();")

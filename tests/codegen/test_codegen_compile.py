@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from graph_strategies import block_programs
+from graph_strategies import MATMUL_LOOP_CASES, block_programs, matmul_loop_program
 from hypothesis import given, settings
 
 from mirage_formal import workloads
@@ -29,7 +29,8 @@ from mirage_formal.ir.serialize import load_ugraphs
 CKPT = Path(__file__).resolve().parents[3] / "shared" / "mirage_checkpoints"
 CKPT_FILES = {"rmsnorm_bs1.json": ["X", "W"], "gated_mlp.json": ["X", "W1", "W2"],
               "gqa_bs1.json": ["Q", "K", "V"]}
-OPTS = {"fast": EmitOptions(), "simple": SIMPLE}
+OPTS = {"fast": EmitOptions(), "simple": SIMPLE,
+        "fp32_tiles": EmitOptions(async_copy=False, ldmatrix=False)}
 SEARCHED = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "search_workloads_ugraphs"
 
 
@@ -90,6 +91,43 @@ def test_random_block_programs_compile(prog: object) -> None:
 
     cg = compile_graph(prog, arch="sm_90", load=False,  # type: ignore[arg-type]
                        cache=Path(tempfile.gettempdir()) / "mf-test-cubin")
+    assert _is_cubin(cg.cubin)
+
+
+@pytest.mark.parametrize("name", ["rmsnorm_hw", "gated_mlp"])
+def test_async_copy_path_taken(name: str, cache: Path) -> None:
+    """The weight tiles of these loops are fp16, change every iteration and feed only
+    tensor-core matmuls: they stay raw fp16, filled by cp.async, read by ldmatrix."""
+    g = workloads.handwritten("rmsnorm", 1) if name == "rmsnorm_hw" else workloads.program("gated_mlp")
+    src, _, _ = emit_graph(g)
+    assert "mf::cp_async16(" in src and "mf::cp_async_wait<" in src
+    assert "mf::ldsm_x2_trans(" in src
+    assert _is_cubin(compile_cubin(src, "sm_90", cache=cache))
+    src, _, _ = emit_graph(g, opts=EmitOptions(ldmatrix=False))
+    assert "mf::cp_async16(" in src and "mf::ldsm_" not in src
+    for o in (EmitOptions(async_copy=False), SIMPLE):
+        src, _, _ = emit_graph(g, opts=o)
+        assert "mf::cp_async16(" not in src and "mf::ldsm_" not in src
+
+
+def test_async_copy_path_not_taken(cache: Path) -> None:
+    """Not for: loop-invariant tiles (gqa's Q), operands that pass through an elementwise op
+    first (fp32 tiles), tiles read by anything but a matmul (rmsnorm's X feeds the rms
+    accumulator), fp32 inputs, and loops of one iteration."""
+    src, _, _ = emit_graph(matmul_loop_program(16, 32, 16, 2, pre_a=True, pre_b=True))
+    assert "cp_async" not in src and "ldsm" not in src
+    src, _, _ = emit_graph(matmul_loop_program(16, 32, 16, 1))
+    assert "cp_async" not in src
+    src, _, _ = emit_graph(workloads.handwritten("rmsnorm", 1))
+    copies = [ln for ln in src.splitlines() if "mf::cp_async16(" in ln]
+    assert copies and all("&in1[" in ln for ln in copies)  # W's tile (in1), never X's (in0)
+
+
+@pytest.mark.parametrize("case", MATMUL_LOOP_CASES)
+@pytest.mark.parametrize("opts", sorted(OPTS))
+def test_matmul_loops_compile(case: tuple, opts: str, cache: Path) -> None:
+    cg = compile_graph(matmul_loop_program(*case), arch="sm_90", load=False, cache=cache,
+                       opts=OPTS[opts])
     assert _is_cubin(cg.cubin)
 
 

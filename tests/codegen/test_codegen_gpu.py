@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from graph_strategies import block_programs, kernel_programs
+from graph_strategies import MATMUL_LOOP_CASES, block_programs, kernel_programs, matmul_loop_program
 from hypothesis import given, settings
 
 from mirage_formal import workloads
@@ -14,7 +14,10 @@ from mirage_formal.codegen import SIMPLE, EmitOptions, compile_graph, gpu_availa
 from mirage_formal.codegen.validate import validate
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs a GPU")]
-OPTS = [EmitOptions(), SIMPLE]
+#: default (cp.async + ldmatrix), cp.async with scalar fragment reads, the fp32 tiles with
+#: tensor cores and register prefetch (the path before cp.async), and the simple path
+OPTS = [EmitOptions(), EmitOptions(ldmatrix=False), EmitOptions(async_copy=False, ldmatrix=False),
+        SIMPLE]
 
 
 @settings(max_examples=60, deadline=None)
@@ -35,14 +38,25 @@ def test_random_kernel_programs_validate(prog: object) -> None:
         assert rep.ok, f"{rep}\n{cg.source}"
 
 
+@pytest.mark.parametrize("case", MATMUL_LOOP_CASES)
+def test_matmul_loops_validate(case: tuple) -> None:
+    """Raw fp16 cp.async tiles (ldmatrix or scalar fragments) under every option set."""
+    prog = matmul_loop_program(*case)
+    for o in OPTS:
+        cg = compile_graph(prog, opts=o)
+        rep = validate(cg, trials=2)
+        assert rep.ok, f"{o}: {rep}\n{cg.source}"
+
+
 @pytest.mark.parametrize("name", sorted(workloads.PROGRAMS))
 def test_small_workloads_validate(name: str) -> None:
     small = {"gqa": {"kv": 512}, "mha": {"kv": 512}, "mqa": {"kv": 512, "q": 64},
              "qknorm_gqa": {"kv": 512}, "rmsnorm": {"h": 256, "n": 512},
              "lora": {"n": 512}, "gated_mlp": {"k": 256, "n": 512}, "ntrans": {"h": 512}}[name]
     for b in (1, 3):
-        cg = compile_graph(workloads.program(name, b, **small))
-        assert validate(cg, trials=2).ok
+        for o in OPTS[:3]:
+            cg = compile_graph(workloads.program(name, b, **small), opts=o)
+            assert validate(cg, trials=2).ok, o
 
 
 def test_torch_tensors_in_place() -> None:
