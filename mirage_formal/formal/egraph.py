@@ -497,37 +497,29 @@ class EGraph:
 
     # ------------------------------------------------------------ queries
 
-    def below(self, top: Iterable[int], sub_ops: dict[str, tuple[tuple[int, str], ...]]) -> frozenset[int]:
-        """Every class (root id) below a class of ``top`` through argument positions allowed
-        by the sub rules, ``top`` included."""
+    def _walk(self, top: Iterable[int], sub_ops: dict[str, tuple[tuple[int, str], ...]]) -> Iterator[int]:
+        """The classes (root ids) below a class of ``top`` through argument positions allowed
+        by the sub rules, ``top`` included, each once, depth first."""
         stack = [self.find(c) for c in top]
         seen = set(stack)
         while stack:
             c = stack.pop()
+            yield c
             for e in self.cnodes[c]:
                 for pos, _ in sub_ops.get(self.en_op[e], ()):
                     k = self.find(self.en_kids[e][pos])
                     if k not in seen:
                         seen.add(k)
                         stack.append(k)
-        return frozenset(seen)
+
+    def below(self, top: Iterable[int], sub_ops: dict[str, tuple[tuple[int, str], ...]]) -> frozenset[int]:
+        """Every class below a class of ``top`` (see :meth:`_walk`)."""
+        return frozenset(self._walk(top, sub_ops))
 
     def reaches(self, top: Iterable[int], target: int, sub_ops: dict[str, tuple[tuple[int, str], ...]]) -> bool:
-        """Python-side reachability (for tests): is ``target`` below a class of ``top``
-        through argument positions allowed by the sub rules?"""
+        """Python-side reachability: is ``target`` below a class of ``top`` through argument
+        positions allowed by the sub rules?"""
         target = self.find(target)
-        stack = [self.find(c) for c in top]
-        seen = set(stack)
-        while stack:
-            c = stack.pop()
-            if c == target:
-                return True
-            for e in self.cnodes[c]:
-                for pos, _ in sub_ops.get(self.en_op[e], ()):
-                    k = self.find(self.en_kids[e][pos])
-                    if k not in seen:
-                        seen.add(k)
-                        stack.append(k)
-        return False
+        return any(c == target for c in self._walk(top, sub_ops))
 
 
