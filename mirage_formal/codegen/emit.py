@@ -62,7 +62,7 @@ class EmitOptions:
     #: most iterations prefetched ahead (used when the tiles are small)
     prefetch_depth: int = 4
     #: per-iteration fp16 iterator tiles read only by tensor-core matmuls stay raw fp16 in
-    #: shared memory, double-buffered over the for-loop and filled with ``cp.async``
+    #: shared memory, in a ring of stages over the for-loop filled with ``cp.async``
     async_copy: bool = True
     #: tensor-core fragments of those raw tiles come from ``ldmatrix`` when the shape allows
     #: (otherwise from scalar fp16 reads); no effect without ``async_copy``
@@ -221,7 +221,7 @@ class _Emitter:
 
     def set_layout(self, raw: set[Node]) -> None:
         """Row strides of operand tiles; ``raw``: the tiles kept as raw fp16 (cp.async)."""
-        #: raw fp16 tiles: double-buffered, filled by cp.async, read by tensor-core matmuls;
+        #: raw fp16 tiles: ``stages`` deep, filled by cp.async, read by tensor-core matmuls;
         #: their ``ld`` entry counts halves, rows padded by 8 halves (16 bytes): row starts
         #: stay 16-byte aligned and the 8 rows one ldmatrix reads fall in distinct banks
         self.raw = raw

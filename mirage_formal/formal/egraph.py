@@ -466,10 +466,10 @@ class EGraph:
         by_wide: dict[str, list[int]] = {}
         if roots is not None and wide is not None:
             for nodes, index in ((roots, by_root), (wide, by_wide)):
-                order = sorted(nodes, reverse=True)
+                order = sorted(nodes)
                 if max_roots is not None and len(order) > max_roots:
-                    order, self.capped = order[:max_roots], True
-                for e in reversed(order):
+                    order, self.capped = order[-max_roots:], True  # the newest e-nodes
+                for e in order:
                     index.setdefault(self.en_op[e], []).append(e)
         for r in rules:
             if roots is None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -382,13 +382,8 @@ class Oracle:
             if eg.find(c) not in self.base_below:
                 # Stop instantiating as soon as the instances at hand entail the goal (asked
                 # between rounds only, so not at all with a single round).
-                _, saturated = eg.saturate(
-                    self.rules, self.query_rounds,
-                    len(eg.en_op) + self.config.query_max_nodes,
-                    done=(lambda: eg.reaches(tops, c, self.sub_ops))
-                    if self.query_rounds > 1 else None,
-                    max_roots=self.config.query_max_roots,
-                    shrink_passes=self.config.query_shrink_passes)
+                saturated = self._saturate_query(
+                    (lambda: eg.reaches(tops, c, self.sub_ops)) if self.query_rounds > 1 else None)
             self._emit(mark[1], mark[3])
             z.guard(REFLEXIVE, z.up_of(self._zterm(en)))
             labels = [z.label(a.name) for a in self.axioms.eq] + \
@@ -423,15 +418,20 @@ class Oracle:
         self.stats.add_time(tier, el)
         return Decision(keep, e.text, reason, tuple(core), tier, el, ninst, nterms, saturated)
 
+    def _saturate_query(self, done: Callable[[], bool] | None = None) -> bool:
+        """Instantiate around the query just added, within the per-query bounds; True when
+        that reached a fixpoint."""
+        c = self.config
+        return self.eg.saturate(self.rules, self.query_rounds, len(self.eg.en_op) + c.query_max_nodes,
+                                done=done, max_roots=c.query_max_roots,
+                                shrink_passes=c.query_shrink_passes)[1]
+
     def egraph_reaches(self, e: Term) -> bool:
         """The e-graph's own answer (no Z3), for cross-checks in tests."""
         mark = self.eg.mark()
         try:
             c, _ = self.eg.add_term(e)
-            self.eg.saturate(self.rules, self.query_rounds,
-                             len(self.eg.en_op) + self.config.query_max_nodes,
-                             max_roots=self.config.query_max_roots,
-                             shrink_passes=self.config.query_shrink_passes)
+            self._saturate_query()
             return self.eg.reaches([self.eg.en_cls[n] for n in self.out_nodes], c, self.sub_ops)
         finally:
             self.eg.undo(mark)
