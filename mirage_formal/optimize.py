@@ -62,6 +62,8 @@ class Optimized:
     float64_error: float
     measured_us: float | None = None
     validation: str | None = None
+    #: the tuned thread-level schedule of each kernel (GPU runs only)
+    schedule: str | None = None
 
     def meta(self) -> dict[str, Any]:
         v = self.verdict
@@ -70,7 +72,8 @@ class Optimized:
                 "verdict": {"accepted": v.accepted, "bound": v.bound, "trials": v.trials,
                             "theorem": v.theorem, "p": v.p, "q": v.q, "seed": v.seed},
                 "float64_recheck_rel_error": self.float64_error,
-                "measured_us": self.measured_us, "validation": self.validation}
+                "measured_us": self.measured_us, "validation": self.validation,
+                "schedule": self.schedule}
 
 
 @dataclass
@@ -151,32 +154,34 @@ def make_config(program: KernelGraph, preset: str | None = None,
 
 def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
               seed: int | None) -> tuple[list[Optimized], Any, list[str]]:
-    """Compile, validate and time the ``top`` best; re-rank by measured time."""
-    from mirage_formal.codegen import CompileError, compile_graph
-    from mirage_formal.codegen.timing import fastest
+    """Autotune, validate and time the ``top`` best (codegen.autotune: every kernel's schedule
+    measured on this GPU, timed like the benchmarks' baselines); re-rank by measured time."""
+    from mirage_formal.codegen.autotune import tune
 
     notes: list[str] = []
-    compiled = []
+    best_cg: Any = None
+    best_us = math.inf
     for a in accepted[:top]:
-        try:
-            compiled.append(compile_graph(a.graph, load=True))
-        except CompileError as e:
-            a.validation = f"compile error: {str(e).splitlines()[0]}"
-            notes.append(f"candidate {a.graph.key[:12]}: {a.validation}")
-    best, results = fastest(compiled, program, seed=seed)
-    by_key = {c.graph.key: c for c in results}
-    for a in accepted[:top]:
-        c = by_key.get(a.graph.key)
-        if c is None:
+        tuned = tune(a.graph, program, seed=seed or 0)
+        if tuned is None:
+            a.validation = "no schedule validated"
+            notes.append(f"candidate {a.graph.key[:12]} FAILED validation under every schedule "
+                         "(a codegen bug; see the tuning log measurements.jsonl)")
             continue
-        a.validation = str(c.report)
-        a.measured_us = c.us
-        if not c.report.ok:
-            notes.append(f"candidate {a.graph.key[:12]} FAILED validation: {c.report}; source:\n"
-                         f"{c.compiled.source}")
+        bad = [t for t in tuned.trials if not t.valid]
+        for t in bad:
+            notes.append(f"candidate {a.graph.key[:12]} schedule "
+                         f"{'; '.join(s.short() for s in t.schedules.values())} FAILED: {t.error[:200]}")
+        a.measured_us = tuned.us
+        a.schedule = tuned.describe()
+        a.validation = (f"validated; {len(tuned.trials) - len(bad)} schedules timed"
+                        + (" (cached winner)" if tuned.from_cache else "")
+                        + (f"; default schedule {tuned.default_us:.2f} µs" if tuned.default_us else ""))
+        if tuned.us < best_us:
+            best_us, best_cg = tuned.us, tuned.compiled
     timed = sorted((a for a in accepted if a.measured_us is not None), key=lambda a: a.measured_us or 0.0)
     rest = [a for a in accepted if a.measured_us is None]
-    return timed + rest, (best.compiled if best is not None else None), notes
+    return timed + rest, best_cg, notes
 
 
 def _compile_only(best: Optimized) -> list[str]:

@@ -10,10 +10,11 @@ runs on GPU machines that have neither.
 """
 
 from mirage_formal.codegen.compiled import CompiledGraph, compile_graph, emit_graph, graph_bytes
-from mirage_formal.codegen.emit import SIMPLE, EmitOptions, EmittedKernel, emit_block_graph
+from mirage_formal.codegen.emit import EmitOptions, EmittedKernel, emit_block_graph
 from mirage_formal.codegen.lower import Launch, default_block_graph, launches, lowered_graph
 from mirage_formal.codegen.nvrtc import CompileError, compile_cubin
 from mirage_formal.codegen.runtime import DeviceArray, DriverError, NoGPUError, gpu_available
+from mirage_formal.codegen.schedule import SIMPLE, Schedule, candidate_schedules
 from mirage_formal.codegen.timing import fastest, time_graph
 from mirage_formal.codegen.validate import (
     ValidationError,
@@ -24,7 +25,8 @@ from mirage_formal.codegen.validate import (
 
 __all__ = [
     "SIMPLE", "CompileError", "CompiledGraph", "DeviceArray", "DriverError", "EmitOptions",
-    "EmittedKernel", "Launch", "NoGPUError", "ValidationError", "ValidationReport",
+    "EmittedKernel", "Launch", "NoGPUError", "Schedule", "ValidationError", "ValidationReport",
+    "candidate_schedules",
     "compile_cubin", "compile_graph", "default_block_graph", "emit_block_graph", "emit_graph",
     "fastest", "gpu_available", "graph_bytes", "launches", "lowered_graph", "require_valid",
     "time_graph", "validate",

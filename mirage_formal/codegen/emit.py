@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mirage_formal.codegen.plan import Buffer, plan_buffers
+from mirage_formal.codegen.schedule import SIMPLE as SIMPLE
+from mirage_formal.codegen.schedule import Schedule, split_ok
 from mirage_formal.errors import GraphError, UnsupportedOpError
 from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import ITER, BlockGraph, block_phases
@@ -40,41 +42,13 @@ from mirage_formal.ir.ops import REGISTRY
 
 #: the most dynamic shared memory a block may use on sm_90 (227 KiB)
 SMEM_LIMIT_BYTES = 227 * 1024
-BLOCK_IDX = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+#: the (original, unsplit) block index of the block graph, as declared at kernel entry
+BLOCK_IDX = ("bx", "by", "bz")
 _MAX_ELEMS = 2**31 - 1
 
 
-@dataclass(frozen=True)
-class EmitOptions:
-    """Emitter switches; every combination computes the same function (validated on GPU).
-
-    ``mma``: fp16 tile products on tensor cores (``mma.sync`` m16n8k16, fp32 accumulation)
-    instead of one fp32 dot product per thread; ``prefetch``: inside the for-loop, global
-    loads of the next iteration's tiles are issued into registers before this iteration's
-    compute (register double buffering; with small tiles, up to ``prefetch_depth`` iterations
-    ahead, so that about ``prefetch_regs`` x 16 bytes per thread are in flight).
-    """
-
-    mma: bool = True
-    prefetch: bool = True
-    #: most 16-byte registers per thread spent on prefetching (all stages together)
-    prefetch_regs: int = 16
-    #: most iterations prefetched ahead (used when the tiles are small)
-    prefetch_depth: int = 4
-    #: per-iteration fp16 iterator tiles read only by tensor-core matmuls stay raw fp16 in
-    #: shared memory, in a ring of stages over the for-loop filled with ``cp.async``
-    async_copy: bool = True
-    #: tensor-core fragments of those raw tiles come from ``ldmatrix`` when the shape allows
-    #: (otherwise from scalar fp16 reads); no effect without ``async_copy``
-    ldmatrix: bool = True
-    #: most shared-memory stages of the cp.async pipeline (at least 2; more while one stage
-    #: of all raw tiles together is small, see ``async_stage_bytes``)
-    async_stages: int = 4
-    #: the bytes all stages of the raw tiles together may take before fewer stages are used
-    async_stage_bytes: int = 48 * 1024
-
-
-SIMPLE = EmitOptions(mma=False, prefetch=False, async_copy=False, ldmatrix=False)
+#: the emitter's options are the thread-level schedule (kept under its old name too)
+EmitOptions = Schedule
 
 
 @dataclass(frozen=True)
@@ -82,7 +56,9 @@ class EmittedKernel:
     """One ``__global__`` function and what it takes to launch it.
 
     Parameters, in order: the kernel inputs (``const T*``), the outputs (``T*``), then a
-    ``float*`` workspace of ``ws_floats`` floats per block (may be 0: pass any pointer).
+    ``float*`` workspace of ``ws_floats`` floats per launched block, then ``extra_ws_floats``
+    (a split's partial accumulators and tickets; the tickets must be zero before the first
+    launch, and every launch leaves them zero). ``grid`` is the launched grid.
     """
 
     name: str
@@ -93,10 +69,13 @@ class EmittedKernel:
     ws_floats: int
     in_types: tuple[DType, ...]
     out_types: tuple[DType, ...]
+    #: workspace floats after the per-block regions (a split's partials and tickets)
+    extra_ws_floats: int = 0
+    schedule: Schedule = field(default_factory=Schedule)
 
     @property
     def ws_bytes(self) -> int:
-        return 4 * self.ws_floats * math.prod(self.grid)
+        return 4 * (self.ws_floats * math.prod(self.grid) + self.extra_ws_floats)
 
 
 def _strides(shape: Sequence[int]) -> list[int]:
@@ -185,7 +164,13 @@ class _Emitter:
         self.opts = opts
         self.bg = bg
         self.name = name
-        self.T = bg.threads
+        self.T = opts.threads or bg.threads
+        if not split_ok(bg, opts.split):
+            raise GraphError(f"codegen: split {opts.split} needs accumulators and must divide "
+                             f"the for-loop range {bg.forloop}")
+        #: the for-loop is split over ``split`` blocks; each runs ``FL`` iterations
+        self.split = opts.split
+        self.FL = bg.forloop // opts.split
         self.nodes = bg.nodes
         self.phase = block_phases(self.nodes)
         self.ids = {n: i for i, n in enumerate(self.nodes)}
@@ -227,7 +212,7 @@ class _Emitter:
         self.raw = raw
         per_stage = sum(2 * math.prod(n.shape[:-1]) * (n.shape[-1] + 8) for n in raw)
         #: cp.async pipeline depth: iterations in flight (stages of every raw tile)
-        self.stages = max(2, min(self.opts.async_stages, self.bg.forloop,
+        self.stages = max(2, min(self.opts.async_stages, self.FL,
                                  self.opts.async_stage_bytes // max(per_stage, 1)))
         # Operand tiles of matmuls get rows padded by 4 floats: tensor-core fragment loads
         # then hit distinct shared-memory banks (a row stride that is a multiple of 32 words
@@ -314,7 +299,8 @@ class _Emitter:
                 if imap[a] == d:
                     parts.append(f"{BLOCK_IDX[a]}*{shape[d] // self.bg.grid[a]}")
             if fmap == d and self.bg.forloop > 1:
-                parts.append(f"{itv}*{n.shape[d]}")
+                it = f"(itb + {itv})" if self.split > 1 else itv
+                parts.append(f"{it}*{n.shape[d]}")
             if idx[d] != "0":
                 parts.append(idx[d])
             if parts:
@@ -780,6 +766,44 @@ class _Emitter:
         apply = self.loop_over(n.shape, [f"{ind}  {dst}[i] = {xb}[{xi}] * {r}[i / {L}]{gain};"], ind)
         return [*stat, f"{ind}__syncthreads();", *apply]
 
+    def emit_split_combine(self, accs: Sequence[Node], ws_base: int) -> tuple[list[str], int]:
+        """Combine the accumulators of the ``split`` blocks of one grid block: each writes its
+        partial accumulators to the workspace; the last to take a ticket sums all partials in
+        the fixed order 0..S-1 (deterministic whichever block is last) into its own
+        accumulators, resets the ticket for the next launch and goes on to the post-loop
+        steps; the others return. Returns the code and the workspace floats it uses (partials,
+        then one unsigned ticket per grid block, zeroed when the workspace is allocated)."""
+        S = self.split
+        gx, gy, gz = self.bg.grid
+        nblk = gx * gy * gz
+        offs, acc_floats = [], 0
+        for a in accs:
+            offs.append(acc_floats)
+            acc_floats += self.buf_size(a)
+        part = nblk * S * acc_floats
+        lines = ["  {  // split combine",
+                 f"    float* mf_part = ws + {ws_base};",
+                 f"    unsigned* mf_cnt = reinterpret_cast<unsigned*>(ws + {ws_base + part});",
+                 f"    const int mf_blk = bx + {gx} * (by + {gy} * bz);",
+                 f"    float* mf_mine = mf_part + ((size_t)mf_blk * {S} + mf_split) * {acc_floats};"]
+        for a, o in zip(accs, offs, strict=True):
+            lines.append(f"    for (int i = threadIdx.x; i < {self.buf_size(a)}; i += {self.T}) "
+                         f"mf_mine[{o} + i] = {self.buf[a]}[i];")
+        lines += ["    __threadfence();", "    __syncthreads();",
+                  "    __shared__ unsigned mf_ticket;",
+                  "    if (threadIdx.x == 0) mf_ticket = atomicAdd(&mf_cnt[mf_blk], 1u);",
+                  "    __syncthreads();",
+                  f"    if (mf_ticket != {S - 1}u) return;",
+                  "    __threadfence();",
+                  f"    const float* mf_all = mf_part + (size_t)mf_blk * {S} * {acc_floats};"]
+        for a, o in zip(accs, offs, strict=True):
+            lines += [f"    for (int i = threadIdx.x; i < {self.buf_size(a)}; i += {self.T}) {{",
+                      "      float s = 0.f;",
+                      f"      for (int k = 0; k < {S}; ++k) s += __ldcg(mf_all + k * {acc_floats} + {o} + i);",
+                      f"      {self.buf[a]}[i] = s;", "    }"]
+        lines += ["    if (threadIdx.x == 0) mf_cnt[mf_blk] = 0u;", "    __syncthreads();", "  }"]
+        return lines, part + nblk
+
     # ------------------------------------------------------------ whole kernel
     def emit(self) -> EmittedKernel:
         steps, p, q, bufs = self.plan()
@@ -795,11 +819,19 @@ class _Emitter:
         params.append("float* __restrict__ ws")
         lines = [f'extern "C" __global__ void __launch_bounds__({self.T}) {self.name}(',
                  "    " + ",\n    ".join(params) + ") {"]
+        SP = self.split
+        gx, gy, gz = bg.grid
+        if SP > 1:
+            # block (bx*SP + s, by, bz) runs iterations [s*FL, (s+1)*FL) of block (bx, by, bz)
+            lines += [f"  const int bx = blockIdx.x / {SP}, by = blockIdx.y, bz = blockIdx.z;",
+                      f"  const int mf_split = blockIdx.x % {SP};",
+                      f"  const int itb = mf_split * {self.FL};"]
+        else:
+            lines.append("  const int bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;")
         if plan.smem_floats:
             lines.append("  extern __shared__ __align__(16) float smem[];")
         if plan.ws_floats:
-            gx, gy, _ = bg.grid
-            lines.append(f"  float* wsb = ws + (size_t)(blockIdx.x + {gx} * (blockIdx.y + {gy} * "
+            lines.append(f"  float* wsb = ws + (size_t)(blockIdx.x + {gx * SP} * (blockIdx.y + {gy} * "
                          f"blockIdx.z)) * {plan.ws_floats};")
         raw_names = {self.buf[n] for n in self.raw}
         for bname, bb in sorted(bufs.items()):
@@ -820,7 +852,7 @@ class _Emitter:
                     if r <= budget:
                         staged.append(x)
                         budget -= r
-        F = bg.forloop
+        F = self.FL  # iterations this block runs (the whole loop unless split)
         tot = sum(self.prefetch_regs(x) for x in staged)
         D = max(1, min(self.opts.prefetch_depth, self.opts.prefetch_regs // tot, F)) if tot else 1
         for s in steps[:p]:
@@ -876,13 +908,20 @@ class _Emitter:
             lines.append("  }")
         if raw:
             lines.append("  mf::cp_async_wait<0>();")
+        combine_floats = 0
+        if SP > 1:
+            accs = [n for n in self.nodes if n.op == "accum"]
+            combine, combine_floats = self.emit_split_combine(
+                accs, ws_base=plan.ws_floats * math.prod(bg.grid) * SP)
+            lines += combine
         for s in steps[q:]:
             lines += self.emit_step(s, "  ")
             lines.append("  __syncthreads();")
         lines.append("}")
         return EmittedKernel(
-            name=self.name, source="\n".join(lines) + "\n", grid=bg.grid, threads=self.T,
+            name=self.name, source="\n".join(lines) + "\n", grid=(gx * SP, gy, gz), threads=self.T,
             smem_bytes=4 * plan.smem_floats, ws_floats=plan.ws_floats,
+            extra_ws_floats=combine_floats, schedule=self.opts,
             in_types=tuple(dt for _, dt in bg.inputs),
             out_types=tuple(o.node.dtype for o in bg.outputs))
 

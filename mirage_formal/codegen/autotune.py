@@ -1,0 +1,281 @@
+"""The measured autotuner: pick each kernel's schedule by timing it on the GPU.
+
+For a kernel graph, every distinct block graph starts at the default :class:`Schedule`; then,
+one block graph at a time (coordinate descent, in launch order), each schedule that
+:func:`candidate_schedules` proposes for it is compiled (NVRTC, in parallel processes),
+validated against the float64 program on fresh random inputs (two launches, so a split's
+ticket reset is exercised), and timed exactly as the benchmarks time PyTorch (CUDA-graph
+replays, L2 flushed before each, median); the fastest valid one stays. A schedule that fails
+validation is a codegen bug: it is reported, never chosen.
+
+Every measurement is appended to a log (JSON lines, with how it was taken) that the cost
+model can be fitted on. The winner is cached on disk by (kernel graph, arch, NVRTC version,
+driver version, package version); an entry also holds the SHA-256 of each kernel's emitted
+source, so a cached schedule whose source would now differ (an emitter change) is rejected
+and re-tuned. A cached winner is still compiled, validated and timed before it is returned.
+
+Imports ``ir`` and the rest of ``codegen`` (and ``semantics`` through validation).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import multiprocessing
+import os
+import tempfile
+import warnings
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mirage_formal.codegen.compiled import CompiledGraph, emit_graph
+from mirage_formal.codegen.lower import launches
+from mirage_formal.codegen.nvrtc import cache_dir, compile_cubin, nvrtc_version
+from mirage_formal.codegen.schedule import DEFAULT_SM_COUNT, Schedule, candidate_schedules
+from mirage_formal.codegen.timing import time_like_baselines
+from mirage_formal.codegen.validate import validate
+from mirage_formal.errors import MirageError
+from mirage_formal.ir.graph import KernelGraph
+
+#: bump when the meaning of a cached entry changes
+CACHE_FORMAT = 1
+
+
+def _package_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("mirage-formal")
+    except Exception:  # pragma: no cover - running from a source tree without metadata
+        return "0+source"
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """What a measurement depends on besides the kernel: the GPU and the compilers."""
+
+    arch: str
+    nvrtc: str
+    driver: str
+    gpu: str = ""
+    package: str = field(default_factory=_package_version)
+
+    def key(self) -> str:
+        return f"{self.arch}|nvrtc {self.nvrtc}|driver {self.driver}|{self.package}"
+
+
+def kernel_sources(graph: KernelGraph, schedules: Mapping[str, Schedule]) -> dict[str, str]:
+    """The emitted source of each distinct block graph of ``graph`` under ``schedules``."""
+    _, ls, kernels = emit_graph(graph, schedules=schedules)
+    return {la.graph.key: k.source for la, k in zip(ls, kernels, strict=True)}
+
+
+class TuningCache:
+    """Tuned schedules on disk, one small JSON file per (kernel graph, toolchain), written
+    atomically; plus ``measurements.jsonl``, every timed trial with how it was taken."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.dir = Path(path) if path is not None else cache_dir().parent / "tuning"
+
+    def _entry_path(self, graph: KernelGraph, tc: Toolchain) -> Path:
+        return self.dir / f"{_sha(graph.key + '|' + tc.key())[:32]}.json"
+
+    def lookup(self, graph: KernelGraph, tc: Toolchain) -> dict[str, Schedule] | None:
+        """The cached schedules, or None when absent, unreadable or stale (warned)."""
+        p = self._entry_path(graph, tc)
+        if not p.is_file():
+            return None
+        try:
+            e = json.loads(p.read_text())
+            if e.get("format") != CACHE_FORMAT or e.get("graph") != graph.key or \
+                    e.get("toolchain") != tc.key():
+                raise ValueError("entry is for another graph, toolchain or format")
+            scheds = {k: Schedule.from_dict(v) for k, v in e["schedules"].items()}
+            now = kernel_sources(graph, scheds)
+            if {k: _sha(v) for k, v in now.items()} != e["source_sha256"]:
+                raise ValueError("the emitter now prints different source for these schedules")
+            body = json.dumps({k: e[k] for k in sorted(e) if k != "checksum"}, sort_keys=True)
+            if _sha(body) != e.get("checksum"):
+                raise ValueError("checksum mismatch")
+        except (OSError, ValueError, KeyError, TypeError, MirageError) as err:
+            warnings.warn(f"tuning cache entry {p.name} rejected ({err}); re-tuning", stacklevel=2)
+            return None
+        return scheds
+
+    def store(self, graph: KernelGraph, tc: Toolchain, schedules: Mapping[str, Schedule],
+              us: float) -> None:
+        srcs = kernel_sources(graph, schedules)
+        e: dict[str, Any] = {
+            "format": CACHE_FORMAT, "graph": graph.key, "toolchain": tc.key(),
+            "schedules": {k: s.to_dict() for k, s in schedules.items()},
+            "source_sha256": {k: _sha(v) for k, v in srcs.items()}, "us": us,
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+        e["checksum"] = _sha(json.dumps(e, sort_keys=True))
+        _atomic_write_text(self._entry_path(graph, tc), json.dumps(e, indent=1) + "\n")
+
+    def log(self, record: Mapping[str, Any]) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / "measurements.jsonl", "a") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _compile_job(args: tuple[str, str, str | None]) -> bytes:
+    src, arch, cache = args
+    return compile_cubin(src, arch, cache=cache)
+
+
+def compile_variants(graph: KernelGraph, variants: Sequence[Mapping[str, Schedule]], arch: str,
+                     jobs: int = 1, cache: str | None = None) -> list[CompiledGraph]:
+    """Emit and compile ``graph`` under each schedule map (NVRTC in ``jobs`` processes)."""
+    emitted = [emit_graph(graph, schedules=v) for v in variants]
+    args = [(src, arch, cache) for src, _, _ in emitted]
+    if jobs > 1 and len(args) > 1:
+        ctx = multiprocessing.get_context("spawn")  # never fork a process holding a CUDA context
+        with ProcessPoolExecutor(min(jobs, len(args)), mp_context=ctx) as ex:
+            cubins = list(ex.map(_compile_job, args))
+    else:
+        cubins = [_compile_job(a) for a in args]
+    return [CompiledGraph(graph, src, cub, arch, ls, ks)
+            for (src, ls, ks), cub in zip(emitted, cubins, strict=True)]
+
+
+@dataclass
+class Trial:
+    schedules: dict[str, Schedule]
+    valid: bool
+    us: float | None
+    error: str = ""
+
+
+@dataclass
+class Tuned:
+    """The tuner's answer: the fastest valid compiled graph and how it was found."""
+
+    compiled: CompiledGraph
+    schedules: dict[str, Schedule]
+    us: float
+    default_us: float | None
+    trials: list[Trial]
+    from_cache: bool
+
+    def describe(self) -> str:
+        return "; ".join(f"{k[:8]}:{s.short()}" for k, s in self.schedules.items())
+
+
+def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = None,
+         jobs: int | None = None, cache: TuningCache | None = None, seed: int = 0,
+         max_per_kernel: int = 8, cubin_cache: str | None = None,
+         context: Mapping[str, Any] | None = None) -> Tuned | None:
+    """Tune ``graph``'s schedules on this GPU against ``reference``; None if no variant
+    validates (every failure is in the returned trials of the caller's log)."""
+    from mirage_formal.codegen.runtime import runtime
+
+    rt = runtime()
+    tc = Toolchain(rt.arch, nvrtc_version(), rt.driver_version, rt.name)
+    sms = sm_count or _sm_count(rt)
+    jobs = jobs if jobs is not None else max(1, min(8, (os.cpu_count() or 2) - 1))
+    cache = cache or TuningCache()
+    keys = list(dict.fromkeys(la.graph.key for la in launches(graph, 128)))
+    bgs = {la.graph.key: la.graph for la in launches(graph, 128)}
+    trials: list[Trial] = []
+
+    def measure(variants: list[dict[str, Schedule]]) -> list[Trial]:
+        out = []
+        try:
+            compiled = compile_variants(graph, variants, rt.arch, jobs, cubin_cache)
+        except MirageError as e:
+            # one bad variant must not hide the others: compile them one by one
+            compiled = []
+            for v in variants:
+                try:
+                    compiled.extend(compile_variants(graph, [v], rt.arch, 1, cubin_cache))
+                except MirageError as e1:
+                    out.append(Trial(v, False, None, f"compile: {str(e1).splitlines()[0]}"))
+            del e
+        for cg in compiled:
+            v = {k: s for k, s in zip(keys, [_sched_of(cg, k) for k in keys], strict=True)}
+            try:
+                cg.load()
+                rep = validate(cg, reference, trials=2, seed=seed)
+                us = time_like_baselines(cg, seed=seed) if rep.ok else None
+                t = Trial(v, rep.ok, us, "" if rep.ok else f"validation: {rep}")
+            except MirageError as e:
+                t = Trial(v, False, None, f"{type(e).__name__}: {str(e).splitlines()[0]}")
+            t_c = cg if t.valid else None
+            out.append(t)
+            cache.log({"graph": graph.key, "toolchain": tc.key(), "gpu": tc.gpu,
+                       "schedules": {k: s.to_dict() for k, s in v.items()}, "valid": t.valid,
+                       "us": t.us, "error": t.error[:300], "method": "cuda-graph replay, L2 "
+                       "flushed (256 MB memset) before each of 100 runs, median",
+                       "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                       **(context or {})})
+            if t_c is not None:
+                best_compiled[_skey(v)] = t_c
+        return out
+
+    best_compiled: dict[str, CompiledGraph] = {}
+    cached = cache.lookup(graph, tc)
+    if cached is not None and set(cached) == set(keys):
+        got = measure([cached])
+        trials += got
+        if got and got[0].valid and got[0].us is not None:
+            return Tuned(best_compiled[_skey(cached)], cached, got[0].us, None, trials, True)
+    current = {k: Schedule() for k in keys}
+    got = measure([current])
+    trials += got
+    default_us = got[0].us if got and got[0].valid else None
+    best_us = default_us
+    for k in keys:
+        cands = [s for s in candidate_schedules(bgs[k], sms, max_per_kernel) if s != current[k]]
+        if not cands:
+            continue
+        variants = [{**current, k: s} for s in cands]
+        res = measure(variants)
+        trials += res
+        for t in res:
+            if t.valid and t.us is not None and (best_us is None or t.us < best_us):
+                best_us, current = t.us, dict(t.schedules)
+    if best_us is None:
+        return None
+    cache.store(graph, tc, current, best_us)
+    return Tuned(best_compiled[_skey(current)], current, best_us, default_us, trials, False)
+
+
+def _skey(v: Mapping[str, Schedule]) -> str:
+    return json.dumps({k: v[k].key for k in sorted(v)})
+
+
+def _sched_of(cg: CompiledGraph, key: str) -> Schedule:
+    for la, k in zip(cg.launches, cg.kernels, strict=True):
+        if la.graph.key == key:
+            return k.schedule
+    raise MirageError(f"no kernel for block graph {key[:12]}")
+
+
+def _sm_count(rt: Any) -> int:
+    try:
+        a = rt.drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+        return int(rt.ck(rt.drv.cuDeviceGetAttribute(a, rt.dev), "attr"))
+    except Exception:  # pragma: no cover - every driver has the attribute
+        return DEFAULT_SM_COUNT

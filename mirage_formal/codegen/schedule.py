@@ -1,0 +1,148 @@
+"""Thread-level schedules: every choice a block graph leaves open, as one value.
+
+A μGraph fixes *what* each thread block computes (DESIGN.md's normative semantics); a
+:class:`Schedule` fixes *how*: threads per block, tensor-core use, register prefetch depth,
+the cp.async pipeline's depth and shared-memory budget, ldmatrix fragments, and a **split**
+of the for-loop over extra blocks. No schedule changes the function a kernel computes; every
+one is validated on the GPU before it is timed, cached or returned.
+
+The split (split-K in GEMM terms) runs a block graph with grid (gx·S, gy, gz): block
+(bx·S + s, by, bz) runs iterations [s·F/S, (s+1)·F/S) of block (bx, by, bz)'s loop into its own
+accumulators, writes them to a global workspace, and the last of the S blocks to arrive (an
+atomic ticket per original block) sums the S partial accumulators in the fixed order
+s = 0..S-1 — deterministic, whichever block arrives last — resets the ticket, and runs the
+post-loop ops and output savers. It pays when gx·gy·gz blocks cannot fill the GPU's SMs.
+
+:func:`candidate_schedules` proposes a small set of schedules for one block graph from rules
+(blocks vs SM count, loop length, tile sizes); the autotuner (:mod:`autotune`) measures them.
+
+Imports ``ir`` only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from mirage_formal.errors import GraphError
+from mirage_formal.ir.graph import BlockGraph
+
+#: streaming multiprocessors of the H100 SXM / H200 (the default target)
+DEFAULT_SM_COUNT = 132
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How one block graph runs on the GPU; every combination computes the same function.
+
+    ``threads``: threads per block (None: the block graph's own). ``split``: the for-loop is
+    split over this many blocks per grid block, with a deterministic combine (1: no split;
+    must divide the loop range). ``mma``: fp16 tile products on tensor cores (``mma.sync``
+    m16n8k16, fp32 accumulation). ``prefetch``: inside the loop, global loads of the next
+    iterations' tiles are issued into registers before this iteration's compute (up to
+    ``prefetch_depth`` iterations ahead, ``prefetch_regs`` x 16 bytes per thread).
+    ``async_copy``: per-iteration fp16 tiles read only by tensor-core matmuls stay raw fp16 in
+    shared memory, in a ring of ``async_stages`` stages filled by ``cp.async`` (fewer while
+    all stages would exceed ``async_stage_bytes``); ``ldmatrix``: their fragments come from
+    ``ldmatrix`` where the shape allows.
+    """
+
+    threads: int | None = None
+    split: int = 1
+    mma: bool = True
+    prefetch: bool = True
+    prefetch_regs: int = 16
+    prefetch_depth: int = 4
+    async_copy: bool = True
+    ldmatrix: bool = True
+    async_stages: int = 4
+    async_stage_bytes: int = 48 * 1024
+
+    def __post_init__(self) -> None:
+        if self.threads is not None and not (32 <= self.threads <= 1024 and self.threads % 32 == 0):
+            raise GraphError(f"schedule: threads must be a multiple of 32 in [32, 1024], "
+                             f"got {self.threads}")
+        if self.split < 1:
+            raise GraphError(f"schedule: split must be >= 1, got {self.split}")
+        if self.async_stages < 2 or self.prefetch_depth < 1 or self.prefetch_regs < 0:
+            raise GraphError("schedule: async_stages >= 2, prefetch_depth >= 1 and "
+                             "prefetch_regs >= 0 are required")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Schedule:
+        fields = set(cls.__dataclass_fields__)
+        unknown = set(d) - fields
+        if unknown:
+            raise GraphError(f"schedule: unknown fields {sorted(unknown)}")
+        return cls(**d)
+
+    @property
+    def key(self) -> str:
+        """A stable text key (cache keys, kernel names)."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    def short(self) -> str:
+        """A short human label: only the fields that differ from the default."""
+        base = Schedule()
+        diff = [f"{k}={v}" for k, v in self.to_dict().items() if getattr(base, k) != v]
+        return ",".join(diff) or "default"
+
+
+#: the emitter's fallback: no tensor cores, no prefetching, no cp.async (the simplest code)
+SIMPLE = Schedule(mma=False, prefetch=False, async_copy=False, ldmatrix=False)
+
+
+def split_ok(bg: BlockGraph, split: int) -> bool:
+    """``split`` divides the loop and the block graph has accumulators to combine."""
+    if split == 1:
+        return True
+    return bg.forloop % split == 0 and bg.forloop >= split and any(
+        n.op == "accum" for n in bg.nodes)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
+                        limit: int = 8) -> list[Schedule]:
+    """A few schedules worth measuring for ``bg``, the default first (rules, not a search).
+
+    - threads: the block graph's own, and 256 when a tile has enough elements to keep 8
+      warps busy (>= 2048 elements in the largest tile);
+    - split: when the grid has fewer blocks than about 1.5 waves over the SMs and the loop is
+      long, the smallest divisors S of F that reach one and two full waves (gx·gy·gz·S >= SMs,
+      >= 2·SMs), each with F/S >= 2 iterations left per block;
+    - a 2-stage cp.async ring beside the default's 4 (less shared memory, more blocks per SM).
+    """
+    base = Schedule()
+    blocks = math.prod(bg.grid)
+    largest = max((math.prod(n.shape) for n in bg.nodes), default=1)
+    threads: list[int | None] = [None]
+    if bg.threads < 256 and largest >= 2048:
+        threads.append(256)
+    splits = [1]
+    if blocks < 1.5 * sm_count and bg.forloop >= 4:
+        for want in (sm_count, 2 * sm_count):
+            s = next((d for d in _divisors(bg.forloop)
+                      if d > 1 and blocks * d >= want and bg.forloop // d >= 2), None)
+            if s is not None and s not in splits and split_ok(bg, s):
+                splits.append(s)
+    out: list[Schedule] = []
+    for s in splits:
+        for t in threads:
+            out.append(replace(base, threads=t, split=s))
+    if bg.forloop >= 4:
+        out.append(replace(base, async_stages=2, split=splits[-1]))
+    seen: set[str] = set()
+    uniq = []
+    for sc in out:
+        if sc.key not in seen:
+            seen.add(sc.key)
+            uniq.append(sc)
+    return uniq[:limit]
