@@ -101,6 +101,12 @@ __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
   return *reinterpret_cast<unsigned*>(&h);
 }
 
+// Two adjacent fp32 values (8-byte aligned) as a half2 fragment register: one 64-bit load.
+__device__ __forceinline__ unsigned pack_f2(const float* p) {
+  const float2 v = *reinterpret_cast<const float2*>(p);
+  return pack_half2(v.x, v.y);
+}
+
 // Pack two halves into one register (low = first).
 __device__ __forceinline__ unsigned pack_h2(__half lo, __half hi) {
   __half2 h = __halves2half2(lo, hi);

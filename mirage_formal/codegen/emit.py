@@ -202,6 +202,9 @@ class _Emitter:
         self.buf: dict[Node, str] = {}
         self.nvar = 0
         self.smem_limit = smem_limit
+        #: skinny matmuls streamed through registers (Schedule.gemv): matmul -> its B tile
+        self.gemv: dict[Node, Node] = {n: n.src[1] for n in self.nodes if self._gemv_ok(n)}
+        self.gemv_b = set(self.gemv.values())
         self.set_layout({n for n in self.nodes if self._raw_ok(n)})
 
     def set_layout(self, raw: set[Node]) -> None:
@@ -244,6 +247,26 @@ class _Emitter:
         return (n.op == "matmul" and self.opts.mma and self.warp_ok()
                 and all(s.dtype is DType.F16 for s in n.src))
 
+    def _gemv_ok(self, n: Node) -> bool:
+        """Matmul ``n`` can stream its B tile through registers (see Schedule.gemv): it folds
+        into a plain accumulator, has at most 8 rows and no batch, and B is a per-iteration
+        fp16 iterator tile read only by ``n`` whose 16-byte vectors divide evenly over the
+        threads, each thread keeping one column vector (threads % (N/8) == 0, N/8 a power of
+        two up to 32 or a multiple of 32)."""
+        if not self.opts.gemv or n not in self.fused or len(n.shape) != 2 or n.shape[0] > 8:
+            return False
+        A, B = n.src
+        if B.op != ITER or B.attr("fmap") == -1 or self.bg.forloop < 2 or self.consumers[B] != [n]:
+            return False
+        if A is B or B in self.out_nodes:
+            return False
+        shape, dt = self.bg.inputs[B.attr("input")]
+        K, N = B.shape
+        nc = N // 8
+        return (dt is DType.F16 and B.dtype is DType.F16 and N % 8 == 0 and shape[-1] % 8 == 0
+                and self.T % nc == 0 and (K * nc) % self.T == 0
+                and (((nc & (nc - 1)) == 0 and nc <= 32) or nc % 32 == 0))
+
     def _raw_ok(self, n: Node) -> bool:
         """Iterator tile ``n`` can stay raw fp16 in shared memory, filled by cp.async: it
         changes every iteration of a real loop, is stored as fp16 with 16-byte rows in global
@@ -255,7 +278,8 @@ class _Emitter:
         shape, dt = self.bg.inputs[n.attr("input")]
         cs = self.consumers[n]
         return (dt is DType.F16 and n.dtype is DType.F16 and n.shape[-1] % 8 == 0
-                and shape[-1] % 8 == 0 and bool(cs) and all(self._mma(c) for c in cs))
+                and shape[-1] % 8 == 0 and bool(cs)
+                and all(self._mma(c) and c not in self.gemv for c in cs))
 
     def stage_halves(self, n: Node) -> int:
         """Halves of one stage of raw tile ``n`` (16-byte multiple)."""
@@ -379,7 +403,7 @@ class _Emitter:
         last: dict[Node, int] = {}
         scratch: dict[Node, int] = {}
         for i, (kind, x) in enumerate(steps):
-            if kind in ("zero", "load", "op") and isinstance(x, Node):
+            if kind in ("zero", "load", "op") and isinstance(x, Node) and x not in self.gemv_b:
                 defined.setdefault(self.epi.get(x, x), i)
                 if kind == "op" and x.op == "rms_norm":
                     scratch[x] = i
@@ -402,7 +426,17 @@ class _Emitter:
         for n, i in scratch.items():
             rows = math.prod(n.shape[:-1])
             bufs[f"r{self.ids[n]}"] = Buffer(f"r{self.ids[n]}", rows, i, i)
+        for n in self.gemv:
+            # cross-thread reduction of the register accumulators, once after the loop
+            name = f"g{self.ids[n]}"
+            bufs[name] = Buffer(name, self.gemv_rows(n) * math.prod(n.shape), q, q)
+            self.buf[n] = name
         return steps, p, q, bufs
+
+    def gemv_rows(self, n: Node) -> int:
+        """Partial sums per output element left after the in-warp shuffles of gemv ``n``."""
+        nc = n.shape[1] // 8
+        return self.T // 32 if nc <= 32 else self.T // nc
 
     # ------------------------------------------------------------ code per step
     def loop_over(self, shape: Sequence[int], body: list[str], ind: str, var: str = "i") -> list[str]:
@@ -430,6 +464,8 @@ class _Emitter:
             return self.loop_over(x.shape, [f"{ind}  {b}[i] = 0.f;"], ind)
         if kind == "load":
             assert isinstance(x, Node)
+            if x in self.gemv_b:
+                return []  # streamed into registers by its matmul's gemv step
             return self.emit_load(x, ind)
         if kind == "out":
             assert isinstance(x, int)
@@ -449,6 +485,8 @@ class _Emitter:
             return self.emit_acc(x, ind)
         if kind == "mma_acc":
             assert isinstance(x, Node)
+            if x in self.gemv:
+                return self.emit_gemv_step(x, ind)
             return self.emit_matmul(x, self.fused[x], True, ind)
         assert isinstance(x, Node)
         if x.op == "matmul":
@@ -645,6 +683,12 @@ class _Emitter:
         if xa:
             row = "tm * 16 + (lane & 15)" if M % 16 == 0 else f"min(tm * 16 + (lane & 15), {M - 1})"
             frag_a = [f"{i3}mf::ldsm_x4(fa, pa + ({row}) * {lda} + k0 + (lane >> 4) * 8);"]
+        elif not ra and not mk and not kk and lda % 2 == 0:
+            # fp32 A tile, no bounds checks: each fragment register is one 8-byte pair
+            frag_a = [f"{i3}fa[0] = mf::pack_f2(pa + r0 * {lda} + ka);",
+                      f"{i3}fa[1] = mf::pack_f2(pa + r1 * {lda} + ka);",
+                      f"{i3}fa[2] = mf::pack_f2(pa + r0 * {lda} + kb);",
+                      f"{i3}fa[3] = mf::pack_f2(pa + r1 * {lda} + kb);"]
         else:
             frag_a = [f"{i3}fa[0] = {pka}({la('r0', 'ka')}, {la('r0', '(ka + 1)')});",
                       f"{i3}fa[1] = {pka}({la('r1', 'ka')}, {la('r1', '(ka + 1)')});",
@@ -766,6 +810,75 @@ class _Emitter:
         apply = self.loop_over(n.shape, [f"{ind}  {dst}[i] = {xb}[{xi}] * {r}[i / {L}]{gain};"], ind)
         return [*stat, f"{ind}__syncthreads();", *apply]
 
+    def emit_gemv_step(self, n: Node, ind: str) -> list[str]:
+        """One loop iteration of gemv ``n``: thread t holds column vector cv = t % (N/8) of B
+        and rows kg, kg + T/(N/8), ...; each 16-byte B vector (from the prefetch registers
+        when B is staged, else loaded here, all before the first use) is multiplied by the
+        matching A column (fp32 tile in shared memory) into ``ga{id}[m*8 + j]``."""
+        A, B = n.src
+        K, N = B.shape
+        M = n.shape[0]
+        nc = N // 8
+        kg_n = self.T // nc
+        P = K * nc // self.T
+        i = self.ids[n]
+        lines = [f"{ind}{{", f"{ind}  const int cv = threadIdx.x % {nc}, kg = threadIdx.x / {nc};"]
+        if B in self.staged_set:
+            src = f"gs{self.ids[B]}"  # this iteration's copy of B's prefetch registers
+        else:
+            decls, idx = multi_index(B.shape, "e", "t")
+            src = f"gw{i}"
+            lines += [f"{ind}  uint4 {src}[{P}];", f"{ind}  #pragma unroll",
+                      f"{ind}  for (int p = 0; p < {P}; ++p) {{",
+                      f"{ind}    const int e = (threadIdx.x + p * {self.T}) * 8;",
+                      *[f"{ind}    {d}" for d in decls],
+                      f"{ind}    {src}[p] = mf::ld_raw(&{self.iter_ref(B, idx)});", f"{ind}  }}"]
+        a = self.buf[A]
+        lines += [f"{ind}  #pragma unroll", f"{ind}  for (int p = 0; p < {P}; ++p) {{",
+                  f"{ind}    const int k = kg + p * {kg_n};",
+                  f"{ind}    float w[8];",
+                  f"{ind}    mf::unpack_vec({src}[p], w, (half*)nullptr);",
+                  f"{ind}    #pragma unroll",
+                  f"{ind}    for (int m = 0; m < {M}; ++m) {{",
+                  f"{ind}      const float x = {a}[{self.addr(A, ['m', 'k'])}];",
+                  f"{ind}      #pragma unroll",
+                  f"{ind}      for (int j = 0; j < 8; ++j) ga{i}[m * 8 + j] += x * w[j];",
+                  f"{ind}    }}", f"{ind}  }}", f"{ind}}}"]
+        return lines
+
+    def emit_gemv_reduce(self, n: Node, ind: str) -> list[str]:
+        """After the loop: sum gemv ``n``'s register accumulators over the threads that share
+        a column vector (xor shuffles inside a warp, then shared memory across warps) and add
+        them to its accumulator tile."""
+        M, N = n.shape
+        nc = N // 8
+        i = self.ids[n]
+        red = self.buf[n]
+        acc = self.fused[n]
+        R = self.gemv_rows(n)
+        lines = [f"{ind}{{", f"{ind}  const int cv = threadIdx.x % {nc};"]
+        if nc < 32:
+            lines += [f"{ind}  #pragma unroll", f"{ind}  for (int e = 0; e < {M * 8}; ++e) {{",
+                      f"{ind}    float v = ga{i}[e];",
+                      f"{ind}    #pragma unroll",
+                      f"{ind}    for (int o = {nc}; o < 32; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);",
+                      f"{ind}    ga{i}[e] = v;", f"{ind}  }}",
+                      f"{ind}  if (threadIdx.x % 32 < {nc}) {{",
+                      f"{ind}    float* r = {red} + (threadIdx.x / 32) * {M * N};"]
+        else:
+            lines += [f"{ind}  {{", f"{ind}    float* r = {red} + (threadIdx.x / {nc}) * {M * N};"]
+        lines += [f"{ind}    #pragma unroll", f"{ind}    for (int m = 0; m < {M}; ++m)",
+                  f"{ind}      #pragma unroll",
+                  f"{ind}      for (int j = 0; j < 8; ++j) r[m * {N} + cv * 8 + j] = ga{i}[m * 8 + j];",
+                  f"{ind}  }}", f"{ind}}}", f"{ind}__syncthreads();"]
+        decls, idx = multi_index(n.shape, "e", "t")
+        lines += [f"{ind}for (int e = threadIdx.x; e < {M * N}; e += {self.T}) {{",
+                  *[f"{ind}  {d}" for d in decls], f"{ind}  float s = 0.f;",
+                  f"{ind}  for (int r = 0; r < {R}; ++r) s += {red}[r * {M * N} + e];",
+                  f"{ind}  {self.buf[acc]}[{self.addr(acc, idx)}] += s;", f"{ind}}}",
+                  f"{ind}__syncthreads();"]
+        return lines
+
     def emit_split_combine(self, accs: Sequence[Node], ws_base: int) -> tuple[list[str], int]:
         """Combine the accumulators of the ``split`` blocks of one grid block: each writes its
         partial accumulators to the workspace; the last to take a ticket sums all partials in
@@ -846,15 +959,22 @@ class _Emitter:
         staged: list[Node] = []
         if self.opts.prefetch and bg.forloop > 1:
             budget = self.opts.prefetch_regs
-            for kind, x in steps[p:q]:
-                if kind == "load" and isinstance(x, Node) and self.vec_load(x):
+            loads = [x for kind, x in steps[p:q] if kind == "load" and isinstance(x, Node)]
+            # streamed gemv B tiles first: they have no other way to get ahead of their use
+            for x in sorted(loads, key=lambda x: x not in self.gemv_b):
+                if self.vec_load(x):
                     r = self.prefetch_regs(x)
                     if r <= budget:
                         staged.append(x)
                         budget -= r
+        self.staged_set = set(staged)
         F = self.FL  # iterations this block runs (the whole loop unless split)
         tot = sum(self.prefetch_regs(x) for x in staged)
         D = max(1, min(self.opts.prefetch_depth, self.opts.prefetch_regs // tot, F)) if tot else 1
+        for n in self.gemv:
+            lines.append(f"  float ga{self.ids[n]}[{n.shape[0] * 8}];")
+            lines.append("  #pragma unroll")
+            lines.append(f"  for (int e = 0; e < {n.shape[0] * 8}; ++e) ga{self.ids[n]}[e] = 0.f;")
         for s in steps[:p]:
             lines += self.emit_step(s, "  ")
         raw = sorted(self.raw, key=self.ids.__getitem__)
@@ -892,7 +1012,15 @@ class _Emitter:
                     lines.append(f"{ind}mf::cp_async_commit();")
                     lines.append(f"{ind}mf::cp_async_wait<{S - 1}>();")
                 for x in staged:
-                    lines += self.emit_unstage(x, ind, st)
+                    if x not in self.gemv_b:
+                        lines += self.emit_unstage(x, ind, st)
+                    else:
+                        # the refill below reuses this stage's registers: keep a copy for gemv
+                        P = self.prefetch_regs(x)
+                        lines += [f"{ind}uint4 gs{self.ids[x]}[{P}];",
+                                  f"{ind}#pragma unroll",
+                                  f"{ind}for (int p = 0; p < {P}; ++p) gs{self.ids[x]}[p] = "
+                                  f"pf{self.ids[x]}_{st}[p];"]
                 if staged or raw:
                     lines.append(f"{ind}__syncthreads();")
                     lines.append(f"{ind}if (it + {D} < {F}) {{")
@@ -908,6 +1036,8 @@ class _Emitter:
             lines.append("  }")
         if raw:
             lines.append("  mf::cp_async_wait<0>();")
+        for n in sorted(self.gemv, key=self.ids.__getitem__):
+            lines += self.emit_gemv_reduce(n, "  ")
         combine_floats = 0
         if SP > 1:
             accs = [n for n in self.nodes if n.op == "accum"]

@@ -59,6 +59,11 @@ class Schedule:
     ldmatrix: bool = True
     async_stages: int = 4
     async_stage_bytes: int = 48 * 1024
+    #: skinny matmuls (at most 8 rows, no batch) folded into a sum accumulator stream their
+    #: fp16 B tile from global memory straight into registers (16-byte loads, prefetched
+    #: with the register pipeline) and keep the accumulator in registers for the whole loop,
+    #: reduced across threads once after it: no shared-memory staging, no tensor cores
+    gemv: bool = False
 
     def __post_init__(self) -> None:
         if self.threads is not None and not (32 <= self.threads <= 1024 and self.threads % 32 == 0):
@@ -110,7 +115,7 @@ def _divisors(n: int) -> list[int]:
 
 
 def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
-                        limit: int = 8) -> list[Schedule]:
+                        limit: int = 12) -> list[Schedule]:
     """A few schedules worth measuring for ``bg``, the default first (rules, not a search).
 
     - threads: the block graph's own, and 256 when a tile has enough elements to keep 8
@@ -118,6 +123,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     - split: when the grid has fewer blocks than about 1.5 waves over the SMs and the loop is
       long, the smallest divisors S of F that reach one and two full waves (gx·gy·gz·S >= SMs,
       >= 2·SMs), each with F/S >= 2 iterations left per block;
+    - gemv (register streaming) for each of these when a matmul has at most 8 rows and reads
+      an iterator as B;
     - a 2-stage cp.async ring beside the default's 4 (less shared memory, more blocks per SM).
     """
     base = Schedule()
@@ -133,10 +140,17 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
                       if d > 1 and blocks * d >= want and bg.forloop // d >= 2), None)
             if s is not None and s not in splits and split_ok(bg, s):
                 splits.append(s)
+    skinny = any(n.op == "matmul" and len(n.shape) == 2 and n.shape[0] <= 8
+                 and n.src[1].op == "iter" for n in bg.nodes)
     out: list[Schedule] = []
     for s in splits:
         for t in threads:
             out.append(replace(base, threads=t, split=s))
+            if skinny and bg.forloop > 1:
+                out.append(replace(base, threads=t, split=s, gemv=True))
+    if skinny and bg.forloop > 1:
+        # a deeper register pipeline for the streamed tiles (more bytes in flight per thread)
+        out.append(replace(base, threads=threads[-1], split=splits[-1], gemv=True, prefetch_regs=32))
     if bg.forloop >= 4:
         out.append(replace(base, async_stages=2, split=splits[-1]))
     seen: set[str] = set()

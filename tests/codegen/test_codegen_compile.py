@@ -168,3 +168,20 @@ def test_no_driver_is_compile_only(cache: Path) -> None:
         cg.load()
     with pytest.raises(NoGPUError):
         compile_graph(workloads.program("lora", 1), cache=cache, load=True)
+
+
+@pytest.mark.parametrize("name", sorted(workloads.PROGRAMS))
+def test_every_candidate_schedule_compiles(name: str, cache: Path) -> None:
+    """Every schedule the autotuner may try for the program's kernels and the hand-written
+    μGraph (splits forced by pretending the GPU has many SMs) compiles for sm_90."""
+    from mirage_formal.codegen import Schedule, candidate_schedules, launches
+
+    graphs = [workloads.program(name, 1)]
+    if name in workloads.HANDWRITTEN:
+        graphs.append(workloads.handwritten(name, 1))
+    for g in graphs:
+        for la in launches(g, 128):
+            for sched in candidate_schedules(la.graph, sm_count=4096):
+                cg = compile_graph(g, arch="sm_90", load=False, cache=cache,
+                                   schedules={la.graph.key: sched})
+                assert cg.kernels and all(isinstance(k.schedule, Schedule) for k in cg.kernels)
