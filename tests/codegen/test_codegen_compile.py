@@ -172,8 +172,9 @@ def test_no_driver_is_compile_only(cache: Path) -> None:
 
 @pytest.mark.parametrize("name", sorted(workloads.PROGRAMS))
 def test_every_candidate_schedule_compiles(name: str, cache: Path) -> None:
-    """Every schedule the autotuner may try for the program's kernels and the hand-written
-    μGraph (splits forced by pretending the GPU has many SMs) compiles for sm_90."""
+    """The schedules the autotuner may try for the program's kernels and the hand-written
+    μGraph (splits forced by pretending the GPU has many SMs; every other one and the last,
+    so each kind — split, gemv, threads, ring depth — is compiled) compile for sm_90."""
     from mirage_formal.codegen import Schedule, candidate_schedules, launches
 
     graphs = [workloads.program(name, 1)]
@@ -181,7 +182,8 @@ def test_every_candidate_schedule_compiles(name: str, cache: Path) -> None:
         graphs.append(workloads.handwritten(name, 1))
     for g in graphs:
         for la in launches(g, 128):
-            for sched in candidate_schedules(la.graph, sm_count=4096):
+            cands = candidate_schedules(la.graph, sm_count=4096)
+            for sched in {*cands[::2], cands[-1]}:  # a sample that keeps CI in seconds
                 cg = compile_graph(g, arch="sm_90", load=False, cache=cache,
                                    schedules={la.graph.key: sched})
                 assert cg.kernels and all(isinstance(k.schedule, Schedule) for k in cg.kernels)
