@@ -32,7 +32,7 @@ from typing import Any
 from mirage_formal.errors import MirageError
 from mirage_formal.formal import DEFAULT_SETS, Oracle
 from mirage_formal.ir.graph import KernelGraph
-from mirage_formal.ir.serialize import atomic_write_text, dumps_ugraphs
+from mirage_formal.ir.serialize import atomic_write_text, dumps_ugraphs, ugraph_to_json
 from mirage_formal.search import (
     Chain,
     Cost,
@@ -162,7 +162,10 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
     best_cg: Any = None
     best_us = math.inf
     for a in accepted[:top]:
-        tuned = tune(a.graph, program, seed=seed or 0)
+        # every trial is logged with the μGraph and its estimate: data for the cost model
+        tuned = tune(a.graph, program, seed=seed or 0,
+                     context={"ugraph": ugraph_to_json(a.graph),
+                              "estimated_us": a.cost.seconds * 1e6})
         if tuned is None:
             a.validation = "no schedule validated"
             notes.append(f"candidate {a.graph.key[:12]} FAILED validation under every schedule "

@@ -19,6 +19,7 @@ Imports ``ir`` and the rest of ``codegen`` (and ``semantics`` through validation
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import hashlib
 import json
@@ -145,15 +146,26 @@ def _compile_job(args: tuple[str, str, str | None]) -> bytes:
     return compile_cubin(src, arch, cache=cache)
 
 
+_POOL: dict[int, ProcessPoolExecutor] = {}
+
+
+def _pool(jobs: int) -> ProcessPoolExecutor:
+    """One compile pool per process and size, started once (spawned: never fork a process
+    that holds a CUDA context) and shut down at exit."""
+    ex = _POOL.get(jobs)
+    if ex is None:
+        ex = _POOL[jobs] = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+        atexit.register(ex.shutdown, wait=False, cancel_futures=True)
+    return ex
+
+
 def compile_variants(graph: KernelGraph, variants: Sequence[Mapping[str, Schedule]], arch: str,
                      jobs: int = 1, cache: str | None = None) -> list[CompiledGraph]:
     """Emit and compile ``graph`` under each schedule map (NVRTC in ``jobs`` processes)."""
     emitted = [emit_graph(graph, schedules=v) for v in variants]
     args = [(src, arch, cache) for src, _, _ in emitted]
     if jobs > 1 and len(args) > 1:
-        ctx = multiprocessing.get_context("spawn")  # never fork a process holding a CUDA context
-        with ProcessPoolExecutor(min(jobs, len(args)), mp_context=ctx) as ex:
-            cubins = list(ex.map(_compile_job, args))
+        cubins = list(_pool(jobs).map(_compile_job, args))
     else:
         cubins = [_compile_job(a) for a in args]
     return [CompiledGraph(graph, src, cub, arch, ls, ks)
@@ -217,7 +229,7 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
             v = {k: s for k, s in zip(keys, [_sched_of(cg, k) for k in keys], strict=True)}
             try:
                 cg.load()
-                rep = validate(cg, reference, trials=2, seed=seed)
+                rep = validate(cg, reference, trials=2, seed=seed, memo=memo)
                 us = time_like_baselines(cg, seed=seed) if rep.ok else None
                 t = Trial(v, rep.ok, us, "" if rep.ok else f"validation: {rep}")
             except MirageError as e:
@@ -235,6 +247,7 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
         return out
 
     best_compiled: dict[str, CompiledGraph] = {}
+    memo: dict[Any, Any] = {}  # inputs and float64 reference, shared by every variant
     cached = cache.lookup(graph, tc)
     if cached is not None and set(cached) == set(keys):
         got = measure([cached])
