@@ -277,9 +277,12 @@ class _Emitter:
             return False
         shape, dt = self.bg.inputs[n.attr("input")]
         cs = self.consumers[n]
+        # consumers: tensor-core matmuls, or gemv matmuls reading it as B (16-byte vectors
+        # from the ring instead of prefetch registers); a gemv reads its A as fp32
         return (dt is DType.F16 and n.dtype is DType.F16 and n.shape[-1] % 8 == 0
                 and shape[-1] % 8 == 0 and bool(cs)
-                and all(self._mma(c) and c not in self.gemv for c in cs))
+                and all((c.src[1] is n and c.src[0] is not n) if c in self.gemv else self._mma(c)
+                        for c in cs))
 
     def stage_halves(self, n: Node) -> int:
         """Halves of one stage of raw tile ``n`` (16-byte multiple)."""
@@ -823,7 +826,15 @@ class _Emitter:
         P = K * nc // self.T
         i = self.ids[n]
         lines = [f"{ind}{{", f"{ind}  const int cv = threadIdx.x % {nc}, kg = threadIdx.x / {nc};"]
-        if B in self.staged_set:
+        if B in self.raw:
+            # B's cp.async ring: this iteration's stage, rows padded to ld halves
+            src = f"gw{i}"
+            lines += [f"{ind}  const __half* gb{i} = {self.buf[B]} + (it % {self.stages}) * "
+                      f"{self.stage_halves(B)};",
+                      f"{ind}  uint4 {src}[{P}];", f"{ind}  #pragma unroll",
+                      f"{ind}  for (int p = 0; p < {P}; ++p) {src}[p] = *reinterpret_cast<const uint4*>("
+                      f"gb{i} + (kg + p * {kg_n}) * {self.ld[B]} + cv * 8);"]
+        elif B in self.staged_set:
             src = f"gs{self.ids[B]}"  # this iteration's copy of B's prefetch registers
         else:
             decls, idx = multi_index(B.shape, "e", "t")

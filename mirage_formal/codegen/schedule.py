@@ -115,7 +115,7 @@ def _divisors(n: int) -> list[int]:
 
 
 def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
-                        limit: int = 12) -> list[Schedule]:
+                        limit: int = 18) -> list[Schedule]:
     """A few schedules worth measuring for ``bg``, the default first (rules, not a search).
 
     - threads: the block graph's own, and 256 when a tile has enough elements to keep 8
@@ -149,8 +149,15 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
             if skinny and bg.forloop > 1:
                 out.append(replace(base, threads=t, split=s, gemv=True))
     if skinny and bg.forloop > 1:
-        # a deeper register pipeline for the streamed tiles (more bytes in flight per thread)
-        out.append(replace(base, threads=threads[-1], split=splits[-1], gemv=True, prefetch_regs=32))
+        # deeper pipelines for the streamed tiles: a long cp.async ring in shared memory (the
+        # gemv reads 16-byte vectors from it), or more prefetch registers per thread
+        for s in splits[1:] or splits:
+            out.append(replace(base, threads=threads[-1], split=s, gemv=True, async_stages=8,
+                               async_stage_bytes=160 * 1024))
+        out.append(replace(base, threads=threads[-1], split=splits[-1], gemv=True,
+                           async_stages=4, async_stage_bytes=72 * 1024))
+        out.append(replace(base, threads=threads[-1], split=splits[-1], gemv=True, async_copy=False,
+                           prefetch_regs=48, prefetch_depth=6))
     if bg.forloop >= 4:
         out.append(replace(base, async_stages=2, split=splits[-1]))
     seen: set[str] = set()
