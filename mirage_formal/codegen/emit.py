@@ -142,6 +142,8 @@ class _Expr:
         em = self.em
         if n in em.buf and not compute:
             v = f"{em.buf[n]}[{em.addr(n, idx)}]"
+            if n in em.half:
+                v = f"__half2float({v})"
         elif n.op == ITER:
             v = em.var()
             self.lines.append(f"const float {v} = mf::to_f({em.iter_ref(n, idx)});")
@@ -205,6 +207,8 @@ class _Emitter:
         #: skinny matmuls streamed through registers (Schedule.gemv): matmul -> its B tile
         self.gemv: dict[Node, Node] = {n: n.src[1] for n in self.nodes if self._gemv_ok(n)}
         self.gemv_b = set(self.gemv.values())
+        #: computed tiles stored as fp16 in shared memory (Schedule.half_tiles)
+        self.half = {n for n in self.nodes if self._half_ok(n)}
         self.set_layout({n for n in self.nodes if self._raw_ok(n)})
 
     def set_layout(self, raw: set[Node]) -> None:
@@ -229,6 +233,8 @@ class _Emitter:
                     elif ((s.op == ITER or REGISTRY[s.op].elementwise) and s not in self.inline
                             and s.shape[-1] % 4 == 0 and s.shape[-1] >= 8):
                         self.ld[s] = s.shape[-1] + 4
+        for n in self.half:  # fp16 rows padded by 8 halves, like the raw tiles (ldmatrix)
+            self.ld[n] = n.shape[-1] + 8
 
     # ------------------------------------------------------------ decisions
     def _inlinable(self, n: Node) -> bool:
@@ -246,6 +252,22 @@ class _Emitter:
         """Matmul ``n`` runs on tensor cores (``emit_matmul_mma``)."""
         return (n.op == "matmul" and self.opts.mma and self.warp_ok()
                 and all(s.dtype is DType.F16 for s in n.src))
+
+    def _half_ok(self, n: Node) -> bool:
+        """Tile ``n`` can be stored as fp16 (Schedule.half_tiles): a materialized elementwise
+        result (or a matmul epilogue's) with rows of 8-half multiples, no output, read only by
+        accumulators and, as operand A, by tensor-core matmuls."""
+        if not self.opts.half_tiles or n.op == ITER or n in self.inline or n in self.out_nodes:
+            return False
+        if n.op not in REGISTRY or not REGISTRY[n.op].elementwise or n in self.fused:
+            return False
+        if len(n.shape) < 2 or n.shape[-1] % 8 or n.shape[-1] < 16:
+            return False
+        cs = self.consumers[n]
+        return bool(cs) and any(c.op == "matmul" for c in cs) and all(
+            c.op == "accum" or (self._mma(c) and c.src[0] is n and c.src[1] is not n
+                                and c not in self.epi)
+            for c in cs)
 
     def _gemv_ok(self, n: Node) -> bool:
         """Matmul ``n`` can stream its B tile through registers (see Schedule.gemv): it folds
@@ -307,6 +329,8 @@ class _Emitter:
         """Floats of ``n``'s buffer (a raw tile: ``stages`` stages of padded fp16 rows)."""
         if n in self.raw:
             return self.stages * self.stage_halves(n) // 2
+        if n in self.half:
+            return -(-math.prod(n.shape[:-1]) * self.ld[n] // 2)
         return math.prod(n.shape[:-1]) * self.row(n)
 
     def var(self) -> str:
@@ -502,8 +526,9 @@ class _Emitter:
         if not d.elementwise:
             raise UnsupportedOpError(f"codegen: block op {x.op!r} has no lowering")
         b = self.buf[x]
-        return self.elem_loop(x.shape, ind,
-                              lambda ex, idx: [f"{b}[{self.addr(x, idx)}] = {ex.val(x, idx, True)};"])
+        cvt = "__float2half_rn" if x in self.half else ""
+        return self.elem_loop(x.shape, ind, lambda ex, idx: [
+            f"{b}[{self.addr(x, idx)}] = {cvt}({ex.val(x, idx, True)});"])
 
     def vec_width(self, dt: DType) -> int:
         return 16 // dt.itemsize
@@ -653,11 +678,12 @@ class _Emitter:
         # Raw fp16 operands (cp.async tiles) are read from the current stage; with ldmatrix
         # when K is a multiple of 16 (and, for B, N of 8). A's rows past M are clamped to row
         # M - 1: they only feed output rows that are not stored.
-        ra, rb = A in self.raw, B in self.raw
+        # fp16 tiles (raw cp.async stages, or half_tiles) are read as halves
+        ra, rb = A in self.raw or A in self.half, B in self.raw
         ldsm = self.opts.ldmatrix
         xa = ra and ldsm and K % 16 == 0 and A.shape[-2] == M
         xb = rb and ldsm and K % 16 == 0 and N % 8 == 0 and B.shape[-1] == N
-        if ra:
+        if A in self.raw:
             a = f"{a} + (it % {self.stages}) * {self.stage_halves(A)}"
         if rb:
             b = f"{b} + (it % {self.stages}) * {self.stage_halves(B)}"
@@ -708,10 +734,23 @@ class _Emitter:
 
         def st(r: str, c: str, v: str) -> str:
             cond = [x for x, need in ((f"{r} < {M}", mk), (f"{c} < {N}", nk)) if need]
-            s = f"{dst}[{self.addr(dnode, [*bidx, r, c])}] {op} {self.epilogue(dnode, v)};"
+            e = self.epilogue(dnode, v)
+            if dnode in self.half:
+                e = f"__float2half_rn({e})"
+            s = f"{dst}[{self.addr(dnode, [*bidx, r, c])}] {op} {e};"
             return f"if ({' && '.join(cond)}) {s}" if cond else s
 
         i2 = ind + "  "
+        if dnode in self.half and not mk and not nk and not add:
+            # fp16 destination, no bounds checks: each row's two adjacent values as one half2
+            def st2(r: str, v0: str, v1: str) -> str:
+                a0 = self.addr(dnode, [*bidx, r, "cc"])
+                return (f"{i2}*reinterpret_cast<__half2*>(&{dst}[{a0}]) = __floats2half2_rn("
+                        f"{self.epilogue(dnode, v0)}, {self.epilogue(dnode, v1)});")
+            stores = [st2("r0", "acc[0]", "acc[1]"), st2("r1", "acc[2]", "acc[3]")]
+        else:
+            stores = [f"{i2}{st('r0', 'cc', 'acc[0]')}", f"{i2}{st('r0', '(cc + 1)', 'acc[1]')}",
+                      f"{i2}{st('r1', 'cc', 'acc[2]')}", f"{i2}{st('r1', '(cc + 1)', 'acc[3]')}"]
         ta = "__half" if ra else "float"
         tb = "__half" if rb else "float"
         return [
@@ -731,10 +770,7 @@ class _Emitter:
             f"{i3}mf::mma_16816(acc, fa, fb);",
             f"{i2}}}",
             f"{i2}const int cc = tn * 8 + 2 * q;",
-            f"{i2}{st('r0', 'cc', 'acc[0]')}",
-            f"{i2}{st('r0', '(cc + 1)', 'acc[1]')}",
-            f"{i2}{st('r1', 'cc', 'acc[2]')}",
-            f"{i2}{st('r1', '(cc + 1)', 'acc[3]')}",
+            *stores,
             f"{ind}}}"]
 
     def emit_matmul_simple(self, n: Node, dnode: Node, add: bool, ind: str) -> list[str]:
@@ -758,7 +794,8 @@ class _Emitter:
                 f"{ind}  float s = 0.f;",
                 f"{ind}  #pragma unroll 8",
                 f"{ind}  for (int k = 0; k < {K}; ++k) s += pa[k] * pb[k * {self.row(B)}];",
-                f"{ind}  {self.buf[dnode]}[{self.addr(dnode, idx)}] {op} {self.epilogue(dnode, 's')};"]
+                f"{ind}  {self.buf[dnode]}[{self.addr(dnode, idx)}] {op} "
+                f"{'__float2half_rn' if dnode in self.half else ''}({self.epilogue(dnode, 's')});"]
         return self.loop_over(n.shape, body, ind)
 
     def emit_reduce(self, n: Node, ind: str) -> list[str]:
@@ -958,8 +995,13 @@ class _Emitter:
             lines.append(f"  float* wsb = ws + (size_t)(blockIdx.x + {gx * SP} * (blockIdx.y + {gy} * "
                          f"blockIdx.z)) * {plan.ws_floats};")
         raw_names = {self.buf[n] for n in self.raw}
+        half_names = {self.buf[n] for n in self.half if n in self.buf}
         for bname, bb in sorted(bufs.items()):
             base = "smem" if bb.space == "smem" else "wsb"
+            if bname in half_names:
+                lines.append(f"  __half* {bname} = reinterpret_cast<__half*>({base} + {bb.offset});"
+                             f"  // fp16 tile, {bb.size} floats, steps {bb.first}..{bb.last}")
+                continue
             if bname in raw_names:
                 lines.append(f"  __half* {bname} = reinterpret_cast<__half*>({base} + {bb.offset});"
                              f"  // raw fp16, {self.stages} stages, {bb.size} floats, steps "

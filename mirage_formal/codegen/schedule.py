@@ -64,6 +64,10 @@ class Schedule:
     #: with the register pipeline) and keep the accumulator in registers for the whole loop,
     #: reduced across threads once after it: no shared-memory staging, no tensor cores
     gemv: bool = False
+    #: elementwise tiles read only by tensor-core matmuls (as operand A) and accumulators —
+    #: attention's exp(QK) — are stored as fp16 in shared memory (rows padded by 8 halves),
+    #: so the matmul reads them with ldmatrix: half the shared-memory traffic of fp32 tiles
+    half_tiles: bool = False
 
     def __post_init__(self) -> None:
         if self.threads is not None and not (32 <= self.threads <= 1024 and self.threads % 32 == 0):
@@ -110,6 +114,10 @@ def split_ok(bg: BlockGraph, split: int) -> bool:
         n.op == "accum" for n in bg.nodes)
 
 
+def _consumers(bg: BlockGraph, n: object) -> list[Any]:
+    return [c for c in bg.nodes if n in c.src]
+
+
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
@@ -125,6 +133,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       >= 2·SMs), each with F/S >= 2 iterations left per block;
     - gemv (register streaming) for each of these when a matmul has at most 8 rows and reads
       an iterator as B;
+    - fp16 intermediate tiles (``half_tiles``) when a matmul reads a computed tile as A
+      (attention's exp(QK)·V), tried first;
     - a 2-stage cp.async ring beside the default's 4 (less shared memory, more blocks per SM).
     """
     base = Schedule()
@@ -158,6 +168,11 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
                            async_stages=4, async_stage_bytes=72 * 1024))
         out.append(replace(base, threads=threads[-1], split=splits[-1], gemv=True, async_copy=False,
                            prefetch_regs=48, prefetch_depth=6))
+    chained = any(n.op == "matmul" and n.src[0].op not in ("iter", "accum")
+                  and any(c.op == "matmul" for c in _consumers(bg, n.src[0])) for n in bg.nodes)
+    if chained:
+        for t in threads:
+            out.insert(1, replace(base, threads=t, half_tiles=True, split=splits[-1]))
     if bg.forloop >= 4:
         out.append(replace(base, async_stages=2, split=splits[-1]))
     seen: set[str] = set()

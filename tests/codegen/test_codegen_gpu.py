@@ -61,8 +61,13 @@ def test_small_workloads_validate(name: str) -> None:
     small = {"gqa": {"kv": 512}, "mha": {"kv": 512}, "mqa": {"kv": 512, "q": 64},
              "qknorm_gqa": {"kv": 512}, "rmsnorm": {"h": 256, "n": 512},
              "lora": {"n": 512}, "gated_mlp": {"k": 256, "n": 512}, "ntrans": {"h": 512}}[name]
+    tuned = [EmitOptions(threads=256, half_tiles=True, gemv=True),
+             EmitOptions(split=2, gemv=True, async_stages=8, async_stage_bytes=160 * 1024)]
     for b in (1, 3):
-        for o in OPTS[:3]:
+        for o in [*OPTS[:3], *tuned]:
+            if o.split > 1 and any(la.graph.forloop % o.split for la in
+                                   launches(workloads.program(name, b, **small), 128)):
+                o = EmitOptions(threads=256, half_tiles=True, gemv=True)
             cg = compile_graph(workloads.program(name, b, **small), opts=o)
             assert validate(cg, trials=2).ok, o
 
