@@ -69,6 +69,9 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=3, help="searched μGraphs per row (b=1)")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile+graph")
     ap.add_argument("--jobs", type=int, default=12)
+    ap.add_argument("--max-per-kernel", type=int, default=18, help="schedules tried per kernel")
+    ap.add_argument("--only-mirage", action="store_true",
+                    help="only Mirage's published μGraphs (with --mirage 99: all of them)")
     args = ap.parse_args()
     import torch
     import triton
@@ -93,11 +96,13 @@ def main() -> int:
             c(*xs)
             base["compile_graph_us"] = bench(graphed(c, xs))
         for label, g in candidates(name, b, args.mirage, args.top):
+            if args.only_mirage and not label.startswith("mirage"):
+                continue
             row: dict[str, Any] = {"workload": name, "b": b, "candidate": label,
                                    "kernels": len(g.kernels), **base}
             t = time.monotonic()
             try:
-                tuned = tune(g, prog, jobs=args.jobs, cache=cache,
+                tuned = tune(g, prog, jobs=args.jobs, cache=cache, max_per_kernel=args.max_per_kernel,
                              context={"workload": name, "batch": b, "candidate": label})
                 row["tune_s"] = round(time.monotonic() - t, 1)
                 if tuned is None:
@@ -131,6 +136,10 @@ def main() -> int:
                      f"{f(r.get('default_us'))} | {f(r.get('tuned_us'))} | "
                      f"{f(r.get('do_bench_graph_us'))} | {f(r.get('eager_graph_us'))} | "
                      f"{f(r.get('compile_graph_us'))} | {r.get('schedule', r.get('error', ''))} |")
+    ok = [r for r in rows if r.get("tuned_us") is not None]
+    beat = [r for r in ok if r["tuned_us"] <= r["eager_graph_us"]]
+    lines += ["", f"validated {len(ok)}/{len(rows)}; at least as fast as PyTorch eager+graph: "
+              f"{len(beat)}/{len(ok)}"]
     (out / "tune_bench.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
