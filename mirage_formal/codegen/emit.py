@@ -34,6 +34,17 @@ from dataclasses import dataclass, field
 from mirage_formal.codegen.plan import Buffer, plan_buffers
 from mirage_formal.codegen.schedule import SIMPLE as SIMPLE
 from mirage_formal.codegen.schedule import Schedule, split_ok
+from mirage_formal.codegen.steps import (
+    DEFINING,
+    Accumulate,
+    Finalize,
+    Load,
+    MatmulAccumulate,
+    Op,
+    Save,
+    Step,
+    Zero,
+)
 from mirage_formal.errors import GraphError, UnsupportedOpError
 from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import ITER, BlockGraph, block_phases
@@ -374,46 +385,45 @@ class _Emitter:
         return f"out{k}[{' + '.join(terms) if terms else '0'}]"
 
     # ------------------------------------------------------------ steps
-    def build_steps(self) -> tuple[list[tuple[str, Node | int]], int, int]:
-        pre: list[tuple[str, Node | int]] = []
-        loop: list[tuple[str, Node | int]] = []
-        post: list[tuple[str, Node | int]] = []
+    def build_steps(self) -> tuple[list[Step], int, int]:
+        """The kernel's steps and the bounds of the loop part: ``steps[p:q]`` run per iteration."""
+        pre: list[Step] = []
+        loop: list[Step] = []
+        post: list[Step] = []
         for n in self.nodes:
             if n.op == "accum":
-                pre.append(("zero", n))
+                pre.append(Zero(n))
         for n in self.nodes:
             if n in self.inline or n in self.fused or n in self.epi_of or n in self.raw:
                 continue
             after = self.phase[n]
             if n.op == ITER:
                 if n.attr("fmap") == -1 and self.bg.forloop > 1:
-                    pre.append(("load", n))
+                    pre.append(Load(n))
                 else:
-                    loop.append(("load", n))
+                    loop.append(Load(n))
             elif n.op == "accum":
                 src = n.src[0]
-                loop.append(("mma_acc", src) if src in self.fused else ("acc", n))
+                loop.append(MatmulAccumulate(src) if src in self.fused else Accumulate(n))
                 if n.attr("kind") != "sum":
-                    post.append(("fin", n))
+                    post.append(Finalize(n))
             else:
-                (post if after else loop).append(("op", n))
+                (post if after else loop).append(Op(n))
         for k in range(len(self.bg.outputs)):
-            post.append(("out", k))
+            post.append(Save(k))
         # Loads have no dependencies inside an iteration: issue them all first.
-        loop = [s for s in loop if s[0] == "load"] + [s for s in loop if s[0] != "load"]
+        loop = [s for s in loop if isinstance(s, Load)] + [s for s in loop if not isinstance(s, Load)]
         steps = pre + loop + post
         return steps, len(pre), len(pre) + len(loop)
 
-    def reads(self, step: tuple[str, Node | int]) -> set[Node]:
-        kind, x = step
-        if kind == "out":
-            assert isinstance(x, int)
-            roots = [self.bg.outputs[x].node]
-        elif kind in ("zero", "fin", "load"):
+    def reads(self, step: Step) -> set[Node]:
+        """The materialized tiles ``step`` reads (through inlined elementwise chains)."""
+        if isinstance(step, Save):
+            roots = [self.bg.outputs[step.index].node]
+        elif isinstance(step, Zero | Finalize | Load):
             return set()
         else:
-            assert isinstance(x, Node)
-            roots = list(x.src)
+            roots = list(step.node.src)
         out: set[Node] = set()
         stack = roots
         while stack:
@@ -424,17 +434,18 @@ class _Emitter:
                 out.add(n)
         return out
 
-    def plan(self) -> tuple[list[tuple[str, Node | int]], int, int, dict[str, Buffer]]:
+    def plan(self) -> tuple[list[Step], int, int, dict[str, Buffer]]:
         steps, p, q = self.build_steps()
         defined: dict[Node, int] = {}
         last: dict[Node, int] = {}
         scratch: dict[Node, int] = {}
-        for i, (kind, x) in enumerate(steps):
-            if kind in ("zero", "load", "op") and isinstance(x, Node) and x not in self.gemv_b:
+        for i, step in enumerate(steps):
+            if isinstance(step, DEFINING) and step.node not in self.gemv_b:
+                x = step.node
                 defined.setdefault(self.epi.get(x, x), i)
-                if kind == "op" and x.op == "rms_norm":
+                if isinstance(step, Op) and x.op == "rms_norm":
                     scratch[x] = i
-            for r in self.reads((kind, x)):
+            for r in self.reads(step):
                 last[r] = max(last.get(r, -1), i)
         bufs: dict[str, Buffer] = {}
         for n, d in defined.items():
@@ -483,22 +494,18 @@ class _Emitter:
     def warp_ok(self) -> bool:
         return self.T % 32 == 0
 
-    def emit_step(self, step: tuple[str, Node | int], ind: str) -> list[str]:
-        kind, x = step
-        if kind == "zero":
-            assert isinstance(x, Node)
+    def emit_step(self, step: Step, ind: str) -> list[str]:
+        if isinstance(step, Save):
+            return self.emit_out(step.index, ind)
+        x = step.node
+        if isinstance(step, Zero):
             b = self.buf[x]
             return self.loop_over(x.shape, [f"{ind}  {b}[i] = 0.f;"], ind)
-        if kind == "load":
-            assert isinstance(x, Node)
+        if isinstance(step, Load):
             if x in self.gemv_b:
                 return []  # streamed into registers by its matmul's gemv step
             return self.emit_load(x, ind)
-        if kind == "out":
-            assert isinstance(x, int)
-            return self.emit_out(x, ind)
-        if kind == "fin":
-            assert isinstance(x, Node)
+        if isinstance(step, Finalize):
             b = self.buf[x]
             src = x.src[0]
             fold = x.attr("fold")
@@ -507,15 +514,12 @@ class _Emitter:
             if x.attr("kind") == "rms":
                 e = f"sqrtf({e})"
             return self.loop_over(x.shape, [f"{ind}  {b}[i] = {e};"], ind)
-        if kind == "acc":
-            assert isinstance(x, Node)
+        if isinstance(step, Accumulate):
             return self.emit_acc(x, ind)
-        if kind == "mma_acc":
-            assert isinstance(x, Node)
+        if isinstance(step, MatmulAccumulate):
             if x in self.gemv:
                 return self.emit_gemv_step(x, ind)
             return self.emit_matmul(x, self.fused[x], True, ind)
-        assert isinstance(x, Node)
         if x.op == "matmul":
             return self.emit_matmul(x, self.epi.get(x, x), False, ind)
         if x.op in ("sum", "mean"):
@@ -1012,7 +1016,7 @@ class _Emitter:
         staged: list[Node] = []
         if self.opts.prefetch and bg.forloop > 1:
             budget = self.opts.prefetch_regs
-            loads = [x for kind, x in steps[p:q] if kind == "load" and isinstance(x, Node)]
+            loads = [s.node for s in steps[p:q] if isinstance(s, Load)]
             # streamed gemv B tiles first: they have no other way to get ahead of their use
             for x in sorted(loads, key=lambda x: x not in self.gemv_b):
                 if self.vec_load(x):
@@ -1043,7 +1047,7 @@ class _Emitter:
                 lines += self.emit_prefetch(x, str(st), "  ", st)
         lines.append("  __syncthreads();")
         if q > p:
-            body = [s for s in steps[p:q] if s[1] not in staged]
+            body = [s for s in steps[p:q] if not (isinstance(s, Load) and s.node in staged)]
             # D copies of the body, one per register stage, so stage indices are constants.
             lines.append(f"  for (int it0 = 0; it0 < {F}; it0 += {D}) {{")
             for st in range(D):
