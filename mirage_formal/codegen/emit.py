@@ -22,7 +22,9 @@ Index arithmetic uses compile-time shapes only: a tile of shape S is row-major; 
 element t of input T sits at T[b_a*(S_d/g_a) + it*tile_d + t_d] per dimension d (DESIGN.md),
 and output savers write block b's tile at chunk b of each omap dimension.
 
-Imports ``ir`` and :mod:`plan`.
+What is decided before printing (inlining, fusion, raw and fp16 tiles, gemv, the typed
+steps and buffers) lives in :mod:`layout`; this module prints (block graph, schedule) through
+it. Imports ``ir`` and the planning modules of ``codegen``.
 """
 
 from __future__ import annotations
@@ -31,23 +33,23 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from mirage_formal.codegen.plan import Buffer, plan_buffers
+from mirage_formal.codegen.cindex import align_idx, fmt_float, multi_index, strides
+from mirage_formal.codegen.layout import KernelLayout
+from mirage_formal.codegen.plan import plan_buffers
 from mirage_formal.codegen.schedule import SIMPLE as SIMPLE
-from mirage_formal.codegen.schedule import Schedule, split_ok
+from mirage_formal.codegen.schedule import Schedule
 from mirage_formal.codegen.steps import (
-    DEFINING,
     Accumulate,
     Finalize,
     Load,
     MatmulAccumulate,
-    Op,
     Save,
     Step,
     Zero,
 )
-from mirage_formal.errors import GraphError, UnsupportedOpError
+from mirage_formal.errors import UnsupportedOpError
 from mirage_formal.ir.dtypes import DType
-from mirage_formal.ir.graph import ITER, BlockGraph, block_phases
+from mirage_formal.ir.graph import ITER, BlockGraph
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY
 
@@ -55,7 +57,6 @@ from mirage_formal.ir.ops import REGISTRY
 SMEM_LIMIT_BYTES = 227 * 1024
 #: the (original, unsplit) block index of the block graph, as declared at kernel entry
 BLOCK_IDX = ("bx", "by", "bz")
-_MAX_ELEMS = 2**31 - 1
 
 
 #: the emitter's options are the thread-level schedule (kept under its old name too)
@@ -89,53 +90,6 @@ class EmittedKernel:
         return 4 * (self.ws_floats * math.prod(self.grid) + self.extra_ws_floats)
 
 
-def _strides(shape: Sequence[int]) -> list[int]:
-    out = [1] * len(shape)
-    for d in range(len(shape) - 2, -1, -1):
-        out[d] = out[d + 1] * shape[d + 1]
-    return out
-
-
-def lin(shape: Sequence[int], idx: Sequence[str]) -> str:
-    """Row-major linear offset of ``idx`` (C expressions) in a tile of ``shape``."""
-    terms = []
-    for s, st, i in zip(shape, _strides(shape), idx, strict=True):
-        if s == 1 or i == "0":
-            continue
-        terms.append(f"({i})" if st == 1 else f"({i})*{st}")
-    return " + ".join(terms) if terms else "0"
-
-
-def multi_index(shape: Sequence[int], var: str, prefix: str) -> tuple[list[str], list[str]]:
-    """Declarations splitting linear index ``var`` into per-dimension names; and the names."""
-    decls, names = [], []
-    st = _strides(shape)
-    for d, s in enumerate(shape):
-        if s == 1:
-            names.append("0")
-            continue
-        name = f"{prefix}{d}"
-        e = f"{var} / {st[d]}" if st[d] != 1 else var
-        if d > 0:
-            e = f"({e}) % {s}"
-        decls.append(f"const int {name} = {e};")
-        names.append(name)
-    return decls, names
-
-
-def align_idx(idx: Sequence[str], out_shape: Sequence[int], shape: Sequence[int]) -> list[str]:
-    """Index of a right-aligned broadcast operand of ``shape`` read at ``idx`` of ``out_shape``."""
-    off = len(out_shape) - len(shape)
-    return ["0" if s == 1 else idx[off + j] for j, s in enumerate(shape)]
-
-
-def _fmt_float(x: float) -> str:
-    r = repr(float(x))
-    if r in ("inf", "-inf", "nan"):
-        raise GraphError(f"codegen: attribute value {r} cannot be emitted as a C literal")
-    return r if ("e" in r or "." in r) else r + ".0"
-
-
 class _Expr:
     """Statements computing tile values at given indices inside one element loop."""
 
@@ -162,7 +116,7 @@ class _Expr:
             d = REGISTRY[n.op]
             assert d.elementwise and d.c_expr is not None, n.op
             args = [self.val(s, align_idx(idx, n.shape, s.shape)) for s in n.src]
-            attrs = {k: _fmt_float(x) if isinstance(x, float) else x for k, x in n.attrs}
+            attrs = {k: fmt_float(x) if isinstance(x, float) else x for k, x in n.attrs}
             v = em.var()
             self.lines.append(f"const float {v} = {d.c_expr.format(*args, **attrs)};")
         self.memo[key] = v
@@ -172,188 +126,15 @@ class _Expr:
         return [self.indent + ln for ln in self.lines]
 
 
-class _Emitter:
-    def __init__(self, bg: BlockGraph, name: str, smem_limit: int, opts: EmitOptions) -> None:
-        self.opts = opts
-        self.bg = bg
-        self.name = name
-        self.T = opts.threads or bg.threads
-        if not split_ok(bg, opts.split):
-            raise GraphError(f"codegen: split {opts.split} needs accumulators and must divide "
-                             f"the for-loop range {bg.forloop}")
-        #: the for-loop is split over ``split`` blocks; each runs ``FL`` iterations
-        self.split = opts.split
-        self.FL = bg.forloop // opts.split
-        self.nodes = bg.nodes
-        self.phase = block_phases(self.nodes)
-        self.ids = {n: i for i, n in enumerate(self.nodes)}
-        self.out_nodes = {o.node for o in bg.outputs}
-        self.consumers: dict[Node, list[Node]] = {n: [] for n in self.nodes}
-        for n in self.nodes:
-            for s in n.src:
-                self.consumers[s].append(n)
-        for n in self.nodes:
-            if n.op not in (ITER, "accum") and n.op not in REGISTRY:
-                raise UnsupportedOpError(f"codegen: block op {n.op!r} has no lowering")
-            if math.prod(n.shape) > _MAX_ELEMS:
-                raise GraphError(f"codegen: tile {list(n.shape)} is too large for 32-bit indexing")
-        for shape, _ in bg.inputs:
-            if math.prod(shape) > _MAX_ELEMS:
-                raise GraphError(f"codegen: input {list(shape)} is too large for 32-bit indexing")
-        self.inline = {n for n in self.nodes if self._inlinable(n)}
-        self.fused = {n: self.consumers[n][0] for n in self.nodes if self._fusable(n)}
-        # A matmul whose only consumer is a stored unary elementwise op writes that op's
-        # value directly (epilogue): no product tile, one step and one barrier fewer.
-        self.epi: dict[Node, Node] = {}
-        for n in self.nodes:
-            cs = self.consumers[n]
-            if (n.op == "matmul" and n not in self.fused and n not in self.out_nodes
-                    and len(cs) == 1 and len(cs[0].src) == 1 and cs[0] not in self.inline
-                    and cs[0].op in REGISTRY and REGISTRY[cs[0].op].elementwise):
-                self.epi[n] = cs[0]
-        self.epi_of = {e: m for m, e in self.epi.items()}
-        self.buf: dict[Node, str] = {}
-        self.nvar = 0
-        self.smem_limit = smem_limit
-        #: skinny matmuls streamed through registers (Schedule.gemv): matmul -> its B tile
-        self.gemv: dict[Node, Node] = {n: n.src[1] for n in self.nodes if self._gemv_ok(n)}
-        self.gemv_b = set(self.gemv.values())
-        #: computed tiles stored as fp16 in shared memory (Schedule.half_tiles)
-        self.half = {n for n in self.nodes if self._half_ok(n)}
-        self.set_layout({n for n in self.nodes if self._raw_ok(n)})
-
-    def set_layout(self, raw: set[Node]) -> None:
-        """Row strides of operand tiles; ``raw``: the tiles kept as raw fp16 (cp.async)."""
-        #: raw fp16 tiles: ``stages`` deep, filled by cp.async, read by tensor-core matmuls;
-        #: their ``ld`` entry counts halves, rows padded by 8 halves (16 bytes): row starts
-        #: stay 16-byte aligned and the 8 rows one ldmatrix reads fall in distinct banks
-        self.raw = raw
-        per_stage = sum(2 * math.prod(n.shape[:-1]) * (n.shape[-1] + 8) for n in raw)
-        #: cp.async pipeline depth: iterations in flight (stages of every raw tile)
-        self.stages = max(2, min(self.opts.async_stages, self.FL,
-                                 self.opts.async_stage_bytes // max(per_stage, 1)))
-        # Operand tiles of matmuls get rows padded by 4 floats: tensor-core fragment loads
-        # then hit distinct shared-memory banks (a row stride that is a multiple of 32 words
-        # puts the 8 rows a warp reads in one bank).
-        self.ld: dict[Node, int] = {}
-        for n in self.nodes:
-            if n.op == "matmul":
-                for s in n.src:
-                    if s in raw:
-                        self.ld[s] = s.shape[-1] + 8
-                    elif ((s.op == ITER or REGISTRY[s.op].elementwise) and s not in self.inline
-                            and s.shape[-1] % 4 == 0 and s.shape[-1] >= 8):
-                        self.ld[s] = s.shape[-1] + 4
-        for n in self.half:  # fp16 rows padded by 8 halves, like the raw tiles (ldmatrix)
-            self.ld[n] = n.shape[-1] + 8
-
-    # ------------------------------------------------------------ decisions
-    def _inlinable(self, n: Node) -> bool:
-        if n.op != ITER and not (n.op in REGISTRY and REGISTRY[n.op].elementwise):
-            return False
-        return all(c.op == "accum" or REGISTRY[c.op].elementwise for c in self.consumers[n])
-
-    def _fusable(self, n: Node) -> bool:
-        cs = self.consumers[n]
-        return (n.op == "matmul" and len(cs) == 1 and cs[0].op == "accum"
-                and cs[0].attr("fold") is None and cs[0].attr("kind") in ("sum", "mean")
-                and n not in self.out_nodes)
-
-    def _mma(self, n: Node) -> bool:
-        """Matmul ``n`` runs on tensor cores (``emit_matmul_mma``)."""
-        return (n.op == "matmul" and self.opts.mma and self.warp_ok()
-                and all(s.dtype is DType.F16 for s in n.src))
-
-    def _half_ok(self, n: Node) -> bool:
-        """Tile ``n`` can be stored as fp16 (Schedule.half_tiles): a materialized elementwise
-        result (or a matmul epilogue's) with rows of 8-half multiples, no output, read only by
-        accumulators and, as operand A, by tensor-core matmuls."""
-        if not self.opts.half_tiles or n.op == ITER or n in self.inline or n in self.out_nodes:
-            return False
-        if n.op not in REGISTRY or not REGISTRY[n.op].elementwise or n in self.fused:
-            return False
-        if len(n.shape) < 2 or n.shape[-1] % 8 or n.shape[-1] < 16:
-            return False
-        cs = self.consumers[n]
-        return bool(cs) and any(c.op == "matmul" for c in cs) and all(
-            c.op == "accum" or (self._mma(c) and c.src[0] is n and c.src[1] is not n
-                                and c not in self.epi)
-            for c in cs)
-
-    def _gemv_ok(self, n: Node) -> bool:
-        """Matmul ``n`` can stream its B tile through registers (see Schedule.gemv): it folds
-        into a plain accumulator, has at most 8 rows and no batch, and B is a per-iteration
-        fp16 iterator tile read only by ``n`` whose 16-byte vectors divide evenly over the
-        threads, each thread keeping one column vector (threads % (N/8) == 0, N/8 a power of
-        two up to 32 or a multiple of 32)."""
-        if not self.opts.gemv or n not in self.fused or len(n.shape) != 2 or n.shape[0] > 8:
-            return False
-        A, B = n.src
-        if B.op != ITER or B.attr("fmap") == -1 or self.bg.forloop < 2 or self.consumers[B] != [n]:
-            return False
-        if A is B or B in self.out_nodes:
-            return False
-        shape, dt = self.bg.inputs[B.attr("input")]
-        K, N = B.shape
-        nc = N // 8
-        return (dt is DType.F16 and B.dtype is DType.F16 and N % 8 == 0 and shape[-1] % 8 == 0
-                and self.T % nc == 0 and (K * nc) % self.T == 0
-                and (((nc & (nc - 1)) == 0 and nc <= 32) or nc % 32 == 0))
-
-    def _raw_ok(self, n: Node) -> bool:
-        """Iterator tile ``n`` can stay raw fp16 in shared memory, filled by cp.async: it
-        changes every iteration of a real loop, is stored as fp16 with 16-byte rows in global
-        memory, and only tensor-core matmuls read it."""
-        if not self.opts.async_copy or n.op != ITER or self.bg.forloop < 2:
-            return False
-        if n.attr("fmap") == -1 or n in self.out_nodes or n in self.inline:
-            return False
-        shape, dt = self.bg.inputs[n.attr("input")]
-        cs = self.consumers[n]
-        # consumers: tensor-core matmuls, or gemv matmuls reading it as B (16-byte vectors
-        # from the ring instead of prefetch registers); a gemv reads its A as fp32
-        return (dt is DType.F16 and n.dtype is DType.F16 and n.shape[-1] % 8 == 0
-                and shape[-1] % 8 == 0 and bool(cs)
-                and all((c.src[1] is n and c.src[0] is not n) if c in self.gemv else self._mma(c)
-                        for c in cs))
-
-    def stage_halves(self, n: Node) -> int:
-        """Halves of one stage of raw tile ``n`` (16-byte multiple)."""
-        return -(-math.prod(n.shape[:-1]) * self.ld[n] // 8) * 8
-
-    def row(self, n: Node) -> int:
-        """Floats between consecutive rows (last-dimension runs) of ``n``'s buffer."""
-        return self.ld.get(n, n.shape[-1])
-
-    def addr(self, n: Node, idx: Sequence[str]) -> str:
-        """Offset of element ``idx`` in ``n``'s (possibly row-padded) buffer."""
-        if n not in self.ld:
-            return lin(n.shape, idx)
-        rows = lin(n.shape[:-1], idx[:-1])
-        last = idx[-1]
-        parts = [] if rows == "0" else [f"({rows})*{self.ld[n]}"]
-        if last != "0":
-            parts.append(f"({last})")
-        return " + ".join(parts) if parts else "0"
-
-    def buf_size(self, n: Node) -> int:
-        """Floats of ``n``'s buffer (a raw tile: ``stages`` stages of padded fp16 rows)."""
-        if n in self.raw:
-            return self.stages * self.stage_halves(n) // 2
-        if n in self.half:
-            return -(-math.prod(n.shape[:-1]) * self.ld[n] // 2)
-        return math.prod(n.shape[:-1]) * self.row(n)
-
-    def var(self) -> str:
-        self.nvar += 1
-        return f"v{self.nvar}"
+class _Emitter(KernelLayout):
+    """Prints the kernel a :class:`KernelLayout` describes."""
 
     # ------------------------------------------------------------ addressing
     def iter_ref(self, n: Node, idx: Sequence[str], itv: str = "it") -> str:
         k = n.attr("input")
         shape, _ = self.bg.inputs[k]
         imap, fmap = n.attr("imap"), n.attr("fmap")
-        st = _strides(shape)
+        st = strides(shape)
         terms = []
         for d in range(len(shape)):
             parts = []
@@ -373,7 +154,7 @@ class _Emitter:
     def out_ref(self, k: int, idx: Sequence[str]) -> str:
         o = self.bg.outputs[k]
         shape = self.bg.output_shape(o)
-        st = _strides(shape)
+        st = strides(shape)
         terms = []
         for d in range(len(shape)):
             parts = [f"{BLOCK_IDX[a]}*{o.node.shape[d]}" for a in range(3) if o.omap[a] == d]
@@ -383,98 +164,6 @@ class _Emitter:
                 e = " + ".join(parts)
                 terms.append(f"({e})" if st[d] == 1 else f"({e})*{st[d]}")
         return f"out{k}[{' + '.join(terms) if terms else '0'}]"
-
-    # ------------------------------------------------------------ steps
-    def build_steps(self) -> tuple[list[Step], int, int]:
-        """The kernel's steps and the bounds of the loop part: ``steps[p:q]`` run per iteration."""
-        pre: list[Step] = []
-        loop: list[Step] = []
-        post: list[Step] = []
-        for n in self.nodes:
-            if n.op == "accum":
-                pre.append(Zero(n))
-        for n in self.nodes:
-            if n in self.inline or n in self.fused or n in self.epi_of or n in self.raw:
-                continue
-            after = self.phase[n]
-            if n.op == ITER:
-                if n.attr("fmap") == -1 and self.bg.forloop > 1:
-                    pre.append(Load(n))
-                else:
-                    loop.append(Load(n))
-            elif n.op == "accum":
-                src = n.src[0]
-                loop.append(MatmulAccumulate(src) if src in self.fused else Accumulate(n))
-                if n.attr("kind") != "sum":
-                    post.append(Finalize(n))
-            else:
-                (post if after else loop).append(Op(n))
-        for k in range(len(self.bg.outputs)):
-            post.append(Save(k))
-        # Loads have no dependencies inside an iteration: issue them all first.
-        loop = [s for s in loop if isinstance(s, Load)] + [s for s in loop if not isinstance(s, Load)]
-        steps = pre + loop + post
-        return steps, len(pre), len(pre) + len(loop)
-
-    def reads(self, step: Step) -> set[Node]:
-        """The materialized tiles ``step`` reads (through inlined elementwise chains)."""
-        if isinstance(step, Save):
-            roots = [self.bg.outputs[step.index].node]
-        elif isinstance(step, Zero | Finalize | Load):
-            return set()
-        else:
-            roots = list(step.node.src)
-        out: set[Node] = set()
-        stack = roots
-        while stack:
-            n = stack.pop()
-            if n in self.inline:
-                stack.extend(n.src)
-            else:
-                out.add(n)
-        return out
-
-    def plan(self) -> tuple[list[Step], int, int, dict[str, Buffer]]:
-        steps, p, q = self.build_steps()
-        defined: dict[Node, int] = {}
-        last: dict[Node, int] = {}
-        scratch: dict[Node, int] = {}
-        for i, step in enumerate(steps):
-            if isinstance(step, DEFINING) and step.node not in self.gemv_b:
-                x = step.node
-                defined.setdefault(self.epi.get(x, x), i)
-                if isinstance(step, Op) and x.op == "rms_norm":
-                    scratch[x] = i
-            for r in self.reads(step):
-                last[r] = max(last.get(r, -1), i)
-        bufs: dict[str, Buffer] = {}
-        for n, d in defined.items():
-            u = last.get(n, d)
-            if n.op == "accum":
-                d, u = 0, max(u, q - 1)
-            elif d < p and u >= p:
-                u = max(u, q - 1)
-            bufs[f"b{self.ids[n]}"] = Buffer(f"b{self.ids[n]}", self.buf_size(n), d, u)
-            self.buf[n] = f"b{self.ids[n]}"
-        for n in self.raw:
-            # cp.async writes a raw tile before the loop and during every iteration: it
-            # lives from the first step to the end of the loop.
-            bufs[f"b{self.ids[n]}"] = Buffer(f"b{self.ids[n]}", self.buf_size(n), 0, max(q - 1, 0))
-            self.buf[n] = f"b{self.ids[n]}"
-        for n, i in scratch.items():
-            rows = math.prod(n.shape[:-1])
-            bufs[f"r{self.ids[n]}"] = Buffer(f"r{self.ids[n]}", rows, i, i)
-        for n in self.gemv:
-            # cross-thread reduction of the register accumulators, once after the loop
-            name = f"g{self.ids[n]}"
-            bufs[name] = Buffer(name, self.gemv_rows(n) * math.prod(n.shape), q, q)
-            self.buf[n] = name
-        return steps, p, q, bufs
-
-    def gemv_rows(self, n: Node) -> int:
-        """Partial sums per output element left after the in-warp shuffles of gemv ``n``."""
-        nc = n.shape[1] // 8
-        return self.T // 32 if nc <= 32 else self.T // nc
 
     # ------------------------------------------------------------ code per step
     def loop_over(self, shape: Sequence[int], body: list[str], ind: str, var: str = "i") -> list[str]:
@@ -490,9 +179,6 @@ class _Emitter:
         tail = make(ex, idx)
         body = [ind + "  " + d for d in decls] + ex.code() + [ind + "  " + t for t in tail]
         return self.loop_over(shape, body, ind)
-
-    def warp_ok(self) -> bool:
-        return self.T % 32 == 0
 
     def emit_step(self, step: Step, ind: str) -> list[str]:
         if isinstance(step, Save):
@@ -510,7 +196,7 @@ class _Emitter:
             src = x.src[0]
             fold = x.attr("fold")
             count = self.bg.forloop * (src.shape[-1] // fold if fold is not None else 1)
-            e = f"{b}[i] * {_fmt_float(1.0 / count)}f"
+            e = f"{b}[i] * {fmt_float(1.0 / count)}f"
             if x.attr("kind") == "rms":
                 e = f"sqrtf({e})"
             return self.loop_over(x.shape, [f"{ind}  {b}[i] = {e};"], ind)
@@ -533,19 +219,6 @@ class _Emitter:
         cvt = "__float2half_rn" if x in self.half else ""
         return self.elem_loop(x.shape, ind, lambda ex, idx: [
             f"{b}[{self.addr(x, idx)}] = {cvt}({ex.val(x, idx, True)});"])
-
-    def vec_width(self, dt: DType) -> int:
-        return 16 // dt.itemsize
-
-    def vec_load(self, n: Node) -> bool:
-        shape, dt = self.bg.inputs[n.attr("input")]
-        V = self.vec_width(dt)
-        return n.shape[-1] % V == 0 and shape[-1] % V == 0
-
-    def prefetch_regs(self, n: Node) -> int:
-        _, dt = self.bg.inputs[n.attr("input")]
-        nv = math.prod(n.shape) // self.vec_width(dt)
-        return -(-nv // self.T)
 
     def emit_prefetch(self, n: Node, itv: str, ind: str, stage: int = 0) -> list[str]:
         """Issue the global loads of iter tile ``n`` at iteration ``itv`` into registers."""
@@ -661,7 +334,7 @@ class _Emitter:
             return v
         d = REGISTRY[dst.op]
         assert d.c_expr is not None
-        attrs = {k: _fmt_float(x) if isinstance(x, float) else x for k, x in dst.attrs}
+        attrs = {k: fmt_float(x) if isinstance(x, float) else x for k, x in dst.attrs}
         return d.c_expr.format(v, **attrs)
 
     def emit_matmul(self, n: Node, dst: Node, add: bool, ind: str) -> list[str]:
@@ -807,7 +480,7 @@ class _Emitter:
         xb = self.buf[x]
         ax = n.attr("axis") % len(x.shape)
         R = x.shape[ax]
-        scale = "" if n.op == "sum" else f" * {_fmt_float(1.0 / R)}f"
+        scale = "" if n.op == "sum" else f" * {fmt_float(1.0 / R)}f"
         decls, idx = multi_index(n.shape, "o", "t")
         xi = list(idx)
         if n.attr("keepdims"):
@@ -834,8 +507,8 @@ class _Emitter:
         L = x.shape[-1]
         rows = math.prod(x.shape[:-1])
         r = f"r{self.ids[n]}"
-        eps = _fmt_float(n.attr("eps"))
-        fin = f"1.0f / sqrtf(s * {_fmt_float(1.0 / L)}f + {eps}f)"
+        eps = fmt_float(n.attr("eps"))
+        fin = f"1.0f / sqrtf(s * {fmt_float(1.0 / L)}f + {eps}f)"
         if L >= 32 and self.warp_ok():
             W = self.T // 32
             stat = [f"{ind}for (int o = threadIdx.x / 32; o < {rows}; o += {W}) {{",
