@@ -21,8 +21,11 @@ May import every layer (only this module and the CLI do).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import socket
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,6 +37,7 @@ from mirage_formal.formal import DEFAULT_SETS, Oracle
 from mirage_formal.ir.graph import KernelGraph
 from mirage_formal.ir.serialize import atomic_write_text, dumps_ugraphs, ugraph_to_json
 from mirage_formal.search import (
+    Accepted,
     Chain,
     Cost,
     SearchConfig,
@@ -42,8 +46,14 @@ from mirage_formal.search import (
     default_preset,
     run_search,
 )
+from mirage_formal.search.driver import check_budget
 from mirage_formal.verify import Verdict, Verifier
 from mirage_formal.verify.float64 import FloatRecheck, FloatScreen
+
+POST_SEARCH_SHARE = 0.1
+"""The share of ``budget_s`` kept from the search for the float64 re-check and codegen."""
+POST_SEARCH_MAX_S = 30.0
+"""... but at most this many seconds."""
 
 RECHECK_RTOL = 1e-6
 """A float64 re-check error above this (normwise, relative) flags an accepted μGraph. Equal
@@ -90,6 +100,8 @@ class OptimizeResult:
     kernel: Any = None
     codegen_notes: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    not_rechecked: list[Accepted] = field(default_factory=list)
+    """Accepted by the search but not re-checked in float64 before the budget ran out."""
 
     @property
     def best(self) -> KernelGraph | None:
@@ -120,6 +132,10 @@ class OptimizeResult:
                  f"- search preset `{r.config.name}`; units {s['units']}; "
                  f"stopped: {s['stopped'] or 'no (space finished)'}; {s['elapsed_s']} s",
                  f"- time to first accepted: {s['time_to_first_s']} s; to best: {s['time_to_best_s']} s",
+                 f"- space covered: {100 * r.coverage:.1f}% of the units"
+                 + ("" if r.complete else
+                    f"; estimated {s['eta_to_finish_s'] if s['eta_to_finish_s'] is not None else 'unknown'}"
+                    " s more to finish it (run the same command again to resume)"),
                  f"- states visited {s['visited']}; pruned: shape {s['pruned_shape']}, dedup "
                  f"{s['pruned_dedup']}, cost bound {s['pruned_bound']}, oracle {s['pruned_oracle']}",
                  f"- oracle tiers (summed over work units): {json.dumps(self.oracle_stats)}",
@@ -142,6 +158,41 @@ class OptimizeResult:
         if self.accepted:
             lines += ["", "## Best μGraph", "", "```", str(self.accepted[0].graph), "```"]
         return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class SearchComponents:
+    """The search's pruner and checker as a picklable recipe, built where a worker runs (Ray
+    workers cannot receive Z3 objects; each builds its own oracle once per search).
+
+    The oracle's disk cache (``oracle_cache``) is *shared per machine*: workers on the machine
+    that started the search (``host``) use that file itself (SQLite in WAL mode is safe for
+    concurrent processes); workers on other machines use a cache file of their own in their
+    temporary folder, named after the original path, so every node accumulates its decisions
+    across runs. Node caches are not merged back: a decision is a deterministic function of the
+    cache key, so a missing row costs only its Z3 time, while shipping rows would load the
+    object store for no change in results.
+    """
+
+    program: KernelGraph
+    axioms: tuple[str, ...]
+    bound: float
+    seed: int
+    oracle_cache: str | None = None
+    host: str = ""
+
+    def cache_path(self) -> str | None:
+        if self.oracle_cache is None:
+            return None
+        if socket.gethostname() == self.host:
+            return self.oracle_cache
+        tag = hashlib.sha256(f"{self.host}:{self.oracle_cache}".encode()).hexdigest()[:16]
+        return str(Path(tempfile.gettempdir()) / "mirage-formal" / f"oracle-{tag}.sqlite")
+
+    def __call__(self) -> tuple[Oracle, Chain]:
+        oracle = Oracle(self.program, self.axioms, cache=self.cache_path())
+        verifier = Verifier(self.program, bound=self.bound, seed=self.seed, float_check=False)
+        return oracle, Chain(FloatScreen(self.program, self.seed), verifier)
 
 
 def make_config(program: KernelGraph, preset: str | None = None,
@@ -200,11 +251,12 @@ def _compile_only(best: Optimized) -> list[str]:
 
 
 def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: float | None = 600.0,
-                  bound: float = 2.0 ** -64, axioms: Sequence[str] = DEFAULT_SETS, workers: int = 1,
-                  checkpoint: str | Path | None = None, seed: int = 0, progress: bool = False,
-                  gpu: bool | None = None, gpu_top: int = 8, compile_best: bool = True,
-                  max_candidates: int | None = None, oracle_cache: str | Path | None = None,
-                  overrides: dict[str, Any] | None = None) -> OptimizeResult:
+                  bound: float = 2.0 ** -64, axioms: Sequence[str] = DEFAULT_SETS,
+                  workers: int | None = 1, checkpoint: str | Path | None = None, seed: int = 0,
+                  progress: bool = False, gpu: bool | None = None, gpu_top: int = 8,
+                  compile_best: bool = True, max_candidates: int | None = None,
+                  oracle_cache: str | Path | None = None, overrides: dict[str, Any] | None = None,
+                  executor: str | None = None, started_at: float | None = None) -> OptimizeResult:
     """Find μGraphs equivalent to ``program``, best first (see the module doc).
 
     ``preset`` and ``overrides`` pick the search space (``search/*.toml``); ``budget_s`` bounds
@@ -212,40 +264,72 @@ def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: 
     probability every accepted μGraph is verified to; ``axioms`` names the oracle's axiom sets;
     ``checkpoint`` is a file the search writes atomically and resumes from; ``gpu`` None means
     "use one if present". Bad input raises before any search work starts.
+
+    ``budget_s`` is a hard cap on the whole call (from ``started_at``, a ``time.monotonic()``
+    instant, default: now): setup, search, float64 re-check and code generation. The search
+    gets what setup left minus a reserve (:data:`POST_SEARCH_SHARE` of the budget, at most
+    :data:`POST_SEARCH_MAX_S`) for the phases after it; those stop at the deadline too
+    (accepted μGraphs not re-checked by then are listed in ``not_rechecked``, code generation
+    is skipped with a note). ``executor`` and ``workers`` pick where the search's units run
+    (``"local"``/None: this machine's process pool; ``"ray"``, ``"ray:local"`` or a Ray
+    address: Ray tasks, see docs/distributed.md).
     """
     if not isinstance(program, KernelGraph):
         raise MirageError(f"superoptimize takes a KernelGraph, not {type(program).__name__}; "
                           f"build one with mf.Graph() ... g.build()")
     if not 0.0 < bound < 1.0:
         raise MirageError(f"bound={bound!r} must be a probability strictly between 0 and 1")
-    if budget_s is not None and budget_s <= 0:
-        raise MirageError(f"budget_s={budget_s!r} must be positive (or None for no limit)")
+    budget = check_budget(budget_s)
+    start = time.monotonic() if started_at is None else started_at
+    deadline = None if budget is None else start + budget
     timings: dict[str, float] = {}
     t = time.monotonic()
     cfg = make_config(program, preset, overrides)
-    oracle = Oracle(program, tuple(axioms), cache=oracle_cache)
-    verifier = Verifier(program, bound=bound, seed=seed, float_check=False)
-    checker = Chain(FloatScreen(program, seed), verifier)
+    recipe = SearchComponents(program, tuple(axioms), bound, seed,
+                              None if oracle_cache is None else str(Path(oracle_cache).resolve()),
+                              socket.gethostname())
+    oracle, checker = recipe()
+    verifier = checker.checkers[-1]
+    assert isinstance(verifier, Verifier)
     timings["setup"] = time.monotonic() - t
 
     t = time.monotonic()
+    search_budget = None
+    if deadline is not None and budget is not None:
+        reserve = min(POST_SEARCH_SHARE * budget, POST_SEARCH_MAX_S)
+        search_budget = max(deadline - reserve - time.monotonic(), 1e-3)
     res = run_search(program, cfg, oracle, checker, checkpoint=checkpoint, workers=workers,
-                     progress=progress, budget_s=budget_s, max_candidates=max_candidates)
+                     progress=progress, budget_s=search_budget, max_candidates=max_candidates,
+                     executor=executor, components=recipe)
     timings["search"] = time.monotonic() - t
+
+    def time_left() -> bool:
+        return deadline is None or time.monotonic() < deadline
 
     t = time.monotonic()
     accepted: list[Optimized] = []
     flagged: list[Optimized] = []
+    unchecked: list[Accepted] = []
     recheck = FloatRecheck(program)
-    for a in res.accepted:
+    for a in res.accepted:  # best-first, so a budget stop leaves the best ones re-checked
+        if not time_left():
+            unchecked.append(a)
+            continue
         v = a.verdict if isinstance(a.verdict, Verdict) else verifier.check(a.graph)
         err = recheck.error(a.graph, v.output_map)
         o = Optimized(a.graph, v, a.cost, a.found_at_s, err)
         (accepted if v.accepted and err <= RECHECK_RTOL else flagged).append(o)
     timings["float64_recheck"] = time.monotonic() - t
 
-    out = OptimizeResult(program, accepted, flagged, res, dict(res.stats.pruner_tiers), bound, seconds=timings)
+    out = OptimizeResult(program, accepted, flagged, res, dict(res.stats.pruner_tiers), bound,
+                         seconds=timings, not_rechecked=unchecked)
+    if unchecked:
+        out.codegen_notes.append(f"budget spent: {len(unchecked)} accepted μGraph(s) not re-checked "
+                                 "in float64 (not returned; run again with a larger --budget)")
     if not accepted:
+        return out
+    if not time_left():
+        out.codegen_notes.append("budget spent: code generation skipped")
         return out
     t = time.monotonic()
     if gpu is None or gpu:

@@ -7,14 +7,23 @@ format, readable by ``mirage-formal verify``), ``report.md``, and ``checkpoint.j
 oracle's cache, from which an interrupted run resumes when the same command is run again
 (``--fresh`` starts over).
 
-Exit status: 0 when at least one μGraph was accepted, 1 when none was, 2 on bad input.
+``--budget`` caps the whole command's wall-clock time (search, verification, float64 re-check,
+code generation); what was found by then is written, and the report says how much of the space
+was covered. ``--ray local`` runs the search's units as Ray tasks on a Ray instance started
+here, ``--ray HOST:PORT`` on a running Ray cluster (docs/distributed.md; needs the ``ray``
+extra). Ctrl-C (SIGINT) or SIGTERM stops the workers and saves the checkpoint; the same
+command resumes.
+
+Exit status: 0 when at least one μGraph was accepted, 1 when none was, 2 on bad input, 130
+after SIGINT and 143 after SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
+import sys
+import time
 from pathlib import Path
 
 from mirage_formal import workloads
@@ -35,14 +44,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help=f"search space ({', '.join(preset_names())}; default: chosen from the program's ops)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                    help="override a preset field, e.g. --set max_block_ops=7 (repeatable)")
-    p.add_argument("--budget", type=float, default=600.0, help="search wall-clock seconds (default 600)")
+    p.add_argument("--budget", type=float, default=600.0,
+                   help="wall-clock seconds for the whole command, a hard cap (default 600)")
     p.add_argument("--bound", type=float, default=2.0**-64,
                    help="false-accept probability each accepted μGraph is verified to (default 2^-64)")
     p.add_argument("--axioms", default=",".join(DEFAULT_SETS),
                    help=f"comma-separated axiom sets (default {','.join(DEFAULT_SETS)}; "
                         f"available: {', '.join(available_sets())})")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                   help="search processes (default: the number of cores)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="units searched in parallel (default: every core here, or every CPU of "
+                        "the Ray cluster with --ray)")
+    p.add_argument("--ray", default=None, metavar="local|ADDRESS",
+                   help="run the search's units as Ray tasks: 'local' starts Ray on this machine, "
+                        "an address (HOST:PORT, ray://HOST:PORT, auto) joins a running cluster")
     p.add_argument("--out", default=None, help="output directory (default mirage_out/<program>_b<batch>)")
     p.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint in --out")
     p.add_argument("--no-gpu", action="store_true", help="rank by the cost model even if a GPU is present")
@@ -53,7 +67,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    from mirage_formal.errors import MirageError
     from mirage_formal.optimize import superoptimize
+    from mirage_formal.search.signals import SearchInterrupted, interrupt_handlers
+
+    if args.workers is not None and args.workers < 1:
+        raise MirageError(f"--workers {args.workers}: give at least 1 (1 searches in this process; "
+                          "leave it out to use every core)")
 
     program = load_program(args.program, args.batch, parse_sizes(args.size))
     stem = Path(args.program).stem if args.program not in workloads.PROGRAMS else args.program
@@ -63,11 +84,20 @@ def run(args: argparse.Namespace) -> int:
     if args.fresh and ck.exists():
         ck.unlink()
     axioms = tuple(a.strip() for a in args.axioms.split(",") if a.strip())
-    res = superoptimize(program, args.preset, budget_s=args.budget, bound=args.bound, axioms=axioms,
-                        workers=max(1, args.workers), checkpoint=ck, seed=args.seed,
-                        progress=not args.quiet, gpu=False if args.no_gpu else None,
-                        oracle_cache=out / "oracle_cache.sqlite",
-                        overrides=parse_overrides(args.overrides))
+    try:
+        with interrupt_handlers():
+            res = superoptimize(program, args.preset, budget_s=args.budget, bound=args.bound,
+                                axioms=axioms, workers=args.workers, checkpoint=ck, seed=args.seed,
+                                progress=not args.quiet, gpu=False if args.no_gpu else None,
+                                oracle_cache=out / "oracle_cache.sqlite",
+                                overrides=parse_overrides(args.overrides),
+                                executor=None if args.ray is None else f"ray:{args.ray}",
+                                started_at=started)
+    except SearchInterrupted as e:
+        if e.checkpoint is None:  # stopped before or after the search: nothing new to save
+            e.checkpoint, e.units_done = str(ck), _units_saved(ck)
+        print(e.message(), file=sys.stderr)
+        return e.exit_code
     path = res.save(out)
     if args.json:
         print(json.dumps(res.summary(), indent=1, default=str))
@@ -75,3 +105,11 @@ def run(args: argparse.Namespace) -> int:
         print(res.report())
         print(f"wrote {path} ({len(res.accepted)} μGraph(s), best first) and {out / 'report.md'}")
     return 0 if res.accepted else 1
+
+
+def _units_saved(ck: Path) -> int:
+    """Finished units recorded in checkpoint ``ck`` (0 if there is none or it is unreadable)."""
+    try:
+        return len(json.loads(ck.read_text()).get("done", []))
+    except (OSError, ValueError, AttributeError):
+        return 0

@@ -214,6 +214,7 @@ class Oracle:
         self.ref_under = {f: frozenset().union(*(_vars_under(t, f) for t in self.outputs))
                           for f in self.guarding}
         self.stats = Stats()
+        self._deadline: float | None = None
         self._memory: dict[Term, Decision] = {}
         self._block_memo: dict[tuple[tuple[Term, ...], int], dict[Node, Term]] = {}
         self._kernel_memo: dict[Node, Term] = {}
@@ -308,6 +309,13 @@ class Oracle:
         """The integer counters of :attr:`stats` (the search sums them over its work units)."""
         return {k: v for k, v in asdict(self.stats).items() if isinstance(v, int)}
 
+    def set_deadline(self, deadline: float | None) -> None:
+        """A ``time.monotonic()`` instant after which a Z3 call gives up (answer unknown: the
+        tensor is kept, and the answer is not cached); None: no limit (the search's budget)."""
+        self._deadline = deadline
+        if deadline is None:
+            self.z.solver.set("timeout", 4294967295)  # Z3's default: no timeout
+
     def keep(self, node: Node, kernel_inputs: Sequence[Node] | None = None,
              grid: tuple[int, int, int] | None = None, forloop: int | None = None) -> bool:
         """The search's Pruner protocol: False means the partial μGraph can be pruned."""
@@ -388,6 +396,8 @@ class Oracle:
             z.guard(REFLEXIVE, z.up_of(self._zterm(en)))
             labels = [z.label(a.name) for a in self.axioms.eq] + \
                      [z.label(a.name) for a in self.axioms.sub] + [z.label(REFLEXIVE)]
+            if self._deadline is not None:
+                z.solver.set("timeout", max(1, int((self._deadline - time.monotonic()) * 1000)))
             res = z.solver.check(*labels)
             ninst = len(eg.instances)
             nterms = len(eg.en_op)

@@ -1,16 +1,24 @@
-"""``run_search``: input checks, units of work, budgets, workers, checkpoints, progress.
+"""``run_search``: input checks, units of work, budgets, executors, checkpoints, signals,
+progress.
 
 The top-level enumeration is cut into *units*: the first kernel-level moves (a pre-defined op,
 or a graph-defined kernel with one input subset and one map configuration), in the
-enumerator's deterministic order. A unit is explored completely by one process; units are
-handed to ``workers`` processes (fork) and their results merged as they finish; merging keeps,
-per distinct μGraph, the earliest find, so the accepted set does not depend on the number of
-workers or on the order units finish in. After each unit (at most every
-``checkpoint_every_s``) the checkpoint is rewritten atomically: the program and config keys,
-the finished units, the accepted μGraphs (our JSON format, with verdict summaries and costs)
-and the statistics. Resuming skips finished units and restores their accepted μGraphs; a unit
-that was running when the search was killed is run again from its start, so an interrupted and
-resumed search yields the same accepted set as an uninterrupted one (budgets aside).
+enumerator's deterministic order. A unit is explored completely by one worker; an executor
+(``search.executors``: in this process, a local process pool, or Ray tasks on a cluster) runs
+them and hands results back as they finish; merging keeps, per distinct μGraph, the find of
+the lowest unit, so the accepted set and its order (best-first by estimated cost, ties by
+structure key) do not depend on the executor, the number of workers or the order units finish
+in. After each unit (at most every ``checkpoint_every_s``) the checkpoint is rewritten
+atomically: the program and config keys, the finished units, the accepted μGraphs (our JSON
+format, with verdict summaries and costs) and the statistics. Resuming skips finished units and
+restores their accepted μGraphs; a unit that was running when the search was stopped is run
+again from its start, so an interrupted and resumed search yields the same accepted set as an
+uninterrupted one.
+
+The budget is a hard wall-clock cap: at ``budget - grace`` no unit is started and running units
+stop at their next state (they also hand the deadline to a pruner or checker that has
+``set_deadline``); at ``budget`` whatever still runs is killed. SIGINT and SIGTERM stop the
+workers, write the checkpoint and raise ``SearchInterrupted``.
 
 Imports ``ir`` and the rest of ``search`` only.
 """
@@ -18,9 +26,10 @@ Imports ``ir`` and the rest of ``search`` only.
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
+import math
 import os
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,8 +40,18 @@ from mirage_formal.ir.ops import KERNEL, REGISTRY
 from mirage_formal.ir.serialize import atomic_write_text, dumps_ugraphs, ugraphs_from_json
 from mirage_formal.search.config import SearchConfig
 from mirage_formal.search.cost import Cost, estimate
+from mirage_formal.search.executors import Executor, make_executor
+from mirage_formal.search.executors.unit import (
+    TIME_STOP,
+    Components,
+    Job,
+    UnitResult,
+    register,
+    unregister,
+)
 from mirage_formal.search.protocols import Checker, Pruner
-from mirage_formal.search.space import Move, Stats, Stop
+from mirage_formal.search.signals import SearchInterrupted, interrupt_handlers
+from mirage_formal.search.space import Stats
 from mirage_formal.search.state import Accepted, SearchState, merge_accepted
 
 CHECKPOINT_FORMAT = "mirage-formal.search-checkpoint"
@@ -61,7 +80,13 @@ class SearchResult:
     def best(self) -> Accepted | None:
         return self.accepted[0] if self.accepted else None
 
+    @property
+    def coverage(self) -> float:
+        """The fraction of the space's units finished (1.0: the whole space was searched)."""
+        return self.units_done / self.units_total if self.units_total else 1.0
+
     def summary(self) -> dict[str, Any]:
+        eta = self.extra.get("eta_s")
         return {
             **self.stats.as_dict(),
             "accepted_events": self.stats.accepted,
@@ -69,6 +94,8 @@ class SearchResult:
             "time_to_first_s": None if self.time_to_first_s is None else round(self.time_to_first_s, 3),
             "time_to_best_s": None if self.time_to_best_s is None else round(self.time_to_best_s, 3),
             "units": f"{self.units_done}/{self.units_total}", "stopped": self.stopped,
+            "coverage": round(self.coverage, 4),
+            "eta_to_finish_s": None if eta is None else round(float(eta), 1),
             "best_cost_us": None if not self.accepted else round(self.accepted[0].cost.seconds * 1e6, 3),
         }
 
@@ -124,30 +151,37 @@ def check_program(program: Any, config: SearchConfig) -> None:
             "add them to its kernel_ops or block_ops (or pick another preset)")
 
 
-# ---------------------------------------------------------------- units and workers
+# ---------------------------------------------------------------- budgets and units
 
-_G: dict[str, Any] = {}
-
-
-def _run_unit(idx: int) -> tuple[int, Stats, list[Accepted], str | None]:
-    st: SearchState = _G["state_factory"]()
-    st.unit = idx
-    mv: Move = _G["moves"][idx]
-    stopped = None
-    before = _tier_counts(st.pruner)
-    try:
-        st.enumerator().run_move(mv)
-    except Stop as e:
-        stopped = str(e)
-    after = _tier_counts(st.pruner)
-    st.stats.pruner_tiers = {k: v - before.get(k, 0) for k, v in after.items()}
-    return idx, st.stats, st.best(), stopped
+def check_budget(budget_s: Any) -> float | None:
+    """A wall-clock budget in seconds: None (no limit) or a finite positive number."""
+    if budget_s is None:
+        return None
+    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)):
+        raise MirageError(f"budget_s={budget_s!r} must be a number of seconds (or None for no limit)")
+    b = float(budget_s)
+    if not math.isfinite(b) or b <= 0:
+        raise MirageError(f"budget={budget_s!r} seconds: a budget must be a finite positive number "
+                          "of seconds (leave it out for no limit)")
+    return b
 
 
-def _tier_counts(pruner: Any) -> dict[str, int]:
-    """A pruner's optional ``tier_counts()`` (counters per tier), else nothing."""
-    f = getattr(pruner, "tier_counts", None)
-    return {k: int(v) for k, v in f().items()} if callable(f) else {}
+def budget_grace(budget_s: float) -> float:
+    """Seconds before the hard deadline at which workers are told to stop: enough for a unit to
+    notice (it checks between states) and report, small against the budget."""
+    return min(2.0, 0.05 * budget_s)
+
+
+@dataclass(frozen=True)
+class Given:
+    """``Job.components`` for objects already built here (fork pools inherit them; Ray must be
+    able to pickle them, which Z3-backed pruners cannot: pass a recipe instead)."""
+
+    pruner: Pruner
+    checker: Checker
+
+    def __call__(self) -> tuple[Pruner, Checker]:
+        return self.pruner, self.checker
 
 
 def _program_key(program: KernelGraph, config: SearchConfig) -> str:
@@ -185,24 +219,37 @@ def _read_checkpoint(path: Path, key: str) -> tuple[set[int], dict[str, Accepted
 
 
 def run_search(program: KernelGraph, config: SearchConfig, pruner: Pruner, checker: Checker,
-               checkpoint: Path | str | None = None, workers: int = 1, progress: bool = True,
-               budget_s: float | None = None, max_candidates: int | None = None) -> SearchResult:
+               checkpoint: Path | str | None = None, workers: int | None = 1, progress: bool = True,
+               budget_s: float | None = None, max_candidates: int | None = None, *,
+               executor: str | Executor | None = None,
+               components: Components | None = None) -> SearchResult:
     """Search the space of ``config`` for μGraphs equivalent to ``program``.
 
     ``pruner.keep`` is asked about every new tensor, ``checker.check`` about complete
-    candidates. ``budget_s`` bounds wall-clock time and ``max_candidates`` the checker calls
-    (per worker); the best-so-far is returned when either is spent. ``checkpoint`` names a file
-    that is written atomically as units finish and resumed from if it exists.
+    candidates. ``budget_s`` is a hard wall-clock cap: workers are told to stop shortly before
+    it and whatever still runs at it is killed, so this returns within the budget plus the time
+    to write the checkpoint; ``max_candidates`` bounds the checker calls per unit. The
+    best-so-far is returned when either is spent. ``checkpoint`` names a file that is written
+    atomically as units finish and resumed from if it exists.
+
+    ``executor`` picks where units run (:func:`~mirage_formal.search.executors.make_executor`:
+    ``"local"``/None, ``"ray"``, ``"ray:local"``, a Ray address, or an :class:`Executor`);
+    ``workers`` is its number of parallel units (None: all cores / all cluster CPUs).
+    ``components`` is a picklable recipe that builds ``(pruner, checker)`` in a worker; remote
+    executors need it when the pruner or checker cannot be pickled (the Z3 oracle cannot).
+
+    SIGINT and SIGTERM stop the workers, write the checkpoint and raise
+    :class:`~mirage_formal.search.signals.SearchInterrupted` (with the units saved).
     """
     check_program(program, config)
+    budget = check_budget(budget_s)
+    ex = executor if executor is not None and not isinstance(executor, str) else make_executor(executor, workers)
     t0 = time.monotonic()
-    deadline = None if budget_s is None else t0 + budget_s
+    t0_wall = time.time()
+    hard = None if budget is None else t0 + budget
+    soft = None if budget is None else t0 + budget - budget_grace(budget)
 
-    def factory() -> SearchState:
-        return SearchState(program, config, pruner, checker, start=t0, deadline=deadline,
-                           max_candidates=max_candidates)
-
-    probe = factory()
+    probe = SearchState(program, config, pruner, checker)
     moves = probe.enumerator().moves()
     key = _program_key(program, config)
     ck = Path(checkpoint) if checkpoint is not None else None
@@ -213,8 +260,12 @@ def run_search(program: KernelGraph, config: SearchConfig, pruner: Pruner, check
     if ck is not None and ck.exists():
         done, accepted, stats, prior = _read_checkpoint(ck, key)
     todo = [i for i in range(len(moves)) if i not in done]
-    _G.update(state_factory=factory, moves=moves)
+    job = Job(uuid.uuid4().hex, program, config, components or Given(pruner, checker), len(moves),
+              t0_wall, None if soft is None else t0_wall + (soft - t0), max_candidates)
+    register(job, pruner, checker, moves)
     stopped: str | None = None
+    unit_seconds: dict[int, float] = {}
+    workers_seen: set[str] = set()
     last_ck = time.monotonic()
     bar = None
     if progress:
@@ -223,50 +274,60 @@ def run_search(program: KernelGraph, config: SearchConfig, pruner: Pruner, check
         bar = tqdm(total=len(moves), initial=len(done), desc=f"search {config.name}", unit="unit",
                    dynamic_ncols=True)
 
-    def absorb(idx: int, st: Stats, acc: list[Accepted], stop: str | None) -> None:
+    def absorb(r: UnitResult) -> bool:
         nonlocal stopped, last_ck
-        stats.add(st)
-        merge_accepted(accepted, acc)
-        if stop is None:
-            done.add(idx)
-        else:
-            stopped = stop
+        stats.add(r.stats)
+        merge_accepted(accepted, r.accepted)
+        if r.stopped is None:
+            done.add(r.index)
+            unit_seconds[r.index] = r.seconds
+            workers_seen.add(r.worker)
+        elif stopped is None:
+            stopped = r.stopped
         if bar is not None:
-            bar.update(1 if stop is None else 0)
+            bar.update(1 if r.stopped is None else 0)
             bar.set_postfix(visited=stats.visited, pruned=stats.pruned_oracle + stats.pruned_shape
                             + stats.pruned_bound + stats.pruned_dedup, accepted=len(accepted))
-        if ck is not None and (time.monotonic() - last_ck >= config.checkpoint_every_s or stop is not None):
+        if ck is not None and time.monotonic() - last_ck >= config.checkpoint_every_s:
             _write_checkpoint(ck, key, done, accepted, stats, prior + time.monotonic() - t0)
             last_ck = time.monotonic()
+        # a time stop reaches every unit at once: keep collecting the others' partial results;
+        # any other stop (the candidate budget) ends the search now
+        return r.stopped is None or r.stopped == TIME_STOP
 
     try:
-        if workers <= 1 or len(todo) <= 1:
-            for i in todo:
-                absorb(*_run_unit(i))
-                if stopped:
-                    break
-        else:
-            ctx = mp.get_context("fork")
-            with ctx.Pool(workers) as pool:
-                # unordered: a long unit must not hold back the results of the units after
-                # it (a budget stop used to discard them); merging is order-independent
-                for r in pool.imap_unordered(_run_unit, todo, chunksize=1):
-                    absorb(*r)
-                    if stopped:
-                        pool.terminate()
-                        break
+        with interrupt_handlers():
+            try:
+                why = ex.run(job, todo, absorb, soft, hard) if todo else None
+            except KeyboardInterrupt as e:
+                raise (e if isinstance(e, SearchInterrupted) else SearchInterrupted()) from None
+        if why is not None and stopped is None:
+            stopped = why
+        elif stopped is None and soft is not None and len(done) < len(moves):
+            stopped = TIME_STOP
+    except SearchInterrupted as e:
+        e.units_done, e.units_total = len(done), len(moves)
+        e.checkpoint = None if ck is None else str(ck)
+        raise
     finally:
         if bar is not None:
             bar.close()
+        unregister(job.id)
         if ck is not None:
             _write_checkpoint(ck, key, done, accepted, stats, prior + time.monotonic() - t0)
-        _G.clear()
+    elapsed = time.monotonic() - t0
     best = sorted(accepted.values(), key=lambda a: (a.cost.seconds, a.graph.key))
     first = min((a.found_at_s for a in best), default=None)
-    return SearchResult(best, stats, time.monotonic() - t0, first,
-                        best[0].found_at_s if best else None, len(moves), len(done), stopped, config,
-                        {"resumed_units": len(moves) - len(todo), "workers": workers,
-                         "pid": os.getpid()})
+    ran = len(moves) - len(todo)
+    new_done = len(done) - ran
+    left = len(moves) - len(done)
+    eta = 0.0 if left == 0 else (elapsed / new_done * left if new_done else None)
+    return SearchResult(best, stats, elapsed, first, best[0].found_at_s if best else None,
+                        len(moves), len(done), stopped, config,
+                        {"resumed_units": ran, "workers": ex.workers, "executor": ex.name,
+                         "pid": os.getpid(), "eta_s": eta, "unit_seconds": unit_seconds,
+                         "worker_ids": sorted(workers_seen),
+                         "executor_info": dict(getattr(ex, "info", None) or {})})
 
 
 def rank(graphs: list[KernelGraph], target: str = "h100") -> list[tuple[KernelGraph, Cost]]:

@@ -80,9 +80,14 @@ class SearchState:
             self.stats.oracle_cache_hits += 1
             return hit
         self.stats.oracle_calls += 1
+        self._check_deadline()
         r = bool(self.pruner.keep(n, list(kin) if kin is not None else None, grid, forloop))
         self._memo[k] = r
         return r
+
+    def _check_deadline(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise Stop("time budget spent")
 
     def tick(self) -> None:
         self._ticks += 1
@@ -111,6 +116,7 @@ class SearchState:
                 continue
             if self.max_candidates is not None and self.stats.verified >= self.max_candidates:
                 raise Stop("candidate budget spent")
+            self._check_deadline()
             self.stats.verified += 1
             verdict = self.checker.check(v)
             if getattr(verdict, "accepted", False):
@@ -134,7 +140,10 @@ class SearchState:
 
 
 def merge_accepted(into: dict[str, Accepted], new: Sequence[Accepted]) -> None:
+    """Add ``new`` to ``into`` (by structure key); of two finds of one μGraph the one from the
+    lower unit is kept (then the earlier), so the result does not depend on which worker
+    finished first."""
     for a in new:
         old = into.get(a.graph.key)
-        if old is None or a.found_at_s < old.found_at_s:
+        if old is None or (a.unit, a.found_at_s) < (old.unit, old.found_at_s):
             into[a.graph.key] = a
