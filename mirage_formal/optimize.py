@@ -310,9 +310,9 @@ def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: 
     accepted: list[Optimized] = []
     flagged: list[Optimized] = []
     unchecked: list[Accepted] = []
-    recheck = FloatRecheck(program)
+    recheck = FloatRecheck(program) if res.accepted and time_left() else None
     for a in res.accepted:  # best-first, so a budget stop leaves the best ones re-checked
-        if not time_left():
+        if recheck is None or not time_left():
             unchecked.append(a)
             continue
         v = a.verdict if isinstance(a.verdict, Verdict) else verifier.check(a.graph)
