@@ -204,7 +204,7 @@ def make_config(program: KernelGraph, preset: str | None = None,
 
 
 def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
-              seed: int | None) -> tuple[list[Optimized], Any, list[str]]:
+              seed: int | None, deadline: float | None = None) -> tuple[list[Optimized], Any, list[str]]:
     """Autotune, validate and time the ``top`` best (codegen.autotune: every kernel's schedule
     measured on this GPU, timed like the benchmarks' baselines); re-rank by measured time."""
     from mirage_formal.codegen.autotune import tune
@@ -212,7 +212,10 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
     notes: list[str] = []
     best_cg: Any = None
     best_us = math.inf
-    for a in accepted[:top]:
+    for i, a in enumerate(accepted[:top]):
+        if deadline is not None and time.monotonic() >= deadline:
+            notes.append(f"budget spent: {min(top, len(accepted)) - i} candidate(s) not tuned or timed")
+            break
         # every trial is logged with the μGraph and its estimate: data for the cost model
         tuned = tune(a.graph, program, seed=seed or 0,
                      context={"ugraph": ugraph_to_json(a.graph),
@@ -346,10 +349,11 @@ def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: 
         from mirage_formal.codegen.runtime import runtime
 
         out.gpu = runtime().name
-        out.accepted, out.kernel, out.codegen_notes = _gpu_rank(program, accepted, gpu_top, seed)
+        out.accepted, out.kernel, notes = _gpu_rank(program, accepted, gpu_top, seed, deadline)
+        out.codegen_notes += notes
         timings["gpu"] = time.monotonic() - t
     elif compile_best:
-        out.codegen_notes = _compile_only(accepted[0])
+        out.codegen_notes += _compile_only(accepted[0])
         timings["compile"] = time.monotonic() - t
     return out
 
