@@ -1,6 +1,7 @@
 """The superoptimizer's search: enumeration of kernel and block graphs, pruning through a
 handed-in :class:`Pruner`, verification through a handed-in :class:`Checker`, an analytic
-cost model for ranking, budgets, checkpoints and parallel workers.
+cost model for ranking, budgets, checkpoints, signals and executors (a local process pool, or
+Ray tasks through the optional ``ray`` extra, imported only when asked for).
 
 Imports ``ir`` only (and the data-folder locator); never ``formal``, ``verify`` or ``codegen``.
 """
@@ -15,9 +16,12 @@ from mirage_formal.search.config import (
 )
 from mirage_formal.search.cost import Cost, estimate, smem_bytes
 from mirage_formal.search.driver import SearchResult, check_program, rank, run_search
+from mirage_formal.search.executors import Executor, make_executor
 from mirage_formal.search.protocols import Chain, Checker, KeepAll, Pruner
+from mirage_formal.search.signals import SearchInterrupted
 from mirage_formal.search.state import Accepted
 
-__all__ = ["WORKLOAD_PRESETS", "Accepted", "Chain", "Checker", "Cost", "KeepAll", "Pruner", "SearchConfig",
-           "SearchConfigError", "SearchResult", "check_program", "default_preset", "estimate",
-           "parse_overrides", "preset_names", "rank", "run_search", "smem_bytes"]
+__all__ = ["WORKLOAD_PRESETS", "Accepted", "Chain", "Checker", "Cost", "Executor", "KeepAll", "Pruner",
+           "SearchConfig", "SearchConfigError", "SearchInterrupted", "SearchResult", "check_program",
+           "default_preset", "estimate", "make_executor", "parse_overrides", "preset_names", "rank",
+           "run_search", "smem_bytes"]
