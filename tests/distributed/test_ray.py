@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -134,28 +133,57 @@ def test_a_killed_worker_is_retried_and_nothing_counts_twice(
     assert r.stats.verified == local["rmsnorm"].stats.verified
 
 
+@dataclass(frozen=True)
+class SigtermDriver:
+    """A recipe whose pruner, in whichever Ray worker first sees at least ``after`` finished
+    units in the checkpoint, sends SIGTERM to the driver (as a scheduler would) and then holds
+    its unit, so the search cannot finish before the driver handles the signal. A marker file
+    makes it happen once."""
+
+    inner: SearchComponents
+    driver_pid: int
+    checkpoint: str
+    marker: str
+    after: int
+
+    def __call__(self) -> tuple[Any, Any]:
+        pruner, checker = self.inner()
+        return _Signaller(pruner, self), checker
+
+
+class _Signaller:
+    def __init__(self, inner: Any, spec: SigtermDriver) -> None:
+        self.inner = inner
+        self.spec = spec
+        self.calls = 0
+
+    def keep(self, *args: Any) -> bool:
+        self.calls += 1
+        if self.calls % 8 == 0 and not os.path.exists(self.spec.marker):
+            try:
+                done = len(json.loads(Path(self.spec.checkpoint).read_text())["done"])
+            except (OSError, ValueError, KeyError):
+                done = 0
+            if done >= self.spec.after:
+                try:
+                    os.close(os.open(self.spec.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                except FileExistsError:
+                    return bool(self.inner.keep(*args))
+                os.kill(self.spec.driver_pid, signal.SIGTERM)
+                time.sleep(30)  # cancelled (killed) by the interrupted driver long before
+        return bool(self.inner.keep(*args))
+
+
 def test_an_interrupted_ray_search_resumes_to_the_local_result(
     cluster: None, tmp_path: Path, local: dict[str, SearchResult]
 ) -> None:
     ck = tmp_path / "ck.json"
     total = local["rmsnorm"].units_total
-
-    def stop_after_some_units() -> None:
-        for _ in range(6000):
-            try:
-                if len(json.loads(ck.read_text())["done"]) >= 5:
-                    break
-            except (OSError, ValueError, KeyError):
-                pass
-            time.sleep(0.01)
-        os.kill(os.getpid(), signal.SIGTERM)
-
     prog, cfg = CASES["rmsnorm"]
-    watcher = threading.Thread(target=stop_after_some_units, daemon=True)
-    watcher.start()
     pruner, checker = recipe("rmsnorm")()
-    # (the handlers also cover a signal that comes after run_search returned: a test failure
-    # then, not a SIGTERM that ends pytest)
+    rec = SigtermDriver(recipe("rmsnorm"), os.getpid(), str(ck), str(tmp_path / "signalled"), 5)
+    # (the handlers also cover a signal that would come after run_search returned: a test
+    # failure then, not a SIGTERM that ends pytest)
     with interrupt_handlers(), pytest.raises(SearchInterrupted) as info:
         run_search(
             prog,
@@ -166,9 +194,8 @@ def test_an_interrupted_ray_search_resumes_to_the_local_result(
             progress=False,
             executor="ray",
             workers=2,
-            components=recipe("rmsnorm"),
+            components=rec,
         )
-    watcher.join()
     e = info.value
     assert e.exit_code == 143 and e.checkpoint == str(ck)
     saved = json.loads(ck.read_text())["done"]
