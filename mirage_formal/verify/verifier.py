@@ -37,6 +37,7 @@ from mirage_formal.semantics.evaluate import evaluate
 from mirage_formal.semantics.field import (
     DEFAULT_P,
     DEFAULT_Q,
+    FieldDomainError,
     FieldEvaluator,
     FieldTrial,
     Key,
@@ -237,13 +238,7 @@ class Verifier:
                                       candidate=candidate.key, permutations=len(maps),
                                       float64_tolerance=_dtype_tol(self.reference))
         if problems:
-            return Verdict(False, NOT_APPLICABLE, None, per_trial_bound=None, trials=0,
-                           trials_needed=None, resampled=0, theorem="none: the bound does not apply",
-                           assumption=None, output_map=None, first_difference=None,
-                           float64_max_rel_error=None, float64_ok=None,
-                           reason="candidate is outside the class the bound covers: "
-                           + "; ".join(problems),
-                           seconds=time.perf_counter() - t0, **common)
+            return self._not_applicable(candidate, "; ".join(problems), t0, len(maps))
         bounds = [pair_bound(self.reference, self.ref_info, candidate, info, list(m), self.p, self.q)
                   for m in maps]
         pb = max(bounds, key=lambda b: b.per_trial)
@@ -265,6 +260,8 @@ class Verifier:
                     outs = tr.evaluator().outputs(candidate)
                 except ZeroDivisorInTrial:
                     resampled += 1
+                except FieldDomainError as e:  # the analysis should have caught it first
+                    return self._not_applicable(candidate, str(e), t0, len(maps))
                 else:
                     assert tr.ref_outputs is not None
                     used += 1
@@ -307,8 +304,25 @@ class Verifier:
         return Verdict(accepted, status, achieved, per_trial_bound=eps, trials=used,
                        trials_needed=need, resampled=resampled, theorem=theorem,
                        assumption=assumption, output_map=mapping if alive else None,
-                       first_difference=first_diff, float64_max_rel_error=ferr, float64_ok=fok,
+                       first_difference=None if alive else first_diff, float64_max_rel_error=ferr, float64_ok=fok,
                        reason=reason, seconds=time.perf_counter() - t0, details=details, **common)
+
+    def _not_applicable(self, candidate: KernelGraph, why: str, t0: float,
+                        permutations: int = 0) -> Verdict:
+        """The verdict for a candidate the bound does not cover (never a pass)."""
+        return Verdict(False, NOT_APPLICABLE, None, bound_requested=self.bound,
+                       per_trial_bound=None, trials=0, trials_needed=None, resampled=0,
+                       theorem="none: the bound does not apply", assumption=None, p=self.p,
+                       q=self.q, seed=self.seed, output_map=None, permutations=permutations,
+                       first_difference=None, float64_max_rel_error=None,
+                       float64_tolerance=_dtype_tol(self.reference), float64_ok=None,
+                       reason="candidate is outside the class the bound covers: " + why,
+                       candidate=candidate.key, seconds=time.perf_counter() - t0)
+
+    def not_applicable(self, candidate: KernelGraph, why: str) -> Verdict:
+        """A ``not_applicable`` verdict for ``candidate`` with reason ``why`` (for callers
+        that could not check it at all, e.g. an input the reference lacks)."""
+        return self._not_applicable(candidate, why, time.perf_counter())
 
     def _trials_needed(self, eps: float, n_maps: int) -> int | None:
         if eps <= 0:
