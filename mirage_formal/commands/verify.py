@@ -8,7 +8,8 @@ inputs take the reference's input names by position). One verdict is printed per
 be compared (an input the reference lacks, other output shapes) or lies outside the class
 the bound covers gets a ``not_applicable`` verdict of its own and never costs the others.
 
-Exit status: 0 when every μGraph is accepted, 1 when any is not, 2 on bad input.
+Exit status: 0 when every μGraph is accepted, 1 when any is not (rejected, inconclusive or
+not_applicable), 2 on bad input (an unreadable file, an unknown workload or option).
 """
 
 from __future__ import annotations
