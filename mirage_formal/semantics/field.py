@@ -44,7 +44,7 @@ import numpy as np
 from mirage_formal.errors import MirageError
 from mirage_formal.ir.graph import GET, INPUT, ITER, KERNEL_OP, BlockGraph, KernelGraph
 from mirage_formal.ir.node import Node
-from mirage_formal.ir.ops import FIELD_KINDS, REGISTRY, accum_terms
+from mirage_formal.ir.ops import FIELD_KINDS, REGISTRY, OpDef, accum_terms
 from mirage_formal.semantics.layout import LEAD, LOOP_AXIS, align, iterate, save
 
 Array = np.ndarray
@@ -402,13 +402,20 @@ def has_field_rule(name: str) -> bool:
 def same_side_op(trial: FieldTrial, name: str, xs: Sequence[Array], attrs: Mapping[str, Any],
                  side: str) -> Array:
     """Apply a ring-kind or random-kind registry op whose operands are all on ``side``."""
-    d = REGISTRY[name]
+    return apply_same_side(trial, REGISTRY[name], xs, attrs, side)
+
+
+def apply_same_side(trial: FieldTrial, d: OpDef, xs: Sequence[Array], attrs: Mapping[str, Any],
+                    side: str, other: Sequence[Array] | None = None) -> Array:
+    """The field rule of declaration ``d`` (ring or random kind) on operands on ``side``
+    (``other``: the operands on the other side, see :func:`random_op`). Takes the
+    declaration itself, so a test can check one that is not in the registry."""
     if d.field.kind == "ring":
         assert d.field.rule is not None
         return _i64(d.field.rule(SideOps(trial, side), attrs, *xs))
     if d.field.kind == "random":
-        return random_op(trial, name, xs, attrs, side)
-    raise FieldDomainError(f"field: {name} (kind {d.field.kind}) crosses sides and is applied "
+        return _random_rule(trial, d, xs, attrs, side, other)
+    raise FieldDomainError(f"field: {d.name} (kind {d.field.kind}) crosses sides and is applied "
                            "by the evaluator")
 
 
@@ -419,7 +426,11 @@ def random_op(trial: FieldTrial, name: str, xs: Sequence[Array], attrs: Mapping[
     With ``other`` (every operand on the other side) the function takes each argument in
     both fields: the verifier does this when all operands are free of exp.
     """
-    d = REGISTRY[name]
+    return _random_rule(trial, REGISTRY[name], xs, attrs, side, other)
+
+
+def _random_rule(trial: FieldTrial, d: OpDef, xs: Sequence[Array], attrs: Mapping[str, Any],
+                 side: str, other: Sequence[Array] | None) -> Array:
     f = d.field
     assert f.rule is not None
     here = SideOps(trial, side)
@@ -439,7 +450,14 @@ def random_op(trial: FieldTrial, name: str, xs: Sequence[Array], attrs: Mapping[
 def exp_op(trial: FieldTrial, name: str, get: Sequence[Callable[[str], Array]],
            attrs: Mapping[str, Any]) -> Array:
     """An exp-kind op (exp, silu, sigmoid): its p-side value, operands fetched by side."""
-    f = REGISTRY[name].field
+    return apply_exp(trial, REGISTRY[name], get, attrs)
+
+
+def apply_exp(trial: FieldTrial, d: OpDef, get: Sequence[Callable[[str], Array]],
+              attrs: Mapping[str, Any]) -> Array:
+    """The exp-kind field rule of declaration ``d``; ``get[i](side)`` gives operand i."""
+    f = d.field
+    name = d.name
     assert f.rule is not None
     pairs = [_Pair(name, i, f.reads[i], g) for i, g in enumerate(get)]
     return _i64(f.rule(SideOps(trial, P_SIDE), attrs, *pairs))
