@@ -115,7 +115,7 @@ def test_one_bad_ugraph_never_costs_the_others(tmp_path: Path, capsys: pytest.Ca
 
     ref = W.program("gqa", 1, kv=512, q=32)
     g = Graph()
-    Q, K, V = (g.input(n.shape, n.dtype, n.attr("name")) for n in ref.inputs)
+    Q, K, _ = (g.input(n.shape, n.dtype, n.attr("name")) for n in ref.inputs)
     g.output(g.matmul(Q, K))  # another output shape
     f = tmp_path / "c.json"
     dump_ugraphs([W.handwritten("gqa", 1, **HW), g.build(), _wrong_gqa()], f)  # type: ignore[list-item]
