@@ -279,6 +279,11 @@ elementwise(
     _random("gelu"), "random", "gelu($0)", "GELU, tanh approximation", cost=4.0)
 elementwise("relu", 1, lambda x: np.maximum(x, 0.0), "fmaxf({0}, 0.0f)", _random("relu"),
             "random", "relu($0)", "max(x, 0)")
+elementwise("tanh", 1, np.tanh, "tanhf({0})", _random("tanh"), "random", "tanh($0)",
+            "hyperbolic tangent", cost=4.0)
+elementwise("maximum", 2, np.maximum, "fmaxf({0}, {1})",
+            FieldRule("random", lambda F, a, x, y: (x, y), fid="maximum"), "random",
+            "maximum($0, $1)", "elementwise max(x, y), broadcasting", commutative=True)
 elementwise("mul_scalar", 1, lambda x, scalar: x * scalar, "({0} * {scalar}f)",
             _ring(lambda F, a, x: F.mul(x, F.const(a["scalar"]))), "same", "mul($0, {scalar})",
             "x * scalar", attrs=(AttrSpec("scalar", float),))
