@@ -436,3 +436,42 @@ def test_out_of_class_candidate_gets_its_own_not_applicable_verdict() -> None:
     bad = vf.check(g.build())
     assert bad.status == NOT_APPLICABLE and not bad.accepted and "exp" in bad.reason
     assert vf.check(ref).status == ACCEPTED  # the same verifier goes on
+
+
+def test_a_binary_random_function_reads_both_operands() -> None:
+    """maximum(XW, (XV)^2) is not maximum(XW, XV): with only its declaration, the field
+    verifier must see the second operand (the random function hashes every operand)."""
+    def prog(square: bool) -> mf.KernelGraph:
+        g = mf.Graph()
+        X = g.input((4, 8), "f16", "X")
+        Wt = g.input((8, 8), "f16", "W")
+        V = g.input((8, 8), "f16", "V")
+        xv = g.matmul(X, V)
+        g.output(g.op("maximum", g.matmul(X, Wt), g.square(xv) if square else xv))
+        return g.build()
+
+    ref = prog(False)
+    v = verify(ref, prog(True), seed=7)
+    assert v.status == REJECTED, str(v)
+    assert verify(ref, prog(False), seed=7).status == ACCEPTED
+    info = analyze(prog(True))
+    (site,) = [s for s in info.opaque.values() if s.fid == "maximum" and s.side == "p"]
+    assert site.deg.nx == 4  # the degree of the second operand, (XV)^2, is read
+
+
+def test_maximum_operands_commute_but_tanh_is_its_own_function() -> None:
+    g = mf.Graph()
+    X = g.input((4, 8), "f16", "X")
+    Y = g.input((4, 8), "f16", "Y")
+    g.output(g.op("maximum", X, Y), g.op("tanh", X))
+    ref = g.build()
+    g = mf.Graph()
+    X = g.input((4, 8), "f16", "X")
+    Y = g.input((4, 8), "f16", "Y")
+    g.output(g.op("maximum", Y, X), g.op("tanh", X))
+    assert verify(ref, g.build(), seed=2).status == ACCEPTED
+    g = mf.Graph()
+    X = g.input((4, 8), "f16", "X")
+    Y = g.input((4, 8), "f16", "Y")
+    g.output(g.op("maximum", Y, X), g.op("gelu", X))
+    assert verify(ref, g.build(), seed=2).status == REJECTED
