@@ -5,27 +5,29 @@ outputs are compared) or ``"q"`` (Z_q, where the arguments of ``exp`` live). One
 :class:`FieldTrial` is one random point of the test: the primes, a random ω of order q, the
 keys of the random functions and (lazily, by input name and side) uniform random inputs.
 
-Op rules are read from the registry's ``field`` kind (``ir.ops.FIELD_KINDS``) with detail by
-op name (``RULES``); a test fails if a registry op has none:
+Op rules are read from each op's declaration (``ir.ops``, facet ``field``, a
+``FieldRule``); this module keeps no table of op names. A rule is written against the
+arithmetic interface :class:`SideOps` (``F``), exact int64 arithmetic mod the side's modulus:
 
-- ``ring``: the same polynomial mod m (m = p or q); matmul is exact through float64 BLAS
-  with limb splitting (:func:`matmul_mod`);
-- ``div`` / ``mean``: multiplication by the inverse (of the divisor, or of the count); a
-  zero divisor raises :class:`ZeroDivisorInTrial` so that the caller resamples the trial;
-  it is never treated as 1;
-- ``exp``: ``ω^(x mod q) mod p``: the argument is taken on the q side, the result lives on
-  the p side only, so ``exp(a+b) = exp(a)·exp(b)`` holds exactly;
-- ``lax`` (silu, sigmoid): ``x / (1 + exp(-x))`` and ``1 / (1 + exp(-x))``;
-- ``opaque`` (sqrt, gelu, relu, ...): a keyed pseudo-random function of the value, the same
-  function for every node in the trial (rsqrt is 1 / the sqrt function, so rewrites between
-  them are seen as equal);
-- ``rms``: ``x · inverse(sqrt_fn(mean(x²) + eps))``; ``accum kind=rms`` is
-  ``sqrt_fn(mean of squares)`` with the same function.
+- ``ring``: ``rule(F, attrs, *xs)``, rational arithmetic on one side; matmul is exact through
+  float64 BLAS with limb splitting (:func:`matmul_mod`); a zero divisor raises
+  :class:`ZeroDivisorInTrial` so that the caller resamples the trial, never treated as 1;
+- ``exp``: ``ω^(x mod q) mod p`` through ``F.exp``: the argument is taken on the q side, the
+  result lives on the p side only, so ``exp(a+b) = exp(a)·exp(b)`` holds exactly; operands
+  are pairs read on the sides the declaration's ``reads`` names (silu reads both);
+- ``random`` (sqrt, gelu, relu, rms_norm, ...): a keyed pseudo-random function ``fid`` of
+  *every* argument the rule returns (symmetric exactly for ops declared commutative), then
+  the rule's ``post`` (rsqrt is 1 / the sqrt function, rms_norm is x · inverse(sqrt_fn(mean
+  of squares + eps)), so rewrites between ops sharing a function are seen as equal);
+- ``accum``: the for-loop accumulator (:func:`accum_op`); ``kind=rms`` is the sqrt function
+  of the mean of squares, over ``accum_terms`` terms.
 
 :class:`FieldEvaluator` walks kernel graphs and block graphs (reusing ``layout``'s iterate,
 save and align, so it is the same vectorized scheme as the float64 interpreter). It
-evaluates a node on the sides that are asked for: the p side of outputs, the q side of what
-feeds an ``exp``. Its cache is keyed by (node, side); nodes are hash-consed, so shared
+evaluates a node on the sides that are asked for, by need: the p side of outputs, the q side
+of what feeds an ``exp``, both sides of exp-free operands of a random function; a kernel's
+outputs one by one, so a kernel saving exp(A) beside a plain tensor needed on q evaluates
+only that tensor there. Its cache is keyed by (node, side); nodes are hash-consed, so shared
 sub-graphs of different candidates are computed once per trial.
 
 Imports ``ir``, ``semantics.layout`` and the errors (and numpy).
