@@ -124,3 +124,21 @@ def test_one_bad_ugraph_never_costs_the_others(tmp_path: Path, capsys: pytest.Ca
     assert rc == 1
     assert [v["status"] for v in verdicts] == ["accepted", "not_applicable", "rejected"]
     assert "output shapes differ" in verdicts[1]["reason"]
+
+
+def test_qknorm_data_file_is_what_its_generator_writes() -> None:
+    """The committed Mirage-format file is reproducible from tests/data/make_qknorm_wrong.py
+    (through the exporter), and every μGraph in it loads with the workload's shapes."""
+    import importlib.util
+
+    from mirage_formal.ir.mirage import load_mirage
+
+    spec = importlib.util.spec_from_file_location("make_qknorm_wrong", DATA / "make_qknorm_wrong.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    f = DATA / "qknorm_gqa_wrong.mirage.json"
+    assert json.loads(f.read_text()) == [mod.export_mugraph(g) for _, g in mod.cases()]
+    ref = W.program("qknorm_gqa", 1, q=16, d=4, kv=32)
+    graphs = load_mirage(f, [n.attr("name") for n in ref.inputs])
+    assert [g.key for g in graphs] == [g.key for _, g in mod.cases()]
