@@ -209,13 +209,20 @@ class _DegreeAlgebra:
         pb = (1,) * (n - len(b.shape)) + b.shape
         return tuple(max(x, y) for x, y in zip(pa, pb, strict=True))
 
+    @staticmethod
+    def _consts(a: _DV, b: _DV, shape: Shape) -> tuple[frozenset[int] | None, frozenset[int] | None]:
+        r = len(shape)
+        return const_axes(a.deg, a.shape, r), const_axes(b.deg, b.shape, r)
+
     def add(self, a: _DV, b: _DV) -> _DV:
-        return _DV(d_add(a.deg, b.deg), self._shape(a, b))
+        shape = self._shape(a, b)
+        return _DV(d_add(a.deg, b.deg, *self._consts(a, b, shape)), shape)
 
     sub = add
 
     def mul(self, a: _DV, b: _DV) -> _DV:
-        return _DV(d_mul(a.deg, b.deg), self._shape(a, b))
+        shape = self._shape(a, b)
+        return _DV(d_mul(a.deg, b.deg, *self._consts(a, b, shape)), shape)
 
     def neg(self, a: _DV) -> _DV:
         return a
@@ -226,7 +233,8 @@ class _DegreeAlgebra:
         for s in sides:
             k = (*self.side_key, "inv", self.divisions, s)
             self.info.divisions[k] = Site(k, self.lead * math.prod(a.shape), a.deg, s)
-        return _DV(d_inv(a.deg), a.shape)
+        # the new denominator is a's numerator: fixed along the axes where a is broadcast
+        return _DV(_with(d_inv(a.deg), _bcast(a.shape, len(a.shape))), a.shape)
 
     def const(self, c: Any) -> _DV:
         if isinstance(c, float) and math.isfinite(c):
@@ -235,12 +243,15 @@ class _DegreeAlgebra:
 
     def sum(self, a: _DV, axis: int, keepdims: bool) -> _DV:
         shape = list(a.shape)
+        axis = axis - len(shape) if axis >= 0 else axis
         n = shape[axis]
         if keepdims:
             shape[axis] = 1
         else:
             del shape[axis]
-        return _DV(d_sum(a.deg, n), tuple(shape))
+        k = const_axes(a.deg, a.shape, len(a.shape))
+        out = d_sum(a.deg, n, k is None or axis in k)
+        return _DV(_with(out, _reduce_const(k, axis, len(a.shape), keepdims)), tuple(shape))
 
     def matmul(self, a: _DV, b: _DV) -> _DV:
         batch = self._shape(_DV(ONE, a.shape[:-2]), _DV(ONE, b.shape[:-2]))
@@ -265,7 +276,7 @@ def _generic_degree(n: Node, args: list[Deg], info: ProgramInfo, where: str, ele
     dvs = [_DV(a, s.shape) for a, s in zip(args, n.src, strict=True)]
     if f.kind == "exp":
         alg = _DegreeAlgebra(info, where, lead, side_key, sides, exp_side=True)
-        return _with(f.rule(alg, n.attr_dict, *dvs).deg, frozenset())
+        return f.rule(alg, n.attr_dict, *dvs).deg
     alg = _DegreeAlgebra(info, where, lead, side_key, sides)
     rf_args = list(f.rule(alg, n.attr_dict, *dvs))
     arg_deg = Deg(max(a.deg.nx + a.deg.dx for a in rf_args), max(a.deg.ny + a.deg.dy for a in rf_args))
@@ -276,7 +287,7 @@ def _generic_degree(n: Node, args: list[Deg], info: ProgramInfo, where: str, ele
     if f.post is None:
         return VAR
     r = _DV(VAR, max((a.shape for a in rf_args), key=len))
-    return _with(f.post(alg, n.attr_dict, r, *dvs).deg, frozenset())
+    return f.post(alg, n.attr_dict, r, *dvs).deg
 
 
 def _op_degree(n: Node, args: list[Deg], info: ProgramInfo, where: str, elements: int,
