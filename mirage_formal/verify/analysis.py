@@ -276,7 +276,8 @@ def _generic_degree(n: Node, args: list[Deg], info: ProgramInfo, where: str, ele
     dvs = [_DV(a, s.shape) for a, s in zip(args, n.src, strict=True)]
     if f.kind == "exp":
         alg = _DegreeAlgebra(info, where, lead, side_key, sides, exp_side=True)
-        return f.rule(alg, n.attr_dict, *dvs).deg
+        out: _DV = f.rule(alg, n.attr_dict, *dvs)
+        return out.deg
     alg = _DegreeAlgebra(info, where, lead, side_key, sides)
     rf_args = list(f.rule(alg, n.attr_dict, *dvs))
     arg_deg = Deg(max(a.deg.nx + a.deg.dx for a in rf_args), max(a.deg.ny + a.deg.dy for a in rf_args))
@@ -287,7 +288,8 @@ def _generic_degree(n: Node, args: list[Deg], info: ProgramInfo, where: str, ele
     if f.post is None:
         return VAR
     r = _DV(VAR, max((a.shape for a in rf_args), key=len))
-    return f.post(alg, n.attr_dict, r, *dvs).deg
+    res: _DV = f.post(alg, n.attr_dict, r, *dvs)
+    return res.deg
 
 
 def _op_degree(n: Node, args: list[Deg], info: ProgramInfo, where: str, elements: int,
