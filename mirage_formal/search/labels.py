@@ -75,9 +75,9 @@ def program_labels(program: KernelGraph) -> dict[Node, Labels]:
     def key(n: Node, d: int) -> tuple[int, int]:
         return (idx[n], d)
 
-    def bcast(a: Node, b: Node, out: Node) -> None:
+    def bcast(operands: Sequence[Node], out: Node) -> None:
         r = len(out.shape)
-        for s in (a, b):
+        for s in operands:
             off = r - len(s.shape)
             for d, size in enumerate(s.shape):
                 if size > 1:
@@ -91,8 +91,7 @@ def program_labels(program: KernelGraph) -> dict[Node, Labels]:
             for d in range(len(n.shape)):
                 uf.union(key(n.src[0], d), key(n, d))
         elif rule == "broadcast":
-            for s in n.src:
-                bcast(s, s, n)
+            bcast(n.src, n)
         elif rule == "matmul":
             a, b = n.src
             uf.union(key(a, len(a.shape) - 1), key(b, len(b.shape) - 2))
