@@ -4,9 +4,12 @@ PROGRAM is a workload name (with ``--batch`` and optional ``--size name=value`` 
 or a μGraph file (our JSON, Mirage's JSON or our text form; its first μGraph is the
 reference). CANDIDATES is a file of one or more μGraphs in our JSON or Mirage's (Mirage's
 inputs take the reference's input names by position). One verdict is printed per μGraph
-(``--json``: a JSON list of verdicts, each with an ``accepted`` field).
+(``--json``: a JSON list of verdicts, each with an ``accepted`` field); a μGraph that cannot
+be compared (an input the reference lacks, other output shapes) or lies outside the class
+the bound covers gets a ``not_applicable`` verdict of its own and never costs the others.
 
-Exit status: 0 when every μGraph is accepted, 1 when any is not, 2 on bad input.
+Exit status: 0 when every μGraph is accepted, 1 when any is not (rejected, inconclusive or
+not_applicable), 2 on bad input (an unreadable file, an unknown workload or option).
 """
 
 from __future__ import annotations
@@ -48,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
     for i, c in enumerate(cands):
         try:
             verdicts.append(verifier.check(c))
-        except MirageError as e:
-            raise MirageError(f"{args.candidates} μGraph {i}: {e}") from None
+        except MirageError as e:  # this μGraph cannot be compared: its own verdict, not exit 2
+            verdicts.append(verifier.not_applicable(c, f"{args.candidates} μGraph {i}: {e}"))
     if args.json:
         print(json.dumps([v.to_json() for v in verdicts], indent=1))
     else:

@@ -29,7 +29,7 @@ from mirage_formal.errors import GraphError, UnsupportedOpError
 from mirage_formal.formal.term import SIZED_OPS, Raw, Term, app, num, parse_raw, term, tsum
 from mirage_formal.ir.graph import GET, INPUT, ITER, KERNEL_OP, BlockGraph, KernelGraph
 from mirage_formal.ir.node import Node
-from mirage_formal.ir.ops import REGISTRY
+from mirage_formal.ir.ops import REGISTRY, accum_terms
 
 _PLACE = re.compile(r"\$(\d+)")
 _ATTR = re.compile(r"\{(\w+)\}")
@@ -99,9 +99,7 @@ def op_expr(n: Node, args: Sequence[Term]) -> Term:
 
 def accum_expr(n: Node, x: Term, forloop: int) -> Term:
     """``accum`` node ``n`` over a tile whose expression is ``x``, in a loop of ``forloop``."""
-    fold = n.attr("fold")
-    last = n.src[0].shape[-1]
-    count = forloop * (last // fold if fold is not None else 1)
+    count = accum_terms(forloop, n.src[0].shape[-1], n.attr("fold"))
     kind = n.attr("kind")
     if kind == "rms":
         x = app("mul", x, x)

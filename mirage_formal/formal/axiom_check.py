@@ -2,15 +2,15 @@
 
 Model: a tensor variable is a random float64 vector (entries in [0.5, 2], so sqrt and div are
 defined); ``sum(n, t)`` reshapes t to (n, -1) and sums the first axis, so it sums over a
-real index and nested sums sum over pairs of indices; elementwise ops act entry by entry with
-numpy broadcasting (a scalar constant broadcasts; vectors of different lengths do not).
+real index and nested sums sum over pairs of indices; elementwise ops act entry by entry
+through the registry's float64 rules (``ir.ops``), with numpy broadcasting (a scalar constant broadcasts; vectors of different lengths do not).
 Variable lengths are inferred from the left side (then from the right side, for the other
 direction) so that side is well formed. An axiom is *true of tensors* when both sides agree
 in both directions for random sizes satisfying its condition; otherwise the check reports why
 (a side that does not type, or different values). The sum-factor rules fail: their factor
 would have to be constant along the summed index, which an abstract sum forgets.
 
-Imports ``formal.axioms`` (and numpy).
+Imports ``ir.ops`` and ``formal.axioms`` (and numpy).
 """
 
 from __future__ import annotations
@@ -31,15 +31,19 @@ from mirage_formal.formal.axioms import (
     eval_size,
     pattern_sizes,
 )
+from mirage_formal.ir.ops import REGISTRY
 
-_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "exp": np.exp, "sqrt": np.sqrt, "neg": np.negative,
-    "relu": lambda x: np.maximum(x, 0.0),
-    "gelu": lambda x: 0.5 * x * (1.0 + np.tanh(0.7978845608 * (x + 0.044715 * x**3))),
-}
-_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "add": np.add, "mul": np.multiply, "div": np.divide,
-}
+
+def _registry_rule(op: str, n_args: int) -> Callable[[list[np.ndarray]], np.ndarray] | None:
+    """The registry's float64 rule of ``op`` for ``n_args`` operands (attributes at their
+    defaults), or None when the registry has no such elementwise op."""
+    d = REGISTRY.get(op)
+    if d is None or not d.elementwise or not d.arity[0] <= n_args <= d.arity[1]:
+        return None
+    if any(a.default is None and not a.optional for a in d.attrs):
+        return None
+    attrs = {a.name: a.default for a in d.attrs}
+    return lambda xs: np.asarray(d.f64(xs, attrs))
 
 
 class _Ill(Exception):
@@ -71,14 +75,13 @@ def _eval(p: Pattern, env: dict[str, int], vals: dict[str, np.ndarray]) -> np.nd
         if x.ndim == 0 or x.size % n:
             raise _Ill(f"sum({n}, .) of a value of length {x.size}")
         return np.asarray(x.reshape(n, -1).sum(axis=0))
-    if p.op in _UNARY:
-        return np.asarray(_UNARY[p.op](args[0]))
-    if p.op in _BINARY:
-        a, b = args
-        if a.ndim and b.ndim and a.shape != b.shape:
-            raise _Ill(f"{p.op} of lengths {a.size} and {b.size}")
-        return np.asarray(_BINARY[p.op](a, b))
-    raise _Ill(f"no float64 model for op {p.op!r}")
+    rule = _registry_rule(p.op, len(args))
+    if rule is None:
+        raise _Ill(f"no float64 model for op {p.op!r} of {len(args)} operands")
+    sized = [a for a in args if a.ndim]
+    if any(a.shape != sized[0].shape for a in sized):
+        raise _Ill(f"{p.op} of lengths {[a.size for a in args]}")
+    return rule(args)
 
 
 @dataclass(frozen=True)

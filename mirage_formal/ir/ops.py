@@ -1,112 +1,56 @@
-"""The op registry: every op is declared exactly once, here.
+"""The op registry: every op is declared exactly once, here, with every fact about it.
 
-An :class:`OpDef` holds the op's name (one lowercase name used everywhere: builder, text
-form, axioms, codegen), the levels it may appear at, its arity, its attributes, its shape
-rule and its float64 semantics, plus the data other layers read:
-
-- ``elementwise`` and ``c_expr``: the CUDA C expression template of an elementwise op
-  (operands ``{0}``, ``{1}``, attributes ``{name}``, all in fp32), read by codegen;
-- ``field``: the kind of its prime-field rule (``FIELD_KINDS``), read by the field
-  interpreter;
-- ``abstract``: its abstract-expression template, read by the formal layer; ``$0``/``$1``
-  are operands, ``{k}`` the contraction size of a matmul, ``{n}`` the size of a reduced
-  axis, other ``{name}`` attributes.
+A declaration (:class:`~mirage_formal.ir.opdef.OpDef`, whose docstring lists the facets and
+which layer reads each) names the op (one lowercase name used everywhere: builder, text
+form, axioms, codegen), the levels it may appear at, its arity and attributes, and its
+shape rule, float64 rule, prime-field rule, degree rule, abstract-expression template
+(``$0``/``$1`` operands, ``{k}`` the contraction size of a matmul, ``{n}`` the size of a
+reduced axis, other ``{name}`` attributes), search label rule, cost weight, CUDA C
+expression (elementwise ops), commutativity, float64 input domain and default axiom sets.
+:func:`declare` checks a declaration (:func:`~mirage_formal.ir.opdef.check_declaration`)
+before it enters the registry; ``docs/extending.md`` walks through adding an op.
 
 Float64 rules are rank-polymorphic: they act on the trailing dimensions of arrays that may
 carry extra leading (grid and loop) axes, which is how block graphs are evaluated without a
 Python loop over blocks. Reduction axes are therefore stored as negative numbers.
 
-Imports only ``ir.dtypes`` and the errors (and numpy).
+Imports ``ir.opdef`` and the errors (and numpy).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from mirage_formal.errors import GraphError, UnsupportedOpError
+from mirage_formal.ir.opdef import (
+    BLOCK,
+    DEGREE_RULES,
+    DOMAINS,
+    FIELD_KINDS,
+    KERNEL,
+    LABEL_RULES,
+    LEVELS,
+    AttrSpec,
+    FieldRule,
+    OpDeclarationError,
+    OpDef,
+    Shape,
+    check_declaration,
+)
 
-Shape = tuple[int, ...]
 F64 = NDArray[np.float64]
 
-KERNEL = "kernel"
-BLOCK = "block"
-LEVELS = (KERNEL, BLOCK)
-
-#: Field-rule kinds. ring: the same polynomial in Z_p; div: multiply by the inverse;
-#: exp: w^(x mod q) in Z_p; lax: built from exp, add and div (silu, sigmoid);
-#: mean: a sum times the inverse of a count; opaque: a random function per trial;
-#: rms: x times the inverse of an opaque square root of a mean of squares.
-FIELD_KINDS = ("ring", "div", "exp", "lax", "mean", "opaque", "rms")
+__all__ = ["BLOCK", "DEGREE_RULES", "DOMAINS", "FIELD_KINDS", "KERNEL", "LABEL_RULES", "LEVELS",
+           "REGISTRY", "AttrSpec", "FieldRule", "OpDeclarationError", "OpDef", "accum_f64",
+           "accum_terms", "broadcast_shapes", "declare", "get_op", "op_names"]
 
 ACCUM_KINDS = ("sum", "mean", "rms")
-
-
-@dataclass(frozen=True)
-class AttrSpec:
-    name: str
-    kind: type
-    default: Any = None
-    choices: tuple[Any, ...] | None = None
-    optional: bool = False
-
-
-@dataclass(frozen=True)
-class OpDef:
-    name: str
-    levels: frozenset[str]
-    arity: tuple[int, int]
-    attrs: tuple[AttrSpec, ...]
-    shape: Callable[[Sequence[Shape], Mapping[str, Any]], Shape]
-    f64: Callable[[Sequence[F64], Mapping[str, Any]], F64]
-    field: str
-    abstract: str
-    elementwise: bool = False
-    c_expr: str | None = None
-    doc: str = ""
-
-    def normalize_attrs(self, shapes: Sequence[Shape], given: Mapping[str, Any]) -> dict[str, Any]:
-        """Check attribute names, types and choices; fill defaults; make axes negative."""
-        known = {a.name: a for a in self.attrs}
-        for k in given:
-            if k not in known:
-                raise GraphError(
-                    f"{self.name}: unknown attribute {k!r}; it takes "
-                    f"{sorted(known) or 'no attributes'}"
-                )
-        out: dict[str, Any] = {}
-        for a in self.attrs:
-            v = given.get(a.name, a.default)
-            if v is None:
-                if not a.optional:
-                    raise GraphError(f"{self.name}: attribute {a.name!r} is required")
-                out[a.name] = None
-                continue
-            if a.kind is float and isinstance(v, int) and not isinstance(v, bool):
-                v = float(v)
-            if (a.kind is int and isinstance(v, bool)) or not isinstance(v, a.kind):
-                raise GraphError(
-                    f"{self.name}: attribute {a.name}={v!r} must be of type {a.kind.__name__}"
-                )
-            if a.choices is not None and v not in a.choices:
-                raise GraphError(f"{self.name}: {a.name}={v!r} must be one of {list(a.choices)}")
-            out[a.name] = v
-        if "axis" in out and shapes:
-            rank = len(shapes[0])
-            ax = out["axis"]
-            if not -rank <= ax < rank:
-                raise GraphError(
-                    f"{self.name}: axis={ax} is out of range for an input of shape "
-                    f"{list(shapes[0])}; use -{rank}..{rank - 1}"
-                )
-            out["axis"] = ax - rank if ax >= 0 else ax
-        return out
-
 
 REGISTRY: dict[str, OpDef] = {}
 
@@ -120,10 +64,14 @@ def get_op(name: str) -> OpDef:
         ) from None
 
 
-def _declare(op: OpDef) -> None:
-    assert op.name not in REGISTRY, op.name
-    assert op.field in FIELD_KINDS, op.name
-    REGISTRY[op.name] = op
+def declare(op: OpDef, registry: dict[str, OpDef] | None = None) -> OpDef:
+    """Check ``op`` and add it to ``registry`` (the global one by default)."""
+    reg = REGISTRY if registry is None else registry
+    if op.name in reg:
+        raise OpDeclarationError(f"op {op.name!r} is declared twice; keep one declaration")
+    check_declaration(op)
+    reg[op.name] = op
+    return op
 
 
 # ---------------------------------------------------------------- shape rules
@@ -142,16 +90,6 @@ def broadcast_shapes(name: str, a: Shape, b: Shape) -> Shape:
             )
         out.append(max(x, y))
     return tuple(out)
-
-
-def _same(shapes: Sequence[Shape], attrs: Mapping[str, Any]) -> Shape:
-    return tuple(shapes[0])
-
-
-def _binary(name: str) -> Callable[[Sequence[Shape], Mapping[str, Any]], Shape]:
-    def rule(shapes: Sequence[Shape], attrs: Mapping[str, Any]) -> Shape:
-        return broadcast_shapes(name, shapes[0], shapes[1])
-    return rule
 
 
 def _matmul_shape(shapes: Sequence[Shape], attrs: Mapping[str, Any]) -> Shape:
@@ -215,13 +153,18 @@ def _rms_norm(xs: Sequence[F64], attrs: Mapping[str, Any]) -> F64:
     return np.asarray(r)
 
 
+def accum_terms(forloop: int, last: int, fold: int | None) -> int:
+    """How many terms one output element of ``accum`` adds up: the loop iterations, times
+    the parts of the last dimension it folds (L / fold). The one place this count lives."""
+    return max(forloop, 1) * (last // fold if fold is not None else 1)
+
+
 def accum_f64(x: F64, attrs: Mapping[str, Any], loop_axis: int) -> F64:
     """Fold a tile over loop iterations (axis ``loop_axis``), see ``accum``."""
     fold = attrs["fold"]
-    count = x.shape[loop_axis] if x.shape[loop_axis] else 1
+    count = accum_terms(x.shape[loop_axis], x.shape[-1], fold)
     if fold is not None:
         last = x.shape[-1]
-        count *= last // fold
         kind = attrs["kind"]
         xx = x * x if kind == "rms" else x
         xx = xx.reshape(*x.shape[:-1], last // fold, fold).sum(axis=-2)
@@ -238,77 +181,138 @@ def _accum_direct(xs: Sequence[F64], attrs: Mapping[str, Any]) -> F64:
     raise GraphError("accum is evaluated by the block-graph interpreter, not directly")
 
 
+# ---------------------------------------------------------------- field rules
+# Written against the arithmetic interface F of one side (see FieldRule).
+
+def _f_mean(F: Any, x: Any, axis: int, keepdims: bool) -> Any:
+    return F.mul(F.sum(x, axis, keepdims), F.const(Fraction(1, x.shape[axis])))
+
+
+def _f_sigmoid(F: Any, x: Any) -> Any:
+    return F.inv(F.add(F.const(1), F.exp(F.q.neg(x.q))))
+
+
+def _f_rms_arg(F: Any, a: Mapping[str, Any], x: Any, g: Any = None) -> tuple[Any, ...]:
+    return (F.add(_f_mean(F, F.mul(x, x), -1, True), F.const(a["eps"])),)
+
+
+def _f_rms_post(F: Any, a: Mapping[str, Any], r: Any, x: Any, g: Any = None) -> Any:
+    y = F.mul(x, F.inv(r))
+    return y if g is None else F.mul(y, g)
+
+
+RING = "ring"
+
+
+def _ring(rule: Callable[..., Any]) -> FieldRule:
+    return FieldRule(RING, rule)
+
+
+def _random(fid: str, post: Callable[..., Any] | None = None) -> FieldRule:
+    return FieldRule("random", lambda F, a, x: (x,), post, fid)
+
+
 # ---------------------------------------------------------------- declarations
 
 _BOTH = frozenset(LEVELS)
 
 
-def _elementwise_unary(name: str, f: Callable[[F64], F64], c: str, field: str, abstract: str,
-                       doc: str) -> None:
-    _declare(OpDef(name, _BOTH, (1, 1), (), _same,
-                   lambda xs, a, f=f: np.asarray(f(xs[0]), dtype=np.float64),  # type: ignore[misc]
-                   field, abstract, True, c, doc))
+def elementwise(name: str, arity: int, f: Callable[..., F64], c: str, field: FieldRule,
+                degree: str, abstract: str, doc: str, *, cost: float = 1.0,
+                commutative: bool = False, domain: str = "real",
+                axioms: tuple[str, ...] = ("sub",), attrs: tuple[AttrSpec, ...] = (),
+                registry: dict[str, OpDef] | None = None) -> OpDef:
+    """Declare an elementwise op of ``arity`` operands (broadcasting) at both levels.
+
+    ``f`` is its float64 rule on the operand arrays (and ``attrs`` as keywords, if any).
+    """
+    def shape(shapes: Sequence[Shape], at: Mapping[str, Any]) -> Shape:
+        out = tuple(shapes[0])
+        for s in shapes[1:]:
+            out = broadcast_shapes(name, out, s)
+        return out
+
+    def f64(xs: Sequence[F64], at: Mapping[str, Any]) -> F64:
+        return np.asarray(f(*xs, **at), dtype=np.float64)
+
+    return declare(OpDef(name, _BOTH, (arity, arity), attrs, shape, f64, field, degree, abstract,
+                         "same" if arity == 1 else "broadcast", cost, commutative, True, c,
+                         domain, axioms, doc), registry)
 
 
-def _elementwise_binary(name: str, f: Callable[[F64, F64], F64], c: str, field: str,
-                        abstract: str, doc: str) -> None:
-    _declare(OpDef(name, _BOTH, (2, 2), (), _binary(name),
-                   lambda xs, a, f=f: np.asarray(f(xs[0], xs[1]), dtype=np.float64),  # type: ignore[misc]
-                   field, abstract, True, c, doc))
-
-
-_declare(OpDef(
+declare(OpDef(
     "matmul", _BOTH, (2, 2), (), _matmul_shape, lambda xs, a: np.asarray(np.matmul(xs[0], xs[1])),
-    "ring", "sum({k}, mul($0, $1))", doc="batched matrix product over the last two dimensions"))
+    _ring(lambda F, a, x, y: F.matmul(x, y)), "matmul", "sum({k}, mul($0, $1))", "matmul", 1.0,
+    doc="batched matrix product over the last two dimensions"))
 
-_elementwise_binary("add", np.add, "({0} + {1})", "ring", "add($0, $1)", "x + y, broadcasting")
-_elementwise_binary("sub", np.subtract, "({0} - {1})", "ring", "add($0, neg($1))", "x - y, broadcasting")
-_elementwise_binary("mul", np.multiply, "({0} * {1})", "ring", "mul($0, $1)", "x * y, broadcasting")
-_elementwise_binary("div", np.divide, "({0} / {1})", "div", "div($0, $1)", "x / y, broadcasting")
+elementwise("add", 2, np.add, "({0} + {1})", _ring(lambda F, a, x, y: F.add(x, y)), "add",
+            "add($0, $1)", "x + y, broadcasting", commutative=True)
+elementwise("sub", 2, np.subtract, "({0} - {1})", _ring(lambda F, a, x, y: F.sub(x, y)), "add",
+            "add($0, neg($1))", "x - y, broadcasting")
+elementwise("mul", 2, np.multiply, "({0} * {1})", _ring(lambda F, a, x, y: F.mul(x, y)), "mul",
+            "mul($0, $1)", "x * y, broadcasting", commutative=True)
+elementwise("div", 2, np.divide, "({0} / {1})",
+            _ring(lambda F, a, x, y: F.mul(x, F.inv(y))), "div", "div($0, $1)",
+            "x / y, broadcasting", domain="positive")
 
-_elementwise_unary("neg", np.negative, "(-{0})", "ring", "neg($0)", "-x")
-_elementwise_unary("exp", np.exp, "__expf({0})", "exp", "exp($0)", "e^x")
-_elementwise_unary("square", np.square, "({0} * {0})", "ring", "mul($0, $0)", "x^2")
-_elementwise_unary("sqrt", np.sqrt, "sqrtf({0})", "opaque", "sqrt($0)", "square root")
-_elementwise_unary("rsqrt", lambda x: 1.0 / np.sqrt(x), "rsqrtf({0})", "opaque",
-                   "div(1, sqrt($0))", "1 / sqrt(x)")
-_elementwise_unary("silu", lambda x: x / (1.0 + np.exp(-x)), "({0} / (1.0f + __expf(-{0})))",
-                   "lax", "div($0, add(1, exp(neg($0))))", "x * sigmoid(x)")
-_elementwise_unary("sigmoid", lambda x: 1.0 / (1.0 + np.exp(-x)), "(1.0f / (1.0f + __expf(-{0})))",
-                   "lax", "div(1, add(1, exp(neg($0))))", "1 / (1 + e^-x)")
-_elementwise_unary(
-    "gelu", _gelu,
+elementwise("neg", 1, np.negative, "(-{0})", _ring(lambda F, a, x: F.neg(x)), "same", "neg($0)",
+            "-x")
+elementwise("exp", 1, np.exp, "__expf({0})", FieldRule("exp", lambda F, a, x: F.exp(x.q),
+                                                       reads=("q",)),
+            "exp", "exp($0)", "e^x", cost=4.0)
+elementwise("square", 1, np.square, "({0} * {0})", _ring(lambda F, a, x: F.mul(x, x)), "square",
+            "mul($0, $0)", "x^2")
+elementwise("sqrt", 1, np.sqrt, "sqrtf({0})", _random("sqrt"), "random", "sqrt($0)",
+            "square root", cost=4.0, domain="positive")
+elementwise("rsqrt", 1, lambda x: 1.0 / np.sqrt(x), "rsqrtf({0})",
+            _random("sqrt", lambda F, a, r, x: F.inv(r)), "random", "div(1, sqrt($0))",
+            "1 / sqrt(x)", cost=4.0, domain="positive")
+elementwise("silu", 1, lambda x: x / (1.0 + np.exp(-x)), "({0} / (1.0f + __expf(-{0})))",
+            FieldRule("exp", lambda F, a, x: F.mul(x.p, _f_sigmoid(F, x)), reads=("pq",)),
+            "exp", "div($0, add(1, exp(neg($0))))", "x * sigmoid(x)", cost=4.0)
+elementwise("sigmoid", 1, lambda x: 1.0 / (1.0 + np.exp(-x)), "(1.0f / (1.0f + __expf(-{0})))",
+            FieldRule("exp", lambda F, a, x: _f_sigmoid(F, x), reads=("q",)),
+            "exp", "div(1, add(1, exp(neg($0))))", "1 / (1 + e^-x)", cost=4.0)
+elementwise(
+    "gelu", 1, _gelu,
     "(0.5f * {0} * (1.0f + tanhf(0.7978845608028654f * ({0} + 0.044715f * {0} * {0} * {0}))))",
-    "opaque", "gelu($0)", "GELU, tanh approximation")
-_elementwise_unary("relu", lambda x: np.maximum(x, 0.0), "fmaxf({0}, 0.0f)", "opaque", "relu($0)",
-                   "max(x, 0)")
-
-_declare(OpDef(
-    "mul_scalar", _BOTH, (1, 1), (AttrSpec("scalar", float),), _same,
-    lambda xs, a: np.asarray(xs[0] * a["scalar"]), "ring", "mul($0, {scalar})", True,
-    "({0} * {scalar}f)", "x * scalar"))
+    _random("gelu"), "random", "gelu($0)", "GELU, tanh approximation", cost=4.0)
+elementwise("relu", 1, lambda x: np.maximum(x, 0.0), "fmaxf({0}, 0.0f)", _random("relu"),
+            "random", "relu($0)", "max(x, 0)")
+elementwise("tanh", 1, np.tanh, "tanhf({0})", _random("tanh"), "random", "tanh($0)",
+            "hyperbolic tangent", cost=4.0)
+elementwise("maximum", 2, np.maximum, "fmaxf({0}, {1})",
+            FieldRule("random", lambda F, a, x, y: (x, y), fid="maximum"), "random",
+            "maximum($0, $1)", "elementwise max(x, y), broadcasting", commutative=True)
+elementwise("mul_scalar", 1, lambda x, scalar: x * scalar, "({0} * {scalar}f)",
+            _ring(lambda F, a, x: F.mul(x, F.const(a["scalar"]))), "same", "mul($0, {scalar})",
+            "x * scalar", attrs=(AttrSpec("scalar", float),))
 
 _REDUCE_ATTRS = (AttrSpec("axis", int, -1), AttrSpec("keepdims", bool, True))
-_declare(OpDef(
+declare(OpDef(
     "sum", _BOTH, (1, 1), _REDUCE_ATTRS, _reduce_shape,
     lambda xs, a: np.asarray(np.sum(xs[0], axis=a["axis"], keepdims=a["keepdims"])),
-    "ring", "sum({n}, $0)", doc="sum over one axis"))
-_declare(OpDef(
+    _ring(lambda F, a, x: F.sum(x, a["axis"], a["keepdims"])), "reduce", "sum({n}, $0)",
+    "reduce", 1.0, doc="sum over one axis"))
+declare(OpDef(
     "mean", _BOTH, (1, 1), _REDUCE_ATTRS, _reduce_shape,
     lambda xs, a: np.asarray(np.mean(xs[0], axis=a["axis"], keepdims=a["keepdims"])),
-    "mean", "div(sum({n}, $0), {n})", doc="mean over one axis"))
-_declare(OpDef(
+    _ring(lambda F, a, x: _f_mean(F, x, a["axis"], a["keepdims"])), "reduce",
+    "div(sum({n}, $0), {n})", "reduce", 1.0, doc="mean over one axis"))
+declare(OpDef(
     "rms_norm", _BOTH, (1, 2), (AttrSpec("eps", float, 0.0),), _rms_norm_shape, _rms_norm,
-    "rms", "div($0, sqrt(div(sum({n}, mul($0, $0)), {n})))",
+    FieldRule("random", _f_rms_arg, _f_rms_post, "sqrt"), "random",
+    "div($0, sqrt(div(sum({n}, mul($0, $0)), {n})))", "norm", 4.0, domain="real",
     doc="x / sqrt(mean(x^2, last axis) + eps), times an optional gain of the last dimension"))
-_declare(OpDef(
+declare(OpDef(
     "accum", frozenset({BLOCK}), (1, 1),
     (AttrSpec("kind", str, "sum", ACCUM_KINDS), AttrSpec("fold", int, None, optional=True)),
-    _accum_shape, _accum_direct, "mean", "sum({F}, $0)",
+    _accum_shape, _accum_direct, FieldRule("accum", fid="sqrt"), "accum", "sum({F}, $0)",
+    "accum", 1.0,
     doc=("for-loop accumulator: folds a tile over the loop iterations. fold=None keeps the "
          "tile; fold=x also folds the last dimension L to x (output j sums inputs k*x+j), "
          "fold=1 reduces it. kind: sum, mean (divide by the number of terms) or rms "
-         "(sqrt of the mean of squares)")))
+         "(sqrt of the mean of squares). Its term count is accum_terms()")))
 
 
 def op_names(level: str | None = None) -> list[str]:

@@ -46,6 +46,7 @@ from mirage_formal.ir.graph import (
     block_phases,
 )
 from mirage_formal.ir.node import Node
+from mirage_formal.ir.ops import REGISTRY
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,6 @@ TARGETS = {
     "h100": Target("h100", 3.0e12, 8.0e12, 50 * 2**20, 132, 228 * 1024, 2.5e-6, 4.0e14, 2.5e13, 1.0e-7),
     "h200": Target("h200", 4.2e12, 9.0e12, 50 * 2**20, 132, 228 * 1024, 2.5e-6, 4.0e14, 2.5e13, 1.0e-7),
 }
-
-_HEAVY = frozenset({"exp", "silu", "sigmoid", "gelu", "sqrt", "rsqrt", "rms_norm"})
 
 
 @dataclass(frozen=True)
@@ -91,11 +90,14 @@ def _nbytes(n: Node) -> int:
 
 def _op_flops(n: Node) -> tuple[float, float]:
     """(tensor-core flops, CUDA-core flops) of one application of op ``n`` on its tile."""
-    if n.op == "matmul":
+    d = REGISTRY[n.op]
+    if d.label == "matmul":
         a = n.src[0]
         return 2.0 * math.prod(n.shape) * a.shape[-1], 0.0
-    elems = math.prod(n.src[0].shape) if n.op in ("accum", "sum", "mean", "rms_norm") else math.prod(n.shape)
-    return 0.0, float(elems) * (4.0 if n.op in _HEAVY else 1.0)
+    # ops that reduce (label rules reduce, norm, accum) touch every input element
+    big = d.label in ("accum", "reduce", "norm")
+    elems = math.prod(n.src[0].shape) if big else math.prod(n.shape)
+    return 0.0, float(elems) * d.cost
 
 
 def smem_bytes(bg: BlockGraph) -> int:

@@ -142,8 +142,10 @@ def check_program(program: Any, config: SearchConfig) -> None:
             raise MirageError(f"output {o.attr('name')!r} is an input: nothing to compute")
     config.validate()
     ops = {n.op for n in program.nodes if n.op != INPUT}
-    # sum, mean and rms_norm are also expressible by accumulators inside graph-defined kernels
-    lowerable = {"sum", "mean", "rms_norm"} if config.max_graph_kernels and config.accums else set()
+    # reductions and norms (label rules reduce, norm) are also expressible by accumulators
+    # inside graph-defined kernels
+    lowerable = ({n for n in ops if n in REGISTRY and REGISTRY[n].label in ("reduce", "norm")}
+                 if config.max_graph_kernels and config.accums else set())
     missing = ops - set(config.kernel_ops) - set(config.block_ops) - lowerable
     if missing:
         raise UnsupportedOpError(

@@ -27,14 +27,18 @@ from typing import Any
 
 from mirage_formal.ir.graph import GET, INPUT, KERNEL_OP, KernelGraph
 from mirage_formal.ir.node import Node
+from mirage_formal.ir.ops import REGISTRY
 
 Label = tuple[Any, ...]
 Labels = tuple[Label, ...]
 
 UNIT: Label = ("1",)
-ELEMENTWISE_SAME = frozenset({"exp", "neg", "square", "sqrt", "rsqrt", "silu", "sigmoid", "gelu",
-                              "relu", "mul_scalar"})
-BINARY = frozenset({"add", "sub", "mul", "div"})
+
+
+def _rule(op: str) -> str:
+    """The op's label rule, from its registry declaration (``ir.opdef.LABEL_RULES``)."""
+    d = REGISTRY.get(op)
+    return d.label if d is not None else ""
 
 
 def part(axis: Label) -> Label:
@@ -71,9 +75,9 @@ def program_labels(program: KernelGraph) -> dict[Node, Labels]:
     def key(n: Node, d: int) -> tuple[int, int]:
         return (idx[n], d)
 
-    def bcast(a: Node, b: Node, out: Node) -> None:
+    def bcast(operands: Sequence[Node], out: Node) -> None:
         r = len(out.shape)
-        for s in (a, b):
+        for s in operands:
             off = r - len(s.shape)
             for d, size in enumerate(s.shape):
                 if size > 1:
@@ -82,12 +86,13 @@ def program_labels(program: KernelGraph) -> dict[Node, Labels]:
     for n in order:
         if n.op in (INPUT, KERNEL_OP, GET):
             continue
-        if n.op in ELEMENTWISE_SAME:
+        rule = _rule(n.op)
+        if rule == "same":
             for d in range(len(n.shape)):
                 uf.union(key(n.src[0], d), key(n, d))
-        elif n.op in BINARY:
-            bcast(n.src[0], n.src[1], n)
-        elif n.op == "matmul":
+        elif rule == "broadcast":
+            bcast(n.src, n)
+        elif rule == "matmul":
             a, b = n.src
             uf.union(key(a, len(a.shape) - 1), key(b, len(b.shape) - 2))
             r = len(n.shape)
@@ -98,12 +103,12 @@ def program_labels(program: KernelGraph) -> dict[Node, Labels]:
                         uf.union(key(s, d), key(n, d + off))
             uf.union(key(a, len(a.shape) - 2), key(n, r - 2))
             uf.union(key(b, len(b.shape) - 1), key(n, r - 1))
-        elif n.op == "rms_norm":
+        elif rule == "norm":
             for d in range(len(n.shape)):
                 uf.union(key(n.src[0], d), key(n, d))
             if len(n.src) == 2:
                 uf.union(key(n.src[1], 0), key(n, len(n.shape) - 1))
-        elif n.op in ("sum", "mean"):
+        elif rule == "reduce":
             ax = n.attr("axis") % len(n.src[0].shape)
             src = n.src[0]
             j = 0
@@ -132,7 +137,7 @@ def program_labels(program: KernelGraph) -> dict[Node, Labels]:
 
 
 def _reduced(n: Node, d: int) -> bool:
-    return n.op in ("sum", "mean") and bool(n.attr("keepdims")) and d == n.attr("axis") % len(n.shape)
+    return _rule(n.op) == "reduce" and bool(n.attr("keepdims")) and d == n.attr("axis") % len(n.shape)
 
 
 # ---------------------------------------------------------------- checked inference
@@ -166,13 +171,13 @@ def infer(n: Node, src_labels: Sequence[Labels], loop_label: Label | None = None
     ``loop_label`` (block level): the label the for-loop splits; an ``accum`` may only sum over
     it by reducing the last dimension (fold=1) that carries it.
     """
-    op = n.op
-    if op in ELEMENTWISE_SAME:
+    rule = _rule(n.op)
+    if rule == "same":
         return src_labels[0]
-    if op in BINARY:
+    if rule == "broadcast":
         r = _bcast_labels([s.shape for s in n.src], src_labels, len(n.shape))
         return None if r is None else tuple(r)
-    if op == "matmul":
+    if rule == "matmul":
         la, lb = src_labels
         if la[-1] != lb[-2] or (la[-1] == UNIT and n.src[0].shape[-1] > 1):
             return None
@@ -181,11 +186,11 @@ def infer(n: Node, src_labels: Sequence[Labels], loop_label: Label | None = None
         if batch is None:
             return None
         return (*batch, la[-2], lb[-1])
-    if op == "rms_norm":
+    if rule == "norm":
         if len(src_labels) == 2 and src_labels[1][0] != src_labels[0][-1]:
             return None
         return src_labels[0]
-    if op in ("sum", "mean"):
+    if rule == "reduce":
         lab = list(src_labels[0])
         ax = n.attr("axis") % len(lab)
         if n.attr("keepdims"):
@@ -193,7 +198,7 @@ def infer(n: Node, src_labels: Sequence[Labels], loop_label: Label | None = None
         else:
             del lab[ax]
         return tuple(lab)
-    if op == "accum":
+    if rule == "accum":
         lab = list(src_labels[0])
         fold = n.attr("fold")
         if loop_label is not None and loop_label in lab[:-1 if fold is not None else None]:
@@ -213,13 +218,14 @@ def infer(n: Node, src_labels: Sequence[Labels], loop_label: Label | None = None
 
 def precheck(op: str, shapes: Sequence[tuple[int, ...]], labs: Sequence[Labels]) -> bool:
     """A cheap test, before any node is built, that a binary op's shapes and labels fit."""
-    if op in BINARY:
+    rule = _rule(op)
+    if rule == "broadcast" and len(shapes) == 2:
         a, b = shapes
         for x, y in zip(reversed(a), reversed(b), strict=False):
             if x != y and x != 1 and y != 1:
                 return False
         return _bcast_labels(shapes, labs, max(len(a), len(b))) is not None
-    if op == "matmul":
+    if rule == "matmul":
         a, b = shapes
         return (len(a) >= 2 and len(b) >= 2 and a[-1] == b[-2] and labs[0][-1] == labs[1][-2])
     return True

@@ -67,8 +67,6 @@ from mirage_formal.search.labels import (
     program_labels,
 )
 
-COMMUTATIVE = frozenset({"add", "mul"})
-
 KeepFn = Callable[[Node, "tuple[Node, ...] | None", "tuple[int, int, int] | None", "int | None"], bool]
 
 
@@ -235,7 +233,7 @@ class Enumerator:
         if name in self.attrs:
             return self.attrs[name]
         spec = REGISTRY[name]
-        if name in ("sum", "mean"):
+        if spec.label == "reduce":
             return [{"axis": -1 - a, "keepdims": True} for a in range(len(srcs[0].shape))]
         if any(a.default is None and not a.optional for a in spec.attrs):
             return []  # e.g. mul_scalar with no scalar in the program
@@ -267,7 +265,7 @@ class Enumerator:
             lo, hi = spec.arity
             for k in range(lo, hi + 1):
                 for args in itertools.product(range(n), repeat=k):
-                    if k == 2 and (args[0] == args[1] or (name in COMMUTATIVE and args[0] > args[1])):
+                    if k == 2 and (args[0] == args[1] or (spec.commutative and args[0] > args[1])):
                         continue
                     for a in self._op_attrs(name, [self.t[i] for i in args]):
                         yield Move("op", args, name, tuple(sorted(a.items())))
@@ -597,7 +595,7 @@ class BlockSearch:
                     if must is not None and not any(i in must for i in args):
                         continue
                     if k == 2:
-                        if args[0] == args[1] or (name in COMMUTATIVE and args[0] > args[1]):
+                        if args[0] == args[1] or (spec.commutative and args[0] > args[1]):
                             continue
                         if self.post[args[0]] != self.post[args[1]]:
                             continue

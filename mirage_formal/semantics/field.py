@@ -5,27 +5,29 @@ outputs are compared) or ``"q"`` (Z_q, where the arguments of ``exp`` live). One
 :class:`FieldTrial` is one random point of the test: the primes, a random ω of order q, the
 keys of the random functions and (lazily, by input name and side) uniform random inputs.
 
-Op rules are read from the registry's ``field`` kind (``ir.ops.FIELD_KINDS``) with detail by
-op name (``RULES``); a test fails if a registry op has none:
+Op rules are read from each op's declaration (``ir.ops``, facet ``field``, a
+``FieldRule``); this module keeps no table of op names. A rule is written against the
+arithmetic interface :class:`SideOps` (``F``), exact int64 arithmetic mod the side's modulus:
 
-- ``ring``: the same polynomial mod m (m = p or q); matmul is exact through float64 BLAS
-  with limb splitting (:func:`matmul_mod`);
-- ``div`` / ``mean``: multiplication by the inverse (of the divisor, or of the count); a
-  zero divisor raises :class:`ZeroDivisorInTrial` so that the caller resamples the trial;
-  it is never treated as 1;
-- ``exp``: ``ω^(x mod q) mod p``: the argument is taken on the q side, the result lives on
-  the p side only, so ``exp(a+b) = exp(a)·exp(b)`` holds exactly;
-- ``lax`` (silu, sigmoid): ``x / (1 + exp(-x))`` and ``1 / (1 + exp(-x))``;
-- ``opaque`` (sqrt, gelu, relu, ...): a keyed pseudo-random function of the value, the same
-  function for every node in the trial (rsqrt is 1 / the sqrt function, so rewrites between
-  them are seen as equal);
-- ``rms``: ``x · inverse(sqrt_fn(mean(x²) + eps))``; ``accum kind=rms`` is
-  ``sqrt_fn(mean of squares)`` with the same function.
+- ``ring``: ``rule(F, attrs, *xs)``, rational arithmetic on one side; matmul is exact through
+  float64 BLAS with limb splitting (:func:`matmul_mod`); a zero divisor raises
+  :class:`ZeroDivisorInTrial` so that the caller resamples the trial, never treated as 1;
+- ``exp``: ``ω^(x mod q) mod p`` through ``F.exp``: the argument is taken on the q side, the
+  result lives on the p side only, so ``exp(a+b) = exp(a)·exp(b)`` holds exactly; operands
+  are pairs read on the sides the declaration's ``reads`` names (silu reads both);
+- ``random`` (sqrt, gelu, relu, rms_norm, ...): a keyed pseudo-random function ``fid`` of
+  *every* argument the rule returns (symmetric exactly for ops declared commutative), then
+  the rule's ``post`` (rsqrt is 1 / the sqrt function, rms_norm is x · inverse(sqrt_fn(mean
+  of squares + eps)), so rewrites between ops sharing a function are seen as equal);
+- ``accum``: the for-loop accumulator (:func:`accum_op`); ``kind=rms`` is the sqrt function
+  of the mean of squares, over ``accum_terms`` terms.
 
 :class:`FieldEvaluator` walks kernel graphs and block graphs (reusing ``layout``'s iterate,
 save and align, so it is the same vectorized scheme as the float64 interpreter). It
-evaluates a node on the sides that are asked for: the p side of outputs, the q side of what
-feeds an ``exp``. Its cache is keyed by (node, side); nodes are hash-consed, so shared
+evaluates a node on the sides that are asked for, by need: the p side of outputs, the q side
+of what feeds an ``exp``, both sides of exp-free operands of a random function; a kernel's
+outputs one by one, so a kernel saving exp(A) beside a plain tensor needed on q evaluates
+only that tensor there. Its cache is keyed by (node, side); nodes are hash-consed, so shared
 sub-graphs of different candidates are computed once per trial.
 
 Imports ``ir``, ``semantics.layout`` and the errors (and numpy).
@@ -44,7 +46,7 @@ import numpy as np
 from mirage_formal.errors import MirageError
 from mirage_formal.ir.graph import GET, INPUT, ITER, KERNEL_OP, BlockGraph, KernelGraph
 from mirage_formal.ir.node import Node
-from mirage_formal.ir.ops import FIELD_KINDS, REGISTRY
+from mirage_formal.ir.ops import FIELD_KINDS, REGISTRY, OpDef, accum_terms
 from mirage_formal.semantics.layout import LEAD, LOOP_AXIS, align, iterate, save
 
 Array = np.ndarray
@@ -55,10 +57,6 @@ SIDES = (P_SIDE, Q_SIDE)
 #: two residues stay below 2^62, so elementwise arithmetic is exact in int64.
 DEFAULT_P = 2147483579
 DEFAULT_Q = 1073741789
-
-#: ops whose p-side value needs the q side of their argument (exp and the LAX ops built on it)
-EXP_OPS = frozenset({"exp", "silu", "sigmoid"})
-
 
 class ZeroDivisorInTrial(Exception):
     """A divisor was zero at this random point: the caller draws a new trial."""
@@ -297,153 +295,182 @@ class FieldTrial:
         e = np.asarray(arg_q, dtype=np.int64)
         return _i64(self._hi[e >> self._shift] * self._lo[e & ((1 << self._shift) - 1)] % self.p)
 
-    def random_function(self, fid: str, x: Array, side: str, other: Array | None = None) -> Array:
-        """A pseudo-random function ``fid`` of the value, fixed for this trial and side.
-
-        With ``other`` (the argument's value on the q side) the function is of the pair
-        (x mod p, x mod q): the verifier uses this for arguments free of exp, so that two
-        different arguments must collide in both fields at once to collide at all.
-        """
+    def _key(self, fid: str, side: str) -> tuple[np.uint64, np.uint64, np.uint64]:
         if (fid, side) not in self._keys:
             k = self._rng(3, SIDES.index(side), _name_id(fid)).integers(0, 2**63, size=3, dtype=np.int64)
             self._keys[(fid, side)] = (np.uint64(k[0]), np.uint64(k[1]), np.uint64(k[2]))
-        k1, k2, k3 = self._keys[(fid, side)]
-        z = _mix(np.asarray(x, dtype=np.int64).astype(np.uint64) + k1)
-        if other is not None:
-            z = _mix(z ^ (np.asarray(other, dtype=np.int64).astype(np.uint64) + k3))
-        z = _mix(z ^ k2)
-        return (z % np.uint64(self.modulus(side))).astype(np.int64)
+        return self._keys[(fid, side)]
+
+    def random_function(self, fid: str, args: Sequence[Array], side: str,
+                        others: Sequence[Array] | None = None, symmetric: bool = False) -> Array:
+        """A pseudo-random function ``fid`` of *every* argument, fixed for this trial and side.
+
+        Each argument is hashed with a key of its position (one key for all when
+        ``symmetric``: the function of a commutative op) and the hashes are combined in
+        order (summed when ``symmetric``), so a change in any argument changes the value.
+        With ``others`` (the arguments' values on the q side) each argument is hashed as the
+        pair (x mod p, x mod q): the verifier uses this for arguments free of exp, so that
+        two different arguments must collide in both fields at once to collide at all.
+        """
+        k1, k2, k3 = self._key(fid, side)
+        parts = []
+        for i, x in enumerate(args):
+            kpos = k1 if symmetric else k1 ^ np.uint64((i + 1) * 0x9E3779B97F4A7C15 % 2**64)
+            z = _mix(np.asarray(x, dtype=np.int64).astype(np.uint64) + kpos)
+            if others is not None:
+                z = _mix(z ^ (np.asarray(others[i], dtype=np.int64).astype(np.uint64) + k3))
+            parts.append(z)
+        acc = parts[0]
+        for z in parts[1:]:
+            acc = acc + z if symmetric else _mix(acc ^ z)
+        out = _mix(acc ^ k2)
+        return (out % np.uint64(self.modulus(side))).astype(np.int64)
 
 
 # ---------------------------------------------------------------- op rules
 
-def _ring(name: str, xs: Sequence[Array], attrs: Mapping[str, Any], m: int) -> Array:
-    if name == "add":
-        return _i64((xs[0] + xs[1]) % m)
-    if name == "sub":
-        return _i64((xs[0] - xs[1]) % m)
-    if name == "mul":
-        return _i64(xs[0] * xs[1] % m)
-    if name == "neg":
-        return (-xs[0]) % m
-    if name == "square":
-        return _i64(xs[0] * xs[0] % m)
-    if name == "mul_scalar":
-        return xs[0] * const_mod(as_rational(attrs["scalar"]), m) % m
-    if name == "sum":
-        return _i64(np.sum(xs[0], axis=attrs["axis"], keepdims=attrs["keepdims"]) % m)
-    if name == "matmul":
-        return matmul_mod(xs[0], xs[1], m)
-    raise MirageError(f"field: no ring rule for {name!r}; add one to semantics/field.py")
+class SideOps:
+    """The arithmetic interface ``F`` the registry's field rules are written against (see
+    ``ir.opdef.FieldRule``): exact int64 arithmetic mod the modulus of one side."""
+
+    def __init__(self, trial: FieldTrial, side: str) -> None:
+        self.trial, self.side, self.m = trial, side, trial.modulus(side)
+
+    @property
+    def q(self) -> SideOps:
+        return SideOps(self.trial, Q_SIDE)
+
+    def add(self, a: Array, b: Array) -> Array:
+        return _i64((np.asarray(a) + b) % self.m)
+
+    def sub(self, a: Array, b: Array) -> Array:
+        return _i64((np.asarray(a) - b) % self.m)
+
+    def mul(self, a: Array, b: Array) -> Array:
+        return _i64(np.asarray(a) * b % self.m)
+
+    def neg(self, a: Array) -> Array:
+        return _i64((-np.asarray(a)) % self.m)
+
+    def inv(self, a: Array) -> Array:
+        return inverse_mod(a, self.m)
+
+    def const(self, c: float | int | Fraction) -> Array:
+        f = c if isinstance(c, Fraction) else as_rational(float(c))
+        if f.denominator % self.m == 0:
+            raise MirageError(f"field: the constant {c} has no value mod {self.m}")
+        return _i64(const_mod(f, self.m))
+
+    def sum(self, a: Array, axis: int, keepdims: bool) -> Array:
+        return _i64(np.sum(a, axis=axis, keepdims=keepdims) % self.m)
+
+    def matmul(self, a: Array, b: Array) -> Array:
+        return matmul_mod(np.asarray(a), np.asarray(b), self.m)
+
+    def exp(self, a_q: Array) -> Array:
+        if self.side != P_SIDE:
+            raise FieldDomainError("exp gives a p-side value; it was asked for on the q side")
+        return self.trial.exp(a_q)
 
 
-def _mean(x: Array, axis: int, keepdims: bool, m: int) -> Array:
-    n = x.shape[axis]
-    return _i64(np.sum(x, axis=axis, keepdims=keepdims) % m * pow(n % m, -1, m) % m)
+class _Pair:
+    """An operand of an exp-kind rule: its value on the sides the declaration reads."""
 
+    def __init__(self, op: str, index: int, reads: str, get: Callable[[str], Array]) -> None:
+        self.op, self.index, self.reads, self._get = op, index, reads, get
 
-#: Field rules by kind, then by op name (see the module docstring). ``None`` marks an op the
-#: evaluator handles itself because it crosses sides (exp and the LAX ops).
-RULES: dict[str, frozenset[str] | None] = {
-    "ring": frozenset({"add", "sub", "mul", "neg", "square", "mul_scalar", "sum", "matmul"}),
-    "div": frozenset({"div"}),
-    "exp": frozenset({"exp"}),
-    "lax": frozenset({"silu", "sigmoid"}),
-    "mean": frozenset({"mean", "accum"}),
-    "opaque": None,  # any op name: a random function named after the op (rsqrt: 1/sqrt)
-    "rms": frozenset({"rms_norm"}),
-}
-assert set(RULES) == set(FIELD_KINDS)
+    def _side(self, side: str) -> Array:
+        if side not in self.reads:
+            raise FieldDomainError(
+                f"the field rule of {self.op} reads operand {self.index} on side {side}, but its "
+                f"declaration says reads={self.reads!r}; fix the declaration in ir/ops.py")
+        return self._get(side)
+
+    @property
+    def p(self) -> Array:
+        return self._side(P_SIDE)
+
+    @property
+    def q(self) -> Array:
+        return self._side(Q_SIDE)
 
 
 def has_field_rule(name: str) -> bool:
-    """True when the registry op ``name`` has a field rule here (tests check every op)."""
-    kind = REGISTRY[name].field
-    names = RULES.get(kind, frozenset())
-    return names is None or name in names
-
-
-SQRT_FN = "sqrt"
+    """True when the registry op ``name`` has a field rule this interpreter applies."""
+    f = REGISTRY[name].field
+    return f.kind in FIELD_KINDS and (f.rule is not None or f.kind == "accum")
 
 
 def same_side_op(trial: FieldTrial, name: str, xs: Sequence[Array], attrs: Mapping[str, Any],
                  side: str) -> Array:
-    """Apply a registry op whose operands and result are all on ``side`` (not exp/LAX)."""
-    m = trial.modulus(side)
-    kind = REGISTRY[name].field
-    if not has_field_rule(name):
-        raise MirageError(f"field: op {name!r} (kind {kind}) has no field rule")
-    if kind == "ring":
-        return _ring(name, xs, attrs, m)
-    if kind == "div":
-        return _i64(xs[0] * inverse_mod(xs[1], m) % m)
-    if kind == "mean":
-        return _mean(xs[0], attrs["axis"], attrs["keepdims"], m)
-    if kind in RF_KINDS:
-        return opaque_op(trial, name, {side: xs}, attrs, side, dual=False)
-    raise FieldDomainError(f"field: {name} crosses sides and is applied by the evaluator")
+    """Apply a ring-kind or random-kind registry op whose operands are all on ``side``."""
+    return apply_same_side(trial, REGISTRY[name], xs, attrs, side)
 
 
-RF_KINDS = ("opaque", "rms")
+def apply_same_side(trial: FieldTrial, d: OpDef, xs: Sequence[Array], attrs: Mapping[str, Any],
+                    side: str, other: Sequence[Array] | None = None) -> Array:
+    """The field rule of declaration ``d`` (ring or random kind) on operands on ``side``
+    (``other``: the operands on the other side, see :func:`random_op`). Takes the
+    declaration itself, so a test can check one that is not in the registry."""
+    if d.field.kind == "ring":
+        assert d.field.rule is not None
+        return _i64(d.field.rule(SideOps(trial, side), attrs, *xs))
+    if d.field.kind == "random":
+        return _random_rule(trial, d, xs, attrs, side, other)
+    raise FieldDomainError(f"field: {d.name} (kind {d.field.kind}) crosses sides and is applied "
+                           "by the evaluator")
 
 
-def rf_fid(name: str) -> str:
-    """The random function an op applies: rsqrt, rms_norm and accum rms share sqrt's."""
-    return SQRT_FN if name in ("rsqrt", "rms_norm", "accum") else name
+def random_op(trial: FieldTrial, name: str, xs: Sequence[Array], attrs: Mapping[str, Any],
+              side: str, other: Sequence[Array] | None = None) -> Array:
+    """A random-kind op on ``side``: the random function of the rule's arguments, then post.
 
-
-def _rf_argument(name: str, xs: Sequence[Array], attrs: Mapping[str, Any], m: int) -> Array:
-    if REGISTRY[name].field == "rms":
-        x = xs[0]
-        return _i64((_mean(x * x % m, -1, True, m) + const_mod(as_rational(attrs["eps"]), m)) % m)
-    return xs[0]
-
-
-def opaque_op(trial: FieldTrial, name: str, xs: Mapping[str, Sequence[Array]],
-              attrs: Mapping[str, Any], side: str, dual: bool) -> Array:
-    """An op built on a random function (kinds opaque and rms), on ``side``.
-
-    ``xs`` holds the operands on ``side`` and, when ``dual``, the first operand on the other
-    side too: the random function then takes the argument's value in both fields.
+    With ``other`` (every operand on the other side) the function takes each argument in
+    both fields: the verifier does this when all operands are free of exp.
     """
-    m = trial.modulus(side)
-    fid = rf_fid(name)
-    if dual:
-        u = {s: _rf_argument(name, xs[s], attrs, trial.modulus(s)) for s in SIDES}
-        r = trial.random_function(fid, u[P_SIDE], side, other=u[Q_SIDE])
-    else:
-        r = trial.random_function(fid, _rf_argument(name, xs[side], attrs, m), side)
-    here = xs[side]
-    if name == "rsqrt":
-        return inverse_mod(r, m)
-    if REGISTRY[name].field == "rms":
-        out = here[0] * inverse_mod(r, m) % m
-        return _i64(out * here[1] % m if len(here) == 2 else out)
-    return r
+    return _random_rule(trial, REGISTRY[name], xs, attrs, side, other)
 
 
-def exp_op(trial: FieldTrial, name: str, arg_p: Array | None, arg_q: Array) -> Array:
-    """exp, silu, sigmoid: the p-side value from the argument's q side (and p side for silu)."""
-    p, q = trial.p, trial.q
-    if name == "exp":
-        return trial.exp(arg_q)
-    y = trial.exp((-arg_q) % q)  # exp(-x)
-    inv = inverse_mod((1 + y) % p, p)
-    if name == "sigmoid":
-        return inv
-    if name == "silu":
-        assert arg_p is not None
-        return _i64(arg_p * inv % p)
-    raise MirageError(f"field: no rule for the exp-kind op {name!r}")
+def _random_rule(trial: FieldTrial, d: OpDef, xs: Sequence[Array], attrs: Mapping[str, Any],
+                 side: str, other: Sequence[Array] | None) -> Array:
+    f = d.field
+    assert f.rule is not None
+    here = SideOps(trial, side)
+    args = [np.asarray(a) for a in f.rule(here, attrs, *xs)]
+    others = None
+    if other is not None:
+        o_side = Q_SIDE if side == P_SIDE else P_SIDE
+        o_args = [np.asarray(a) for a in f.rule(SideOps(trial, o_side), attrs, *other)]
+        by_side = {side: args, o_side: o_args}
+        args, others = by_side[P_SIDE], by_side[Q_SIDE]
+    r = trial.random_function(f.fid, args, side, others, symmetric=d.commutative)
+    if f.post is None:
+        return r
+    return _i64(f.post(here, attrs, r, *xs))
+
+
+def exp_op(trial: FieldTrial, name: str, get: Sequence[Callable[[str], Array]],
+           attrs: Mapping[str, Any]) -> Array:
+    """An exp-kind op (exp, silu, sigmoid): its p-side value, operands fetched by side."""
+    return apply_exp(trial, REGISTRY[name], get, attrs)
+
+
+def apply_exp(trial: FieldTrial, d: OpDef, get: Sequence[Callable[[str], Array]],
+              attrs: Mapping[str, Any]) -> Array:
+    """The exp-kind field rule of declaration ``d``; ``get[i](side)`` gives operand i."""
+    f = d.field
+    name = d.name
+    assert f.rule is not None
+    pairs = [_Pair(name, i, f.reads[i], g) for i, g in enumerate(get)]
+    return _i64(f.rule(SideOps(trial, P_SIDE), attrs, *pairs))
 
 
 def _accum_sum(x: Array, attrs: Mapping[str, Any], loop_axis: int, m: int) -> tuple[Array, int]:
     kind, fold = attrs["kind"], attrs["fold"]
-    count = x.shape[loop_axis]
+    count = accum_terms(x.shape[loop_axis], x.shape[-1], fold)
     xx = x * x % m if kind == "rms" else x
     if fold is not None:
         last = x.shape[-1]
-        count *= last // fold
         xx = xx.reshape(*x.shape[:-1], last // fold, fold).sum(axis=-2)
     return _i64(xx.sum(axis=loop_axis, keepdims=True) % m), count
 
@@ -453,7 +480,7 @@ def accum_op(trial: FieldTrial, x: Array, attrs: Mapping[str, Any], loop_axis: i
     """Fold a tile over loop iterations (and the last dimension for fold), in the field.
 
     For kind rms with ``x_other`` (the tile on the other side) the square root's random
-    function takes the mean of squares in both fields (see :func:`opaque_op`).
+    function takes the mean of squares in both fields (see :func:`random_op`).
     """
     m = trial.modulus(side)
     s, count = _accum_sum(x, attrs, loop_axis, m)
@@ -462,14 +489,29 @@ def accum_op(trial: FieldTrial, x: Array, attrs: Mapping[str, Any], loop_axis: i
     mean = _i64(s * pow(count % m, -1, m) % m)
     if attrs["kind"] != "rms":
         return mean
+    fid = REGISTRY["accum"].field.fid
     if x_other is None:
-        return trial.random_function(SQRT_FN, mean, side)
+        return trial.random_function(fid, [mean], side)
     other = Q_SIDE if side == P_SIDE else P_SIDE
     mo = trial.modulus(other)
     so, _ = _accum_sum(x_other, attrs, loop_axis, mo)
     mean_o = _i64(so * pow(count % mo, -1, mo) % mo)
     means = {side: mean, other: mean_o}
-    return trial.random_function(SQRT_FN, means[P_SIDE], side, other=means[Q_SIDE])
+    return trial.random_function(fid, [means[P_SIDE]], side, [means[Q_SIDE]])
+
+
+def applies_exp(n: Node) -> bool:
+    """Whether node ``n`` is a registry op that applies an exp (its field kind is exp)."""
+    d = REGISTRY.get(n.op)
+    return d is not None and d.field.kind == "exp"
+
+
+def applies_random(n: Node) -> bool:
+    """Whether node ``n`` is a registry op applying a random function (accum: kind rms)."""
+    d = REGISTRY.get(n.op)
+    if d is None:
+        return False
+    return d.field.kind == "random" or (d.field.kind == "accum" and n.attr("kind") == "rms")
 
 
 def node_purity(n: Node, kernel: Node | None, memo: dict[tuple[Node, Node | None], tuple[bool, bool]]
@@ -489,12 +531,22 @@ def node_purity(n: Node, kernel: Node | None, memo: dict[tuple[Node, Node | None
         out = node_purity(kernel.src[n.attr("input")], None, memo)
     else:
         parts = [node_purity(s, kernel, memo) for s in n.src]
-        ef = all(p[0] for p in parts) and n.op not in EXP_OPS
-        rf = all(p[1] for p in parts) and REGISTRY[n.op].field not in RF_KINDS and not (
-            n.op == "accum" and n.attr("kind") == "rms")
+        ef = all(p[0] for p in parts) and not applies_exp(n)
+        rf = all(p[1] for p in parts) and not applies_random(n)
         out = (ef, rf)
     memo[key] = out
     return out
+
+
+def dual_operands(n: Node, kernel: Node | None,
+                  memo: dict[tuple[Node, Node | None], tuple[bool, bool]]) -> bool:
+    """A random function at ``n`` takes its arguments in both fields when every operand is
+    free of exp (an exp value has no meaning on the q side)."""
+    return all(node_purity(s, kernel, memo)[0] for s in n.src)
+
+
+def _other(side: str) -> str:
+    return Q_SIDE if side == P_SIDE else P_SIDE
 
 
 # ---------------------------------------------------------------- evaluation
@@ -505,6 +557,9 @@ Key = tuple[Node, str]
 class FieldEvaluator:
     """Evaluates kernel graphs in one trial; ``cache`` maps (node, side) to values.
 
+    Values are computed by need: a node is evaluated on a side only when a consumer asks for
+    it there, and a graph-defined kernel's outputs one by one (a kernel saving exp(A) beside
+    a plain tensor whose consumer needs the q side evaluates only that tensor on q).
     The cache may be shared by many graphs evaluated in the same trial (the verifier keeps
     one per trial), and may be any mutable mapping (for instance one that evicts).
     """
@@ -515,6 +570,7 @@ class FieldEvaluator:
         self.cache: MutableMapping[Key, Any] = cache if cache is not None else {}
         self.on_store = on_store
         self.purity: dict[tuple[Node, Node | None], tuple[bool, bool]] = {}
+        self._blocks: dict[Node, dict[Key, Array]] = {}
 
     def _store(self, key: Key, value: Any) -> Any:
         self.cache[key] = value
@@ -526,6 +582,11 @@ class FieldEvaluator:
         """The p-side value of every output of ``graph``."""
         return [self.value(o, P_SIDE) for o in graph.outputs]
 
+    def _kernel_outputs(self, kn: Node, which: Sequence[int], side: str) -> list[Array]:
+        ins = [_Lazy(self, s) for s in kn.src]
+        return evaluate_block_field(kn.attr("graph"), ins, self.trial, side, kn, self.purity,
+                                    which, self._blocks.setdefault(kn, {}))
+
     def value(self, n: Node, side: str) -> Any:
         key = (n, side)
         found = self.cache.get(key)
@@ -535,27 +596,22 @@ class FieldEvaluator:
         if n.op == INPUT:
             return self._store(key, t.input(n.attr("name"), n.shape, side))
         if n.op == GET:
-            return self._store(key, self.value(n.src[0], side)[n.attr("index")])
+            kn = n.src[0]
+            return self._store(key, self._kernel_outputs(kn, [n.attr("index")], side)[0])
         if n.op == KERNEL_OP:
-            ins = [_Lazy(self, s) for s in n.src]
-            return self._store(key, evaluate_block_field(n.attr("graph"), ins, t, side, n,
-                                                         self.purity))
-        if n.op in EXP_OPS:
+            bg: BlockGraph = n.attr("graph")
+            return self._kernel_outputs(n, range(len(bg.outputs)), side)
+        if applies_exp(n):
             if side != P_SIDE:
                 raise FieldDomainError(
                     f"{n.op} is needed inside the argument of another exp; programs with an exp "
                     "under an exp are outside the LAX class the field test covers")
-            arg_q = self.value(n.src[0], Q_SIDE)
-            arg_p = self.value(n.src[0], P_SIDE) if n.op == "silu" else None
-            return self._store(key, exp_op(t, n.op, arg_p, arg_q))
+            gets = [lambda s_, src=src: self.value(src, s_) for src in n.src]
+            return self._store(key, exp_op(t, n.op, gets, n.attr_dict))
         xs = [self.value(s, side) for s in n.src]
-        if REGISTRY[n.op].field in RF_KINDS:
-            dual = node_purity(n.src[0], None, self.purity)[0]
-            opnds = {side: xs}
-            if dual:
-                other = Q_SIDE if side == P_SIDE else P_SIDE
-                opnds[other] = [self.value(n.src[0], other)]
-            return self._store(key, opaque_op(t, n.op, opnds, n.attr_dict, side, dual))
+        if applies_random(n) and dual_operands(n, None, self.purity):
+            other = [self.value(s, _other(side)) for s in n.src]
+            return self._store(key, random_op(t, n.op, xs, n.attr_dict, side, other))
         return self._store(key, same_side_op(t, n.op, xs, n.attr_dict, side))
 
 
@@ -571,12 +627,13 @@ class _Lazy:
 
 def evaluate_block_field(bg: BlockGraph, inputs: Sequence[_Lazy], trial: FieldTrial,
                          side: str, kernel: Node,
-                         purity: dict[tuple[Node, Node | None], tuple[bool, bool]]) -> list[Array]:
-    """All outputs of one graph-defined kernel on ``side``, for every block and iteration."""
-    vals: dict[Key, Array] = {}
-
-    def other_side(s: str) -> str:
-        return Q_SIDE if s == P_SIDE else P_SIDE
+                         purity: dict[tuple[Node, Node | None], tuple[bool, bool]],
+                         which: Sequence[int] | None = None,
+                         vals: dict[Key, Array] | None = None) -> list[Array]:
+    """Outputs ``which`` (default: all) of one graph-defined kernel on ``side``, for every
+    block and iteration. Block values are computed by need; ``vals`` may carry them between
+    calls for the same kernel in the same trial."""
+    vals = {} if vals is None else vals
 
     def full_loop(x: Array) -> Array:
         if x.shape[LOOP_AXIS] != bg.forloop:  # a loop-invariant tile is added F times
@@ -596,27 +653,25 @@ def evaluate_block_field(bg: BlockGraph, inputs: Sequence[_Lazy], trial: FieldTr
             x = full_loop(val(n.src[0], s))
             x_other = None
             if n.attr("kind") == "rms" and node_purity(n.src[0], kernel, purity)[0]:
-                x_other = full_loop(val(n.src[0], other_side(s)))
+                x_other = full_loop(val(n.src[0], _other(s)))
             v = accum_op(trial, x, n.attr_dict, LOOP_AXIS, s, x_other)
-        elif n.op in EXP_OPS:
+        elif applies_exp(n):
             if s != P_SIDE:
                 raise FieldDomainError(
                     f"block {n.op} is needed inside the argument of another exp; programs with "
                     "an exp under an exp are outside the LAX class the field test covers")
-            arg_q = val(n.src[0], Q_SIDE)
-            arg_p = val(n.src[0], P_SIDE) if n.op == "silu" else None
-            v = exp_op(trial, n.op, arg_p, arg_q)
-        elif REGISTRY[n.op].field in RF_KINDS:
-            args = align([val(x, s) for x in n.src], LEAD)
-            opnds = {s: args}
-            dual = node_purity(n.src[0], kernel, purity)[0]
-            if dual:
-                opnds[other_side(s)] = [val(n.src[0], other_side(s))]
-            v = opaque_op(trial, n.op, opnds, n.attr_dict, s, dual)
+            gets = [lambda s_, x=x: val(x, s_) for x in n.src]
+            v = exp_op(trial, n.op, gets, n.attr_dict)
         else:
             args = align([val(x, s) for x in n.src], LEAD)
-            v = same_side_op(trial, n.op, args, n.attr_dict, s)
+            if applies_random(n) and dual_operands(n, kernel, purity):
+                other = align([val(x, _other(s)) for x in n.src], LEAD)
+                v = random_op(trial, n.op, args, n.attr_dict, s, other)
+            else:
+                v = same_side_op(trial, n.op, args, n.attr_dict, s)
         vals[key] = v
         return v
 
-    return [save(val(o.node, side), o.omap, bg.grid, o.node.shape) for o in bg.outputs]
+    idx = range(len(bg.outputs)) if which is None else which
+    return [save(val(bg.outputs[i].node, side), bg.outputs[i].omap, bg.grid,
+                 bg.outputs[i].node.shape) for i in idx]

@@ -31,8 +31,15 @@ from typing import Any
 
 from mirage_formal.ir.graph import GET, INPUT, ITER, KERNEL_OP, BlockGraph, KernelGraph
 from mirage_formal.ir.node import Node
-from mirage_formal.ir.ops import REGISTRY
-from mirage_formal.semantics.field import EXP_OPS, P_SIDE, Q_SIDE, RF_KINDS, SQRT_FN, node_purity
+from mirage_formal.ir.ops import REGISTRY, accum_terms
+from mirage_formal.semantics.field import (
+    P_SIDE,
+    Q_SIDE,
+    applies_exp,
+    applies_random,
+    dual_operands,
+    node_purity,
+)
 
 
 @dataclass(frozen=True)
@@ -171,105 +178,185 @@ def _reduce_const(c: frozenset[int] | None, axis: int, rank: int, keepdims: bool
     return frozenset(ax + 1 if ax < axis else ax for ax in c if ax != axis)
 
 
+class _DV:
+    """A degree bound with the shape of the value it bounds (the degree algebra's values)."""
+
+    def __init__(self, deg: Deg, shape: Shape) -> None:
+        self.deg, self.shape = deg, tuple(shape)
+        self.p = self.q = self  # exp-kind rules read operands by side; degrees are the same
+
+
+class _DegreeAlgebra:
+    """The arithmetic interface ``F`` of field rules (``ir.opdef.FieldRule``), computing
+    degree bounds instead of values: a registry op's field rule, run here, gives its degree
+    and records its division sites and exp applications. Used for the exp and random kinds,
+    so a new op of those kinds needs no degree rule of its own."""
+
+    def __init__(self, info: ProgramInfo, where: str, lead: int, side_key: tuple[Any, ...],
+                 sides: set[str], exp_side: bool = False) -> None:
+        self.info, self.where, self.lead = info, where, lead
+        self.side_key, self.sides, self.exp_side = side_key, sides, exp_side
+        self.divisions = 0
+
+    @property
+    def q(self) -> _DegreeAlgebra:
+        return self
+
+    @staticmethod
+    def _shape(a: _DV, b: _DV) -> Shape:
+        n = max(len(a.shape), len(b.shape))
+        pa = (1,) * (n - len(a.shape)) + a.shape
+        pb = (1,) * (n - len(b.shape)) + b.shape
+        return tuple(max(x, y) for x, y in zip(pa, pb, strict=True))
+
+    @staticmethod
+    def _consts(a: _DV, b: _DV, shape: Shape) -> tuple[frozenset[int] | None, frozenset[int] | None]:
+        r = len(shape)
+        return const_axes(a.deg, a.shape, r), const_axes(b.deg, b.shape, r)
+
+    def add(self, a: _DV, b: _DV) -> _DV:
+        shape = self._shape(a, b)
+        return _DV(d_add(a.deg, b.deg, *self._consts(a, b, shape)), shape)
+
+    sub = add
+
+    def mul(self, a: _DV, b: _DV) -> _DV:
+        shape = self._shape(a, b)
+        return _DV(d_mul(a.deg, b.deg, *self._consts(a, b, shape)), shape)
+
+    def neg(self, a: _DV) -> _DV:
+        return a
+
+    def inv(self, a: _DV) -> _DV:
+        sides = {P_SIDE} if self.exp_side else self.sides
+        self.divisions += 1
+        for s in sides:
+            k = (*self.side_key, "inv", self.divisions, s)
+            self.info.divisions[k] = Site(k, self.lead * math.prod(a.shape), a.deg, s)
+        # the new denominator is a's numerator: fixed along the axes where a is broadcast
+        return _DV(_with(d_inv(a.deg), _bcast(a.shape, len(a.shape))), a.shape)
+
+    def const(self, c: Any) -> _DV:
+        if isinstance(c, float) and math.isfinite(c):
+            self.info.constants.add(Fraction(c).numerator)
+        return _DV(ONE, ())
+
+    def sum(self, a: _DV, axis: int, keepdims: bool) -> _DV:
+        shape = list(a.shape)
+        axis = axis - len(shape) if axis >= 0 else axis
+        n = shape[axis]
+        if keepdims:
+            shape[axis] = 1
+        else:
+            del shape[axis]
+        k = const_axes(a.deg, a.shape, len(a.shape))
+        out = d_sum(a.deg, n, k is None or axis in k)
+        return _DV(_with(out, _reduce_const(k, axis, len(a.shape), keepdims)), tuple(shape))
+
+    def matmul(self, a: _DV, b: _DV) -> _DV:
+        batch = self._shape(_DV(ONE, a.shape[:-2]), _DV(ONE, b.shape[:-2]))
+        return _DV(d_sum(d_mul(a.deg, b.deg), a.shape[-1]), (*batch, a.shape[-2], b.shape[-1]))
+
+    def exp(self, a: _DV) -> _DV:
+        self.info.exp_count += 1
+        if a.deg.has_exp:
+            self.info.problems.append(
+                f"{self.where}: an exp is applied to a value that already depends on an exp; "
+                "the LAX class allows at most one exp on any path (the bound does not apply)")
+        return _DV(EXPV, a.shape)
+
+
+def _generic_degree(n: Node, args: list[Deg], info: ProgramInfo, where: str, elements: int,
+                    side_key: tuple[Any, ...], sides: set[str]) -> Deg:
+    """Degree of an exp-kind or random-kind op, by running its field rule on degrees."""
+    d = REGISTRY[n.op]
+    f = d.field
+    assert f.rule is not None
+    lead = elements // max(math.prod(n.shape), 1)
+    dvs = [_DV(a, s.shape) for a, s in zip(args, n.src, strict=True)]
+    if f.kind == "exp":
+        alg = _DegreeAlgebra(info, where, lead, side_key, sides, exp_side=True)
+        out: _DV = f.rule(alg, n.attr_dict, *dvs)
+        return out.deg
+    alg = _DegreeAlgebra(info, where, lead, side_key, sides)
+    rf_args = list(f.rule(alg, n.attr_dict, *dvs))
+    arg_deg = Deg(max(a.deg.nx + a.deg.dx for a in rf_args), max(a.deg.ny + a.deg.dy for a in rf_args))
+    arg_elems = lead * max(math.prod(a.shape) for a in rf_args)
+    for s in sides:
+        info.opaque[(*side_key, s)] = Site((*side_key, s), arg_elems, arg_deg, s, f.fid,
+                                           *_rf_mode(n, side_key, info))
+    if f.post is None:
+        return VAR
+    r = _DV(VAR, max((a.shape for a in rf_args), key=len))
+    res: _DV = f.post(alg, n.attr_dict, r, *dvs)
+    return res.deg
+
+
 def _op_degree(n: Node, args: list[Deg], info: ProgramInfo, where: str, elements: int,
                side_key: tuple[Any, ...], sides: set[str]) -> Deg:
-    """Degree of a registry-op node from its operands' degrees; records sites and problems."""
-    name = n.op
+    """Degree of a registry-op node from its operands' degrees; records sites and problems.
+
+    Ring-kind ops use the structural rule their declaration names (``degree``), which also
+    tracks the axes along which a denominator is constant; exp- and random-kind ops run
+    their field rule on degrees (:class:`_DegreeAlgebra`), reading every operand."""
+    d = REGISTRY[n.op]
     a = n.attr_dict
-    kind = REGISTRY[name].field
     rank = len(n.shape)
-    cs = [const_axes(d, s.shape, rank) for d, s in zip(args, n.src, strict=True)]
-    for cname in ("scalar", "eps"):
-        if isinstance(a.get(cname), float) and math.isfinite(a[cname]):
-            info.constants.add(Fraction(a[cname]).numerator)
-    if name in EXP_OPS:
-        info.exp_count += 1
-        if args[0].has_exp:
-            info.problems.append(
-                f"{where}: {name} is applied to a value that already depends on an exp; the LAX "
-                "class allows at most one exp on any path (the bound does not apply)")
-        if name == "exp":
-            return EXPV
-        one_plus_y = Deg(0, 1, 0, 0)
-        for s in sides:
-            info.divisions[(*side_key, s)] = Site((*side_key, s), elements, one_plus_y, P_SIDE)
-        if name == "silu":
-            return d_div(args[0], one_plus_y, cs[0], EMPTY)
-        return d_div(ONE, one_plus_y, None, EMPTY)
-    if name in ("add", "sub"):
+    cs = [const_axes(dg, s.shape, rank) for dg, s in zip(args, n.src, strict=True)]
+    for v in a.values():
+        if isinstance(v, float) and math.isfinite(v):
+            info.constants.add(Fraction(v).numerator)
+    rule = d.degree
+    if rule in ("exp", "random"):
+        return _generic_degree(n, args, info, where, elements, side_key, sides)
+    if rule == "add":
         return d_add(args[0], args[1], cs[0], cs[1])
-    if name == "mul":
+    if rule == "mul":
         return d_mul(args[0], args[1], cs[0], cs[1])
-    if name in ("neg", "mul_scalar"):
+    if rule == "same":
         return args[0]
-    if name == "square":
+    if rule == "square":
         return d_mul(args[0], args[0], cs[0], cs[0])
-    if name == "matmul":
-        ka, kb = (const_axes(d, s.shape, max(len(s.shape), rank)) for d, s in zip(args, n.src, strict=True))
+    if rule == "matmul":
+        ka, kb = (const_axes(dg, s.shape, max(len(s.shape), rank)) for dg, s in zip(args, n.src, strict=True))
         fixed = (ka is None or -1 in ka) and (kb is None or -2 in kb)
         ca = None if ka is None else frozenset({ax for ax in ka if ax <= -2} | {-1})
         cb = None if kb is None else frozenset({ax for ax in kb if ax <= -3 or ax == -1} | {-2})
         return d_sum(d_mul(args[0], args[1], ca, cb), n.src[0].shape[-1], fixed)
-    if name in ("sum", "mean"):
+    if rule == "reduce":
         x, ax = args[0], a["axis"]
         k = const_axes(x, n.src[0].shape, len(n.src[0].shape))
         fixed = k is None or ax in k
         out = d_sum(x, n.src[0].shape[ax], fixed)
         return _with(out, _reduce_const(k, ax, len(n.src[0].shape), a["keepdims"]))
-    if name == "div":
+    if rule == "div":
         divisor_elems = elements // max(math.prod(n.shape), 1) * math.prod(n.src[1].shape)
         for s in sides:
             info.divisions[(*side_key, s)] = Site((*side_key, s), divisor_elems, args[1], s)
         return d_div(args[0], args[1], cs[0], _bcast(n.src[1].shape, rank))
-    if name == "rms_norm":
-        x = args[0]
-        kx = cs[0]
-        sq = d_mul(x, x, kx, kx)
-        ms = d_add(d_sum(sq, n.shape[-1], kx is None or -1 in kx), ONE)
-        rows = elements // n.shape[-1]
-        for s in sides:
-            info.opaque[(*side_key, s)] = Site((*side_key, s), rows, ms, s, SQRT_FN,
-                                               *_rf_mode(n, side_key, info))
-            info.divisions[(*side_key, "inv", s)] = Site((*side_key, "inv", s), rows, VAR, s)
-        out = d_div(x, VAR, kx, frozenset({-1}))
-        return d_mul(out, args[1], out.const, cs[1]) if len(args) == 2 else out
-    if kind == "opaque":
-        fid = SQRT_FN if name == "rsqrt" else name
-        for s in sides:
-            info.opaque[(*side_key, s)] = Site((*side_key, s), elements, args[0], s, fid,
-                                               *_rf_mode(n, side_key, info))
-        if name == "rsqrt":
-            for s in sides:
-                info.divisions[(*side_key, "inv", s)] = Site((*side_key, "inv", s), elements, VAR, s)
-            return d_inv(VAR)
-        return VAR
-    raise AssertionError(f"no degree rule for {name!r}")  # pragma: no cover - registry test
+    raise AssertionError(f"no degree rule {rule!r} for {n.op!r}")  # pragma: no cover
 
 
 def _accum_degree(n: Node, x: Deg, forloop: int, info: ProgramInfo, elements: int,
                   side_key: tuple[Any, ...], sides: set[str]) -> Deg:
     # Whether a denominator changes across loop iterations is not tracked: a rational tile
     # is summed as if every term had its own denominator (a valid, loose bound).
-    kind, fold = n.attr("kind"), n.attr("fold")
-    count = forloop * (n.src[0].shape[-1] // fold if fold is not None else 1)
+    kind = n.attr("kind")
+    count = accum_terms(forloop, n.src[0].shape[-1], n.attr("fold"))
     if kind != "rms":
         return d_sum(x, count)
     ms = d_sum(d_mul(x, x), count)
     for s in sides:
-        info.opaque[(*side_key, s)] = Site((*side_key, s), elements, ms, s, SQRT_FN,
-                                           *_rf_mode(n, side_key, info))
+        info.opaque[(*side_key, s)] = Site((*side_key, s), elements, ms, s,
+                                           REGISTRY["accum"].field.fid, *_rf_mode(n, side_key, info))
     return VAR
 
 
 def _rf_mode(n: Node, side_key: tuple[Any, ...], info: ProgramInfo) -> tuple[bool, bool]:
     """(dual, pure) for the random-function application at node n (see Site)."""
     kernel = side_key[0] if len(side_key) == 2 else None
-    ef, rf = node_purity(n.src[0], kernel, info.purity)
-    return ef, ef and rf
-
-
-def _uses_rf(n: Node) -> bool:
-    return REGISTRY[n.op].field in RF_KINDS or (n.op == "accum" and n.attr("kind") == "rms")
+    dual = dual_operands(n, kernel, info.purity)
+    return dual, dual and all(node_purity(s, kernel, info.purity)[1] for s in n.src)
 
 
 def _block_sides(bg: BlockGraph, out_sides: list[set[str]], kn: Node,
@@ -286,17 +373,18 @@ def _block_sides(bg: BlockGraph, out_sides: list[set[str]], kn: Node,
 
 def _propagate(n: Node, need: dict[Node, set[str]], kernel: Node | None, info: ProgramInfo) -> None:
     s = need[n]
-    for i, src in enumerate(n.src):
-        if n.op in EXP_OPS:
+    if not s:
+        return
+    if applies_exp(n):
+        reads = REGISTRY[n.op].field.reads
+        for i, src in enumerate(n.src):
             if P_SIDE in s:
-                need[src].add(Q_SIDE)
-                if n.op == "silu":
-                    need[src].add(P_SIDE)
-        else:
-            need[src] |= s
-            # A random function of an exp-free argument reads it in both fields.
-            if i == 0 and s and _uses_rf(n) and node_purity(src, kernel, info.purity)[0]:
-                need[src] |= {P_SIDE, Q_SIDE}
+                need[src] |= set(reads[i])
+        return
+    # A random function of exp-free operands reads every operand in both fields.
+    both = applies_random(n) and dual_operands(n, kernel, info.purity)
+    for src in n.src:
+        need[src] |= {P_SIDE, Q_SIDE} if both else s
 
 
 def analyze(graph: KernelGraph) -> ProgramInfo:

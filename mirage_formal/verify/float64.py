@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mirage_formal.ir.graph import KernelGraph
-from mirage_formal.semantics.reference import random_inputs
+from mirage_formal.semantics.reference import domain_inputs, random_inputs
 from mirage_formal.verify.verifier import compare_float64, run_float64
 
 SCREEN_RTOL = 1e-9
@@ -46,7 +46,7 @@ class FloatScreen:
     def __init__(self, reference: KernelGraph, seed: int = 0, rtol: float = SCREEN_RTOL) -> None:
         self.reference = reference
         self.rtol = rtol
-        self.inputs = random_inputs(reference, np.random.default_rng([seed, 6464]))
+        self.inputs = domain_inputs(reference, np.random.default_rng([seed, 6464]))
         self.expected = run_float64(reference, self.inputs)
 
     def check(self, candidate: KernelGraph) -> ScreenVerdict:

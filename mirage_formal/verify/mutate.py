@@ -5,16 +5,17 @@
 - ``imap`` / ``fmap``: an input iterator splits another dimension (or none);
 - ``omap``: an output saver concatenates along another dimension;
 - ``forloop``: the loop range off by one (F-1, F+1, where the shapes still divide);
-- ``swap``: the operands of a binary op exchanged;
+- ``swap``: the operands of a binary op not declared commutative exchanged;
 - ``axis``: a reduction over another axis;
 - ``accum``: an accumulator of another kind or fold (dropping or adding a reduction);
-- ``op``: an op replaced by another of the same arity (add/sub/mul/div, exp/neg/square);
+- ``op``: an op replaced by another with the same arity, label rule and attributes
+  (:func:`replacements`, read from the registry);
 - ``drop``: a unary op or accumulator's effect removed where the shapes allow.
 
 Every mutant goes through the same checked constructors as user graphs; one the builder
 rejects as ill-formed is skipped (it is not a μGraph). Some mutants are equivalent to the
-original (swapping the operands of an add): callers classify them with the float64
-interpreter. Imports ``ir`` only.
+original (replacing max(x, 0) by a function equal to it on the inputs at hand): callers
+classify them with the float64 interpreter. Imports ``ir`` only.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from mirage_formal.ir.graph import (
     make_op,
 )
 from mirage_formal.ir.node import Node
-from mirage_formal.ir.ops import BLOCK, KERNEL
+from mirage_formal.ir.ops import BLOCK, KERNEL, REGISTRY
 
 #: what a node edit returns: (op name, sources, attributes), or None to keep the node
 Edit = Callable[[Node, list[Node]], "tuple[str, list[Node], dict[str, Any]] | None"]
@@ -112,10 +113,22 @@ def _rebuild(g: KernelGraph, ch: _Change) -> KernelGraph:
     return KernelGraph(g.inputs, tuple(new[o] for o in g.outputs))
 
 
-_SWAP_BINARY = ("add", "sub", "mul", "div", "matmul")
-_REPLACE = {"add": ("sub", "mul"), "sub": ("add",), "mul": ("add", "div"), "div": ("mul",),
-            "exp": ("neg", "square"), "neg": ("square",), "square": ("neg",),
-            "silu": ("sigmoid",), "sigmoid": ("silu",), "sqrt": ("rsqrt",), "rsqrt": ("sqrt",)}
+#: at most this many replacement ops per node (``replacements``)
+MAX_REPLACEMENTS = 3
+
+
+def replacements(op: str) -> tuple[str, ...]:
+    """Ops that may replace ``op`` in a mutant, read from the registry: the same arity,
+    label rule and attribute names, at a level ``op`` has; those of the same field kind first
+    (sigmoid for exp, say), then by name; at most ``MAX_REPLACEMENTS``."""
+    d = REGISTRY.get(op)
+    if d is None:
+        return ()
+    names = {a.name for a in d.attrs}
+    same = [o for o in REGISTRY.values() if o.name != op and o.arity == d.arity
+            and o.label == d.label and {a.name for a in o.attrs} == names and o.levels & d.levels]
+    same.sort(key=lambda o: (o.field.kind != d.field.kind, o.name))
+    return tuple(o.name for o in same[:MAX_REPLACEMENTS])
 
 
 def _node_changes(n: Node, kernel: Node | None, where: str) -> Iterator[_Change]:
@@ -135,11 +148,11 @@ def _node_changes(n: Node, kernel: Node | None, where: str) -> Iterator[_Change]
             if d != fmap:
                 yield _Change("fmap", f"{where} fmap {d}", n, kernel, _set_iter(imap, d))
         return
-    if op in _SWAP_BINARY and len(n.src) == 2:
+    if len(n.src) == 2 and op in REGISTRY and not REGISTRY[op].commutative:
         yield _Change("swap", f"{where} swap", n, kernel, _swap)
-    for other in _REPLACE.get(op, ()):
+    for other in replacements(op):
         yield _Change("op", f"{where} -> {other}", n, kernel, _replace(other, None))
-    if op in ("sum", "mean"):
+    if op in REGISTRY and REGISTRY[op].label == "reduce":
         for ax in range(-len(n.src[0].shape), 0):
             if ax != n.attr("axis"):
                 yield _Change("axis", f"{where} axis {ax}", n, kernel, _replace(None, {"axis": ax}))

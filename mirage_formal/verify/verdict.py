@@ -20,7 +20,7 @@ ACCEPTED, REJECTED, INCONCLUSIVE, NOT_APPLICABLE = "accepted", "rejected", "inco
 THEOREM_SZ = ("Schwartz-Zippel (DeMillo-Lipton-Schwartz-Zippel): a nonzero polynomial of degree d "
               "vanishes at a uniform point of F^n with probability <= d/|F|; rational outputs are "
               "compared through N_ref*D_cand - N_cand*D_ref")
-THEOREM_RF = ("opaque ops are random functions of their argument (a keyed pseudo-random hash, "
+THEOREM_RF = ("opaque ops are random functions of all their operands (a keyed pseudo-random hash, "
               "modelled as uniform and independent); collisions of formally different arguments "
               "are union-bounded into the per-trial bound")
 THEOREM_LW = ("Li & Wu, 'Identity Testing for Circuits with Exponentiation Gates' (arXiv 2506.04529, "

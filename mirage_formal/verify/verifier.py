@@ -13,8 +13,10 @@
    every candidate, so the reference's values (and any sub-graph shared by candidates, as
    nodes are hash-consed) are computed once per trial and cached. A trial with a zero
    divisor in the reference or the candidate is skipped for that pair (resampled);
-4. the float64 interpreter runs both on the same uniform real inputs and the largest
-   relative error is compared with the output dtype's tolerance.
+4. the float64 interpreter runs both on the same random real inputs, drawn inside every
+   op's declared domain (positive for inputs reaching sqrt, rsqrt or a division), and the
+   largest relative error is compared with the output dtype's tolerance; NaN/inf patterns
+   that agree count as agreement.
 
 ``verify(reference, candidate, bound, seed)`` is the one-shot form.
 Imports ``ir``, ``semantics`` and the rest of ``verify``.
@@ -37,6 +39,7 @@ from mirage_formal.semantics.evaluate import evaluate
 from mirage_formal.semantics.field import (
     DEFAULT_P,
     DEFAULT_Q,
+    FieldDomainError,
     FieldEvaluator,
     FieldTrial,
     Key,
@@ -44,7 +47,7 @@ from mirage_formal.semantics.field import (
     batched_matmul,
     check_field,
 )
-from mirage_formal.semantics.reference import F64, random_inputs
+from mirage_formal.semantics.reference import F64, domain_inputs
 from mirage_formal.verify.analysis import PairBound, ProgramInfo, analyze, pair_bound
 from mirage_formal.verify.verdict import (
     ACCEPTED,
@@ -113,14 +116,23 @@ def _dtype_tol(graph: KernelGraph) -> float:
 
 def compare_float64(ref_out: Sequence[np.ndarray], cand_out: Sequence[np.ndarray],
                     mapping: Sequence[int]) -> float:
-    """Largest normwise relative error max|c - r| / max|r| over matched outputs (inf on NaN)."""
+    """Largest normwise relative error max|c - r| / max|r| over matched outputs.
+
+    Elements where both are the same non-finite value (both NaN, or the same infinity) agree;
+    a non-finite value on one side only makes the error infinite. The norm is taken over
+    the elements that are finite on both sides."""
     worst = 0.0
     for i, j in enumerate(mapping):
-        r, c = ref_out[i], cand_out[j]
-        if not np.all(np.isfinite(c)):
+        r, c = np.asarray(ref_out[i]), np.asarray(cand_out[j])
+        fr, fc = np.isfinite(r), np.isfinite(c)
+        same_bad = ~fr & ~fc & ((np.isnan(r) & np.isnan(c)) | (r == c))
+        if np.any((fr != fc) | (~fr & ~fc & ~same_bad)):
             return math.inf
-        scale = float(np.max(np.abs(r))) if r.size else 0.0
-        err = float(np.max(np.abs(c - r))) if r.size else 0.0
+        both = fr & fc
+        if not np.any(both):
+            continue
+        scale = float(np.max(np.abs(r[both])))
+        err = float(np.max(np.abs(c[both] - r[both])))
         worst = max(worst, err / scale if scale > 0 else err)
     return worst
 
@@ -237,13 +249,7 @@ class Verifier:
                                       candidate=candidate.key, permutations=len(maps),
                                       float64_tolerance=_dtype_tol(self.reference))
         if problems:
-            return Verdict(False, NOT_APPLICABLE, None, per_trial_bound=None, trials=0,
-                           trials_needed=None, resampled=0, theorem="none: the bound does not apply",
-                           assumption=None, output_map=None, first_difference=None,
-                           float64_max_rel_error=None, float64_ok=None,
-                           reason="candidate is outside the class the bound covers: "
-                           + "; ".join(problems),
-                           seconds=time.perf_counter() - t0, **common)
+            return self._not_applicable(candidate, "; ".join(problems), t0, len(maps))
         bounds = [pair_bound(self.reference, self.ref_info, candidate, info, list(m), self.p, self.q)
                   for m in maps]
         pb = max(bounds, key=lambda b: b.per_trial)
@@ -265,6 +271,8 @@ class Verifier:
                     outs = tr.evaluator().outputs(candidate)
                 except ZeroDivisorInTrial:
                     resampled += 1
+                except FieldDomainError as e:  # the analysis should have caught it first
+                    return self._not_applicable(candidate, str(e), t0, len(maps))
                 else:
                     assert tr.ref_outputs is not None
                     used += 1
@@ -307,8 +315,25 @@ class Verifier:
         return Verdict(accepted, status, achieved, per_trial_bound=eps, trials=used,
                        trials_needed=need, resampled=resampled, theorem=theorem,
                        assumption=assumption, output_map=mapping if alive else None,
-                       first_difference=first_diff, float64_max_rel_error=ferr, float64_ok=fok,
+                       first_difference=None if alive else first_diff, float64_max_rel_error=ferr, float64_ok=fok,
                        reason=reason, seconds=time.perf_counter() - t0, details=details, **common)
+
+    def _not_applicable(self, candidate: KernelGraph, why: str, t0: float,
+                        permutations: int = 0) -> Verdict:
+        """The verdict for a candidate the bound does not cover (never a pass)."""
+        return Verdict(False, NOT_APPLICABLE, None, bound_requested=self.bound,
+                       per_trial_bound=None, trials=0, trials_needed=None, resampled=0,
+                       theorem="none: the bound does not apply", assumption=None, p=self.p,
+                       q=self.q, seed=self.seed, output_map=None, permutations=permutations,
+                       first_difference=None, float64_max_rel_error=None,
+                       float64_tolerance=_dtype_tol(self.reference), float64_ok=None,
+                       reason="candidate is outside the class the bound covers: " + why,
+                       candidate=candidate.key, seconds=time.perf_counter() - t0)
+
+    def not_applicable(self, candidate: KernelGraph, why: str) -> Verdict:
+        """A ``not_applicable`` verdict for ``candidate`` with reason ``why`` (for callers
+        that could not check it at all, e.g. an input the reference lacks)."""
+        return self._not_applicable(candidate, why, time.perf_counter())
 
     def _trials_needed(self, eps: float, n_maps: int) -> int | None:
         if eps <= 0:
@@ -341,8 +366,9 @@ class Verifier:
         if not self.float_check:
             return None, None
         if self._float_inputs is None:
-            self._float_inputs = random_inputs(self.reference, np.random.default_rng([self.seed, 64]))
-            self._ref_float = run_float64(self.reference, self._float_inputs)
+            self._float_inputs = domain_inputs(self.reference, np.random.default_rng([self.seed, 64]))
+            with np.errstate(all="ignore"):
+                self._ref_float = run_float64(self.reference, self._float_inputs)
         assert self._ref_float is not None
         names = {n.attr("name") for n in cand.inputs}
         with np.errstate(all="ignore"):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import mirage_formal as mf
+from mirage_formal.ir.opdef import check_declaration
 from mirage_formal.ir.ops import FIELD_KINDS, REGISTRY
 from mirage_formal.semantics import run_reference
 
@@ -95,17 +96,15 @@ def test_rms_norm_with_and_without_gain() -> None:
 
 
 def test_every_op_is_complete() -> None:
-    """An op that lacks any piece of its declaration fails here."""
+    """The ops DESIGN.md names are declared, each declaration passes the facet checks
+    (``check_declaration``; tests/ir/test_op_suite.py checks each op's rules semantically)."""
     needed = {"matmul", "add", "sub", "mul", "div", "neg", "mul_scalar", "exp", "square", "sqrt",
               "rsqrt", "silu", "sigmoid", "gelu", "relu", "sum", "mean", "rms_norm", "accum"}
     assert needed <= set(REGISTRY)
     for name, d in REGISTRY.items():
-        assert d.name == name and d.levels and d.arity[0] <= d.arity[1]
-        assert callable(d.shape) and callable(d.f64)
-        assert d.field in FIELD_KINDS, name
-        assert d.abstract and "$0" in d.abstract, name
-        if d.elementwise:
-            assert d.c_expr and "{0}" in d.c_expr, name
+        assert d.name == name
+        check_declaration(d)
+        assert d.field.kind in FIELD_KINDS, name
         assert d.doc, name
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from mirage_formal import workloads
@@ -53,3 +54,25 @@ def test_screen_matches_permuted_outputs() -> None:
     k.output(x3 - y3, x3 * y3)
     v = FloatScreen(ref).check(k.build())
     assert not v.accepted and "output 0" in v.reason and math.isfinite(v.max_rel_error)
+
+
+def test_float_check_draws_inside_each_ops_domain_and_matches_nan_patterns() -> None:
+    """rsqrt(X) against itself is numerically fine: X reaches rsqrt, so it is drawn positive;
+    and outputs that are NaN/inf at the same places agree."""
+    import mirage_formal as mf
+    from mirage_formal.semantics.reference import positive_inputs
+    from mirage_formal.verify import verify
+    from mirage_formal.verify.verifier import compare_float64
+
+    g = mf.Graph()
+    x = g.input((4, 8), "f16", "X")
+    y = g.input((4, 8), "f16", "Y")
+    g.output(g.add(g.rsqrt(x), y))
+    prog = g.build()
+    assert positive_inputs(prog) == {"X"}
+    v = verify(prog, prog, seed=3)
+    assert v.float64_ok and v.float64_max_rel_error == 0.0, str(v)
+    nan = np.array([1.0, np.nan, np.inf, 2.0])
+    assert compare_float64([nan], [nan.copy()], [0]) == 0.0
+    assert compare_float64([nan], [np.array([1.0, 1.0, np.inf, 2.0])], [0]) == math.inf
+    assert compare_float64([nan], [np.array([1.0, np.nan, -np.inf, 2.0])], [0]) == math.inf

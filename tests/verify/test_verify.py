@@ -384,3 +384,94 @@ def test_shared_subgraphs_are_evaluated_once_per_trial(monkeypatch: pytest.Monke
     assert first.accepted and verdict.trials >= 1
     assert calls, "the candidate's own kernel must be evaluated"
     assert hw.kernels[0] not in calls, "the shared first kernel was evaluated again"
+
+
+def _exp_beside_copy(split: bool) -> tuple[mf.KernelGraph, mf.KernelGraph]:
+    g = mf.Graph()
+    A = g.input((8, 64), "f16", "A")
+    V = g.input((8, 64), "f16", "V")
+    g.output(g.exp(A))
+    g.output(g.rms_norm(V))
+    ref = g.build()
+    g = mf.Graph()
+    A = g.input((8, 64), "f16", "A")
+    V = g.input((8, 64), "f16", "V")
+    if split:
+        k1 = g.kernel([A], grid=(1, 1, 1), forloop=1)
+        k1.output(k1.accum(k1.exp(k1.iter(A))))
+        (e,) = k1.build()
+        k2 = g.kernel([V], grid=(1, 1, 1), forloop=1)
+        k2.output(k2.accum(k2.iter(V)))
+        (vcopy,) = k2.build()
+    else:
+        k = g.kernel([A, V], grid=(1, 1, 1), forloop=1)
+        k.output(k.accum(k.exp(k.iter(A))))
+        k.output(k.accum(k.iter(V)))
+        e, vcopy = k.build()
+    g.output(e)
+    g.output(g.rms_norm(vcopy))
+    return ref, g.build()
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_kernel_outputs_are_evaluated_on_the_sides_their_consumers_need(split: bool) -> None:
+    """Issue 13's program: one kernel saves exp(A) and a plain copy of V that feeds rms_norm
+    (whose random function reads its argument on both sides). Only the copy is needed on the
+    q side, so the kernel must not evaluate its exp there: accepted, as the split form."""
+    ref, cand = _exp_beside_copy(split)
+    v = verify(ref, cand, seed=1)
+    assert v.status == ACCEPTED, str(v)
+    assert v.first_difference is None
+
+
+def test_out_of_class_candidate_gets_its_own_not_applicable_verdict() -> None:
+    g = mf.Graph()
+    A = g.input((8, 64), "f16", "A")
+    g.output(g.exp(A))
+    ref = g.build()
+    g = mf.Graph()
+    A = g.input((8, 64), "f16", "A")
+    g.output(g.exp(g.exp(A)))  # an exp under an exp: outside the LAX class
+    vf = Verifier(ref, seed=2)
+    bad = vf.check(g.build())
+    assert bad.status == NOT_APPLICABLE and not bad.accepted and "exp" in bad.reason
+    assert vf.check(ref).status == ACCEPTED  # the same verifier goes on
+
+
+def test_a_binary_random_function_reads_both_operands() -> None:
+    """maximum(XW, (XV)^2) is not maximum(XW, XV): with only its declaration, the field
+    verifier must see the second operand (the random function hashes every operand)."""
+    def prog(square: bool) -> mf.KernelGraph:
+        g = mf.Graph()
+        X = g.input((4, 8), "f16", "X")
+        Wt = g.input((8, 8), "f16", "W")
+        V = g.input((8, 8), "f16", "V")
+        xv = g.matmul(X, V)
+        g.output(g.op("maximum", g.matmul(X, Wt), g.square(xv) if square else xv))
+        return g.build()
+
+    ref = prog(False)
+    v = verify(ref, prog(True), seed=7)
+    assert v.status == REJECTED, str(v)
+    assert verify(ref, prog(False), seed=7).status == ACCEPTED
+    info = analyze(prog(True))
+    (site,) = [s for s in info.opaque.values() if s.fid == "maximum" and s.side == "p"]
+    assert site.deg.nx == 4  # the degree of the second operand, (XV)^2, is read
+
+
+def test_maximum_operands_commute_but_tanh_is_its_own_function() -> None:
+    g = mf.Graph()
+    X = g.input((4, 8), "f16", "X")
+    Y = g.input((4, 8), "f16", "Y")
+    g.output(g.op("maximum", X, Y), g.op("tanh", X))
+    ref = g.build()
+    g = mf.Graph()
+    X = g.input((4, 8), "f16", "X")
+    Y = g.input((4, 8), "f16", "Y")
+    g.output(g.op("maximum", Y, X), g.op("tanh", X))
+    assert verify(ref, g.build(), seed=2).status == ACCEPTED
+    g = mf.Graph()
+    X = g.input((4, 8), "f16", "X")
+    Y = g.input((4, 8), "f16", "Y")
+    g.output(g.op("maximum", Y, X), g.op("gelu", X))
+    assert verify(ref, g.build(), seed=2).status == REJECTED
