@@ -14,6 +14,8 @@ For each row (workload:batch):
    evaluated by PyTorch in float64, then timed as a CUDA graph beside PyTorch eager (+graph)
    and torch.compile (+graph), all with ``triton.testing.do_bench`` in this one process.
 
+Rows are WORKLOAD:B or outside:NAME:B (a program of benchmarks/search_outside.py).
+
 Usage (device): PYTHONPATH=.:/tmp/site python3 benchmarks/gpu_optimize.py --rows rmsnorm:1,lora:1
     --workers 14 --budget 120 --out DIR [--phase 1|2 --ckpt-dir D].  Writes DIR/gpu_optimize.json
     and .md (rows: workload, b, validated, ours_graph_us, best_baseline_us,
@@ -70,6 +72,15 @@ ALL_ROWS = ("gqa:1,mha:1,mqa:1,qknorm_gqa:1,rmsnorm:1,lora:1,gated_mlp:1,ntrans:
             "gqa:8,mha:8,mqa:8,qknorm_gqa:8,rmsnorm:8,ntrans:8")
 
 
+def load_program(name: str, b: int) -> Any:
+    """A benchmark workload, or ``outside:NAME``: a program of benchmarks/search_outside.py."""
+    if name.startswith("outside:"):
+        from search_outside import PROGRAMS
+
+        return PROGRAMS[name.split(":", 1)[1]](b)
+    return workloads.program(name, b)
+
+
 def preset_for(name: str, how: str) -> str | None:
     """``auto``: superoptimize's own default (None); ``workload``: the shipped preset."""
     return WORKLOAD_PRESETS.get(name) if how == "workload" else None
@@ -86,21 +97,23 @@ def main() -> int:
                     help="1: search only (checkpoints in --ckpt-dir); 2: GPU stage from them")
     ap.add_argument("--ckpt-dir", default=None, help="checkpoints (default: --out)")
     ap.add_argument("--out", default="gpu_optimize_out")
+    ap.add_argument("--save-dir", default=None,
+                    help="where each row's ugraphs.json and report.md go (default: --out)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     ckpt = Path(args.ckpt_dir) if args.ckpt_dir else out
     ckpt.mkdir(parents=True, exist_ok=True)
-    rows = [(r.split(":")[0], int(r.split(":")[1])) for r in args.rows.split(",")]
+    rows = [(r.rsplit(":", 1)[0], int(r.rsplit(":", 1)[1])) for r in args.rows.split(",")]
     phase1: dict[tuple[str, int], Any] = {}
     for name, b in rows:                       # phase 1: CPU only, forking workers
         if args.phase == "2":
             break
-        prog = workloads.program(name, b)
+        prog = load_program(name, b)
         t = time.monotonic()
         try:
             r = superoptimize(prog, preset_for(name, args.preset), budget_s=args.budget,
-                              workers=args.workers, checkpoint=ckpt / f"{name}_b{b}.ckpt.json",
+                              workers=args.workers, checkpoint=ckpt / f"{name.replace(':', '_')}_b{b}.ckpt.json",
                               gpu=False, compile_best=False)
         except Exception as e:                 # keep the other rows
             print(f"phase 1 {name} b={b}: {type(e).__name__}: {e}", flush=True)
@@ -108,7 +121,7 @@ def main() -> int:
         phase1[(name, b)] = (r, time.monotonic() - t)
         print(f"phase 1 {name} b={b}: {len(r.accepted)} accepted in {phase1[(name, b)][1]:.1f} s "
               f"({r.search.summary()['units']} units, stopped: {r.search.stopped})", flush=True)
-        (ckpt / f"{name}_b{b}.phase1.json").write_text(json.dumps(
+        (ckpt / f"{name.replace(':', '_')}_b{b}.phase1.json").write_text(json.dumps(
             {"search_s": round(phase1[(name, b)][1], 1), "accepted": len(r.accepted),
              "complete": r.search.complete}))
     if args.phase == "1":
@@ -117,8 +130,8 @@ def main() -> int:
     from mirage_formal.codegen.runtime import runtime
     rt = runtime()
     for name, b in rows:                       # phase 2: the GPU stage of superoptimize
-        prog = workloads.program(name, b)
-        p1 = ckpt / f"{name}_b{b}.phase1.json"
+        prog = load_program(name, b)
+        p1 = ckpt / f"{name.replace(':', '_')}_b{b}.phase1.json"
         info = json.loads(p1.read_text()) if p1.is_file() else {}
         row: dict[str, Any] = {"workload": name, "b": b, "search_s": info.get("search_s"),
                                "accepted": info.get("accepted"),
@@ -126,7 +139,7 @@ def main() -> int:
         try:
             t = time.monotonic()
             res = superoptimize(prog, preset_for(name, args.preset), budget_s=args.budget,
-                                workers=1, checkpoint=ckpt / f"{name}_b{b}.ckpt.json", gpu=True,
+                                workers=1, checkpoint=ckpt / f"{name.replace(':', '_')}_b{b}.ckpt.json", gpu=True,
                                 gpu_top=args.gpu_top)
             row["gpu_stage_s"] = round(time.monotonic() - t, 1)
             timed = [a for a in res.accepted if a.measured_us is not None]
@@ -139,7 +152,7 @@ def main() -> int:
             if res.kernel is not None:
                 row.update(torch_check_and_time(res, prog))
                 row["best_ugraph"] = str(res.accepted[0].graph)
-            res.save(out / f"{name}_b{b}")
+            res.save(Path(args.save_dir or out) / f"{name.replace(':', '_')}_b{b}")
         except Exception as e:                 # keep the other rows; report this one
             row["error"] = f"{type(e).__name__}: {e}"
             traceback.print_exc()
