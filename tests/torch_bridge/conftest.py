@@ -1,0 +1,31 @@
+"""Shared helpers of the PyTorch-bridge suites (skipped when torch is absent)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+#: a search space small enough for CI's 2 cores (the same as tests/optimize's)
+TINY_SPACE = {"grid_sizes": [2, 16], "forloop": [1, 4], "max_block_ops": 6}
+
+
+def load_decoder() -> Any:
+    """examples/llama_decoder.py as a module."""
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))
+    import llama_decoder
+
+    return llama_decoder
+
+
+def rel_err(got: Any, want: Any) -> float:
+    g = torch.as_tensor(got, dtype=torch.float64)
+    w = want.detach().to(torch.float64)
+    return float((g - w).abs().max() / max(float(w.abs().max()), 1e-300))
