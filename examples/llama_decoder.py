@@ -68,24 +68,30 @@ class DecoderLayer(nn.Module):
         self.up = nn.Linear(s.hidden, s.ffn, bias=False)
         self.down = nn.Linear(s.ffn, s.hidden, bias=False)
 
-    def forward(self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         # x: (b, 1, 1, hidden); k_cache: (b, heads, head_dim, S); v_cache: (b, heads, S, head_dim)
         h = rms_norm(x, self.attn_norm, self.eps)
-        q = h @ self.wq                                      # (b, heads, 1, head_dim)
+        q = h @ self.wq  # (b, heads, 1, head_dim)
         k = h @ self.wk
         v = h @ self.wv
-        e_cache = torch.exp((q @ k_cache) * self.scale)      # (b, heads, 1, S)
+        e_cache = torch.exp((q @ k_cache) * self.scale)  # (b, heads, 1, S)
         e_new = torch.exp((q * k).sum(-1, keepdim=True) * self.scale)
         attn = (e_cache @ v_cache + e_new * v) / (e_cache.sum(-1, keepdim=True) + e_new)
-        x = x + (attn @ self.wo).sum(1, keepdim=True)        # (b, 1, 1, hidden)
+        x = x + (attn @ self.wo).sum(1, keepdim=True)  # (b, 1, 1, hidden)
         h = rms_norm(x, self.mlp_norm, self.eps)
         x = x + self.down(F.silu(self.gate(h)) * self.up(h))
         return x, k, v
 
 
-def decode_inputs(s: LayerShape, batch: int, dtype: torch.dtype = torch.float32,
-                  device: str = "cpu", seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def decode_inputs(
+    s: LayerShape,
+    batch: int,
+    dtype: torch.dtype = torch.float32,
+    device: str = "cpu",
+    seed: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(batch, 1, 1, s.hidden, generator=g)
     k = torch.randn(batch, s.heads, s.head_dim, s.cache_len, generator=g)

@@ -41,17 +41,34 @@ def from_torch(fn: Callable[..., Any], *example_inputs: Any) -> Captured:
     return impl(fn, *example_inputs)
 
 
-def compile(fn: Callable[..., Any], *, budget_s: float = 30.0, cache_dir: str | Path | None = None,
-            gpu: bool | None = None, bound: float = 2.0 ** -64, preset: str | None = None,
-            overrides: Mapping[str, Any] | None = None, warn: bool = True,
-            max_region_ops: int | None = 6) -> Compiled:
+def compile(
+    fn: Callable[..., Any],
+    *,
+    budget_s: float = 30.0,
+    cache_dir: str | Path | None = None,
+    gpu: bool | None = None,
+    bound: float = 2.0**-64,
+    preset: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    warn: bool = True,
+    max_region_ops: int | None = 6,
+) -> Compiled:
     """``torch.compile(fn, backend="mirage_formal")`` with these options; see
     :func:`mirage_formal.torch_bridge.backend.compile`."""
     _need_torch("compile")
     from mirage_formal.torch_bridge.backend import compile as impl
 
-    return impl(fn, budget_s=budget_s, cache_dir=cache_dir, gpu=gpu, bound=bound, preset=preset,
-                overrides=overrides, warn=warn, max_region_ops=max_region_ops)
+    return impl(
+        fn,
+        budget_s=budget_s,
+        cache_dir=cache_dir,
+        gpu=gpu,
+        bound=bound,
+        preset=preset,
+        overrides=overrides,
+        warn=warn,
+        max_region_ops=max_region_ops,
+    )
 
 
 __all__ = ["compile", "from_torch"]

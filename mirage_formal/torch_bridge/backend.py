@@ -48,7 +48,7 @@ class BackendOptions:
     budget_s: float = 30.0
     cache_dir: str | Path | None = None
     gpu: bool | None = None
-    bound: float = 2.0 ** -64
+    bound: float = 2.0**-64
     preset: str | None = None
     overrides: tuple[tuple[str, Any], ...] = ()
     warn: bool = True
@@ -61,7 +61,9 @@ class BackendOptions:
         known = set(BackendOptions.__dataclass_fields__)
         bad = sorted(set(d) - known)
         if bad:
-            raise MirageError(f"unknown mirage_formal backend option(s) {bad}; known: {sorted(known)}")
+            raise MirageError(
+                f"unknown mirage_formal backend option(s) {bad}; known: {sorted(known)}"
+            )
         if isinstance(d.get("overrides"), Mapping):
             d["overrides"] = tuple(sorted(d["overrides"].items()))
         if d.get("budget_s") is not None and float(d["budget_s"]) <= 0:
@@ -69,8 +71,13 @@ class BackendOptions:
         return BackendOptions(**d)
 
     def settings(self) -> SearchSettings:
-        return SearchSettings(budget_s=self.budget_s, bound=self.bound, preset=self.preset,
-                              overrides=self.overrides, gpu=self.gpu)
+        return SearchSettings(
+            budget_s=self.budget_s,
+            bound=self.bound,
+            preset=self.preset,
+            overrides=self.overrides,
+            gpu=self.gpu,
+        )
 
 
 @dataclass
@@ -84,9 +91,13 @@ class MirageBackend:
 
     def __post_init__(self) -> None:
         root = self.options.cache_dir
-        self.cache = RegionCache(Path(root).expanduser() if root is not None else default_cache_dir())
+        self.cache = RegionCache(
+            Path(root).expanduser() if root is not None else default_cache_dir()
+        )
 
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any], **_: Any) -> Callable[..., Any]:
+    def __call__(
+        self, gm: torch.fx.GraphModule, example_inputs: list[Any], **_: Any
+    ) -> Callable[..., Any]:
         from mirage_formal import __version__
 
         fused, names, bounds = partition(gm, self.options.max_region_ops)
@@ -98,32 +109,55 @@ class MirageBackend:
         for i, name in enumerate(names):
             sub = fused.get_submodule(name)
             assert isinstance(sub, torch.fx.GraphModule)
-            region = compile_region(f"region {base + i}", sub, values[name], self.options.settings(),
-                                    self.cache, __version__, self.options.warn)
+            region = compile_region(
+                f"region {base + i}",
+                sub,
+                values[name],
+                self.options.settings(),
+                self.cache,
+                __version__,
+                self.options.warn,
+            )
             setattr(fused, name, region)
             self.regions.append(region.report)
         return fused.forward
 
 
-def _region_inputs(gm: torch.fx.GraphModule, names: list[str], example_inputs: list[Any]
-                   ) -> dict[str, tuple[Any, ...]]:
+class _Recorder(torch.nn.Module):
+    """Stands in for a region submodule during one eager run, keeping its arguments."""
+
+    def __init__(self, inner: torch.nn.Module, into: dict[str, tuple[Any, ...]], name: str) -> None:
+        super().__init__()
+        self.inner, self.into, self.name = inner, into, name
+
+    def forward(self, *args: Any) -> Any:
+        self.into[self.name] = args
+        return self.inner(*args)
+
+
+def _region_inputs(
+    gm: torch.fx.GraphModule, names: list[str], example_inputs: list[Any]
+) -> dict[str, tuple[Any, ...]]:
     """Each region's input values on the example inputs (one eager run of the graph)."""
-    want = set(names)
     got: dict[str, tuple[Any, ...]] = {}
-
-    class Recorder(torch.fx.Interpreter):
-        def call_module(self, target: Any, args: Any, kwargs: Any) -> Any:
-            if target in want:
-                got[target] = tuple(args)
-            return super().call_module(target, args, kwargs)
-
-    with torch.no_grad():
-        Recorder(gm).run(*example_inputs)
+    subs = {name: gm.get_submodule(name) for name in names}
+    for name, sub in subs.items():
+        setattr(gm, name, _Recorder(sub, got, name))
+    try:
+        with torch.no_grad():
+            gm(*example_inputs)
+    finally:
+        for name, sub in subs.items():
+            setattr(gm, name, sub)
     return got
 
 
-def mirage_formal_backend(gm: torch.fx.GraphModule, example_inputs: list[Any],
-                          options: Mapping[str, Any] | None = None, **_: Any) -> Callable[..., Any]:
+def mirage_formal_backend(
+    gm: torch.fx.GraphModule,
+    example_inputs: list[Any],
+    options: Mapping[str, Any] | None = None,
+    **_: Any,
+) -> Callable[..., Any]:
     """The registered backend: ``torch.compile(f, backend="mirage_formal", options={...})``."""
     return MirageBackend(BackendOptions.from_mapping(options))(gm, example_inputs)
 
@@ -155,20 +189,45 @@ class Compiled:
             return self.compiled(*args, **kwargs)
 
 
-def compile(fn: Callable[..., Any], *, budget_s: float = 30.0, cache_dir: str | Path | None = None,
-            gpu: bool | None = None, bound: float = 2.0 ** -64, preset: str | None = None,
-            overrides: Mapping[str, Any] | None = None, warn: bool = True,
-            max_region_ops: int | None = 6) -> Compiled:
+def compile(
+    fn: Callable[..., Any],
+    *,
+    budget_s: float = 30.0,
+    cache_dir: str | Path | None = None,
+    gpu: bool | None = None,
+    bound: float = 2.0**-64,
+    preset: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    warn: bool = True,
+    max_region_ops: int | None = 6,
+) -> Compiled:
     """``torch.compile(fn, backend="mirage_formal", dynamic=False)`` with these options, as an
     object that also reports its regions. Calls run under ``torch.no_grad()`` (inference)."""
     if not callable(fn):
         raise MirageError(f"compile takes a function or nn.Module, not {type(fn).__name__}")
-    opts = BackendOptions.from_mapping({
-        "budget_s": budget_s, "cache_dir": cache_dir, "gpu": gpu, "bound": bound,
-        "preset": preset, "overrides": overrides or {}, "warn": warn,
-        "max_region_ops": max_region_ops})
+    opts = BackendOptions.from_mapping(
+        {
+            "budget_s": budget_s,
+            "cache_dir": cache_dir,
+            "gpu": gpu,
+            "bound": bound,
+            "preset": preset,
+            "overrides": overrides or {},
+            "warn": warn,
+            "max_region_ops": max_region_ops,
+        }
+    )
     return Compiled(fn, MirageBackend(opts))
 
 
-__all__ = ["BACKEND_NAME", "BackendOptions", "Compiled", "MirageBackend", "Region", "compile",
-           "default_cache_dir", "mirage_formal_backend", "register"]
+__all__ = [
+    "BACKEND_NAME",
+    "BackendOptions",
+    "Compiled",
+    "MirageBackend",
+    "Region",
+    "compile",
+    "default_cache_dir",
+    "mirage_formal_backend",
+    "register",
+]

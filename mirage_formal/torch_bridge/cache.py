@@ -52,12 +52,17 @@ class RegionCache:
     @staticmethod
     def key(program: KernelGraph, arch: str, version: str, settings: Mapping[str, Any]) -> str:
         material = {
-            "format": CACHE_FORMAT, "program": program.key, "arch": arch, "version": version,
+            "format": CACHE_FORMAT,
+            "program": program.key,
+            "arch": arch,
+            "version": version,
             "inputs": [[list(n.shape), str(n.dtype)] for n in program.inputs],
             "outputs": [[list(n.shape), str(n.dtype)] for n in program.outputs],
             "settings": dict(settings),
         }
-        return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
+        return hashlib.sha256(
+            json.dumps(material, sort_keys=True, default=str).encode()
+        ).hexdigest()
 
     def path(self, key: str) -> Path:
         return self.root / f"{key[:32]}.json"
@@ -69,8 +74,9 @@ class RegionCache:
             if doc.get("key") != key:
                 raise FormatError(f"{p}: written for another key")
             ((graph, meta),) = ugraphs_from_json(doc["ugraphs"], str(p))
-            fits = ([(n.shape, n.dtype) for n in graph.inputs] == [(n.shape, n.dtype) for n in program.inputs]
-                    and [n.shape for n in graph.outputs] == [n.shape for n in program.outputs])
+            fits = [(n.shape, n.dtype) for n in graph.inputs] == [
+                (n.shape, n.dtype) for n in program.inputs
+            ] and [n.shape for n in graph.outputs] == [n.shape for n in program.outputs]
             if not fits:
                 raise FormatError(f"{p}: its μGraph does not fit the program")
         except (OSError, ValueError, KeyError, TypeError, FormatError):

@@ -39,8 +39,8 @@ class Source:
     """Where a program input's value comes from: positional argument ``arg`` of the call, or
     the module's parameter/buffer ``attr``; ``transposed``: its last two dims swapped."""
 
-    kind: str                     # "argument", "parameter", "buffer" or "constant"
-    label: str                    # the argument's name, or the qualified attribute name
+    kind: str  # "argument", "parameter", "buffer" or "constant"
+    label: str  # the argument's name, or the qualified attribute name
     arg: int | None = None
     transposed: bool = False
 
@@ -52,7 +52,7 @@ class Captured:
     program: KernelGraph
     inputs: dict[str, Source]
     translation: Translation
-    tensors: tuple[torch.Tensor, ...]   # the graph's arguments at capture (parameters included)
+    tensors: tuple[torch.Tensor, ...]  # the graph's arguments at capture (parameters included)
 
     @property
     def parameters(self) -> dict[str, str]:
@@ -66,8 +66,9 @@ class Captured:
         for name, s in self.inputs.items():
             if s.kind == "argument":
                 if s.arg is None or s.arg >= len(args):
-                    raise MirageError(f"input {name!r} is positional argument {s.arg}; got "
-                                      f"{len(args)} arguments")
+                    raise MirageError(
+                        f"input {name!r} is positional argument {s.arg}; got {len(args)} arguments"
+                    )
                 t = args[s.arg]
             else:
                 t = self.tensors[self._binding(name).arg]
@@ -76,14 +77,18 @@ class Captured:
 
     def arguments(self, *args: torch.Tensor) -> list[np.ndarray]:
         """:meth:`input_tensors` as float64 numpy arrays (for ``mf.run_reference``)."""
-        return [t.detach().to("cpu", torch.float64).contiguous().numpy()
-                for t in self.input_tensors(*args)]
+        return [
+            t.detach().to("cpu", torch.float64).contiguous().numpy()
+            for t in self.input_tensors(*args)
+        ]
 
     def _binding(self, name: str) -> InputBinding:
         return next(b for b in self.translation.inputs if b.name == name)
 
 
-def _record_graph(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[torch.fx.GraphModule, list[Any]]:
+def _record_graph(
+    fn: Callable[..., Any], args: Sequence[Any]
+) -> tuple[torch.fx.GraphModule, list[Any]]:
     seen: list[tuple[torch.fx.GraphModule, list[Any]]] = []
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **_: Any) -> Any:
@@ -96,26 +101,35 @@ def _record_graph(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[torch.fx
             compiled(*args)
     except torch._dynamo.exc.Unsupported as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CaptureError(f"TorchDynamo cannot trace this function into one graph: {first}. "
-                           "Remove data-dependent control flow and Python side effects, or "
-                           "use mf.compile, which tolerates graph breaks") from e
+        raise CaptureError(
+            f"TorchDynamo cannot trace this function into one graph: {first}. "
+            "Remove data-dependent control flow and Python side effects, or "
+            "use mf.compile, which tolerates graph breaks"
+        ) from e
     if not seen:
-        raise CaptureError("TorchDynamo did not produce a graph (was it disabled, or is the "
-                           "function already compiled?)")
+        raise CaptureError(
+            "TorchDynamo did not produce a graph (was it disabled, or is the "
+            "function already compiled?)"
+        )
     return seen[-1]
 
 
 def _arg_names(fn: Callable[..., Any], n: int) -> list[str]:
     target = fn.forward if isinstance(fn, torch.nn.Module) else fn
     try:
-        params = [p.name for p in inspect.signature(target).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        params = [
+            p.name
+            for p in inspect.signature(target).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
     except (TypeError, ValueError):
         params = []
     return [params[i] if i < len(params) else f"arg{i}" for i in range(n)]
 
 
-def name_sources(fn: Callable[..., Any], args: Sequence[Any], graph_args: Sequence[Any]) -> list[Source]:
+def name_sources(
+    fn: Callable[..., Any], args: Sequence[Any], graph_args: Sequence[Any]
+) -> list[Source]:
     """Name each graph argument: a call argument, a parameter, a buffer, or a constant."""
     by_id: dict[int, tuple[str, str]] = {}
     if isinstance(fn, torch.nn.Module):
@@ -146,6 +160,8 @@ def from_torch(fn: Callable[..., Any], *example_inputs: Any) -> Captured:
     gm, graph_args = _record_graph(fn, example_inputs)
     sources = name_sources(fn, example_inputs, graph_args)
     tr = Translator(gm, [s.label for s in sources]).run()
-    inputs = {b.name: Source(sources[b.arg].kind, sources[b.arg].label, sources[b.arg].arg,
-                             b.transposed) for b in tr.inputs}
+    inputs = {
+        b.name: Source(sources[b.arg].kind, sources[b.arg].label, sources[b.arg].arg, b.transposed)
+        for b in tr.inputs
+    }
     return Captured(tr.program, inputs, tr, tuple(graph_args))

@@ -49,8 +49,9 @@ class _Subgraph(Translator):
     """Translates the calls in ``inside`` with every other operand taken as a fresh input;
     ``outside`` holds the nodes a transpose may read (they are computed before the region)."""
 
-    def __init__(self, gm: torch.fx.GraphModule, inside: set[torch.fx.Node],
-                 outside: set[torch.fx.Node]) -> None:
+    def __init__(
+        self, gm: torch.fx.GraphModule, inside: set[torch.fx.Node], outside: set[torch.fx.Node]
+    ) -> None:
         super().__init__(gm, [n.name for n in gm.graph.nodes if n.op == "placeholder"])
         self.inside = inside
         self.outside = outside
@@ -64,9 +65,14 @@ class _Subgraph(Translator):
         return super().value(node, user)
 
     def transposed_input(self, operand: Any, node: torch.fx.Node) -> Tensor:
-        if not isinstance(operand, torch.fx.Node) or operand in self.inside or operand not in self.outside:
-            raise TorchOpError(describe(node), "it transposes a tensor computed in the region",
-                               user_line(node))
+        if (
+            not isinstance(operand, torch.fx.Node)
+            or operand in self.inside
+            or operand not in self.outside
+        ):
+            raise TorchOpError(
+                describe(node), "it transposes a tensor computed in the region", user_line(node)
+            )
         shape, _ = tensor_meta(operand)
         if len(shape) < 2:
             raise TorchOpError(describe(node), "a rank-1 transpose", user_line(node))
@@ -123,7 +129,9 @@ class _Support(OperatorSupportBase):
     def __init__(self, supported: Mapping[torch.fx.Node, str | None]) -> None:
         self.supported = supported
 
-    def is_node_supported(self, submodules: Mapping[str, torch.nn.Module], node: torch.fx.Node) -> bool:
+    def is_node_supported(
+        self, submodules: Mapping[str, torch.nn.Module], node: torch.fx.Node
+    ) -> bool:
         return node in self.supported and self.supported[node] is None
 
 
@@ -136,8 +144,12 @@ class Boundary:
     why: str
 
 
-def _fits(gm: torch.fx.GraphModule, nodes: Sequence[torch.fx.Node], outside: set[torch.fx.Node],
-          max_ops: int | None) -> bool:
+def _fits(
+    gm: torch.fx.GraphModule,
+    nodes: Sequence[torch.fx.Node],
+    outside: set[torch.fx.Node],
+    max_ops: int | None,
+) -> bool:
     """Is the program of ``nodes`` in the class the verifier's bound covers, with at most
     ``max_ops`` registry ops? (A group that does not translate yet, e.g. half of an RMSNorm
     pattern, is judged by its call count alone.)"""
@@ -152,8 +164,12 @@ def _fits(gm: torch.fx.GraphModule, nodes: Sequence[torch.fx.Node], outside: set
     return not prog.outputs or analyze(prog).in_class
 
 
-def split_region(gm: torch.fx.GraphModule, nodes: Sequence[torch.fx.Node],
-                 outside: set[torch.fx.Node], max_ops: int | None = None) -> list[list[torch.fx.Node]]:
+def split_region(
+    gm: torch.fx.GraphModule,
+    nodes: Sequence[torch.fx.Node],
+    outside: set[torch.fx.Node],
+    max_ops: int | None = None,
+) -> list[list[torch.fx.Node]]:
     """Split a region (in topological order) into consecutive parts the search can take.
 
     The verifier's field test covers programs with at most one exp on any path (Mirage's LAX
@@ -171,7 +187,7 @@ def split_region(gm: torch.fx.GraphModule, nodes: Sequence[torch.fx.Node],
     for n in nodes:
         if n in groups:
             continue  # placed with the RMSNorm pattern it belongs to
-        group = sorted(members.get(n, []), key=list(nodes).index) + [n]
+        group = [*sorted(members.get(n, []), key=list(nodes).index), n]
         k = max((part_of[a] for m in group for a in m.all_input_nodes if a in part_of), default=0)
         while True:
             if k == len(parts):
@@ -184,8 +200,9 @@ def split_region(gm: torch.fx.GraphModule, nodes: Sequence[torch.fx.Node],
     return parts
 
 
-def partition(gm: torch.fx.GraphModule, max_ops: int | None = None, prefix: str = "region_"
-              ) -> tuple[torch.fx.GraphModule, list[str], list[Boundary]]:
+def partition(
+    gm: torch.fx.GraphModule, max_ops: int | None = None, prefix: str = "region_"
+) -> tuple[torch.fx.GraphModule, list[str], list[Boundary]]:
     """Fuse the largest supported regions of ``gm`` into submodules (in place), each split
     into parts the verifier covers of at most ``max_ops`` registry ops (:func:`split_region`).
 
@@ -194,10 +211,13 @@ def partition(gm: torch.fx.GraphModule, max_ops: int | None = None, prefix: str 
     """
     sup = support(gm)
     meta = {n.name: dict(n.meta) for n in gm.graph.nodes}
-    parts = CapabilityBasedPartitioner(gm, _Support(sup), allows_single_node_partition=True).propose_partitions()
+    parts = CapabilityBasedPartitioner(
+        gm, _Support(sup), allows_single_node_partition=True
+    ).propose_partitions()
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
     outside = {n for n, r in sup.items() if r is not None} | {
-        n for n in gm.graph.nodes if n.op == "placeholder"}
+        n for n in gm.graph.nodes if n.op == "placeholder"
+    }
     keep = []
     for p in parts:
         for nodes in split_region(gm, sorted(p.nodes, key=order.__getitem__), outside, max_ops):
@@ -211,10 +231,14 @@ def partition(gm: torch.fx.GraphModule, max_ops: int | None = None, prefix: str 
         fused = fuse_by_partitions(gm, [dict.fromkeys(ns) for ns in keep], prefix=prefix)
     except Exception as e:  # pragma: no cover - torch internals
         raise MirageError(f"partitioning the FX graph failed: {e}") from e
-    names = [str(n.target) for n in fused.graph.nodes
-             if n.op == "call_module" and str(n.target).startswith(prefix)]
+    names = [
+        str(n.target)
+        for n in fused.graph.nodes
+        if n.op == "call_module" and str(n.target).startswith(prefix)
+    ]
     for name in names:
         sub = fused.get_submodule(name)
+        assert isinstance(sub, torch.fx.GraphModule)
         for n in sub.graph.nodes:  # placeholders of a fused submodule may lack Dynamo's meta
             if example_value(n) is None and n.name in meta:
                 n.meta.update(meta[n.name])

@@ -40,7 +40,7 @@ class SearchSettings:
     """What the search of one region is given (part of the cache key, except the budget)."""
 
     budget_s: float = 30.0
-    bound: float = 2.0 ** -64
+    bound: float = 2.0**-64
     preset: str | None = None
     overrides: tuple[tuple[str, Any], ...] = ()
     gpu: bool | None = None
@@ -59,11 +59,11 @@ class RegionReport:
     ops: int
     program: KernelGraph | None = None
     ugraph: KernelGraph | None = None
-    source: str = ""              # "cache", "search", "program" (search found nothing) or ""
-    runs_on: str = "torch"        # "kernel" or "torch"
-    reason: str = ""              # why it runs with torch
+    source: str = ""  # "cache", "search", "program" (search found nothing) or ""
+    runs_on: str = "torch"  # "kernel" or "torch"
+    reason: str = ""  # why it runs with torch
     seconds: dict[str, float] = field(default_factory=dict)
-    kernels: str = ""             # the compiled kernels' summary (GPU)
+    kernels: str = ""  # the compiled kernels' summary (GPU)
     validation: str = ""
 
     def line(self) -> str:
@@ -75,15 +75,22 @@ def _count_ops(gm: torch.fx.GraphModule) -> int:
     return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method"))
 
 
-def _search(program: KernelGraph, s: SearchSettings, gpu: bool) -> tuple[KernelGraph, Any, str, dict[str, Any]]:
+def _search(
+    program: KernelGraph, s: SearchSettings, gpu: bool
+) -> tuple[KernelGraph, Any, str, dict[str, Any]]:
     """superoptimize ``program``; returns (μGraph, kernel or None, source, meta)."""
     from mirage_formal.errors import UnsupportedOpError
     from mirage_formal.optimize import make_config, superoptimize
     from mirage_formal.search import SearchConfig, default_preset
 
     overrides = dict(s.overrides)
-    kw: dict[str, Any] = {"budget_s": s.budget_s, "bound": s.bound, "gpu": gpu,
-                          "compile_best": False, "seed": s.seed}
+    kw: dict[str, Any] = {
+        "budget_s": s.budget_s,
+        "bound": s.bound,
+        "gpu": gpu,
+        "compile_best": False,
+        "seed": s.seed,
+    }
     try:
         make_config(program, s.preset, overrides)
     except UnsupportedOpError:
@@ -92,9 +99,13 @@ def _search(program: KernelGraph, s: SearchSettings, gpu: bool) -> tuple[KernelG
         ops = sorted({n.op for n in program.nodes if n.op != INPUT} | set(base.kernel_ops))
         overrides = {**overrides, "kernel_ops": ops}
     res = superoptimize(program, s.preset, overrides=overrides, **kw)
-    meta: dict[str, Any] = {"budget_s": s.budget_s, "accepted": len(res.accepted), "gpu": res.gpu,
-                            "seconds": {k: round(v, 3) for k, v in res.seconds.items()},
-                            "stopped": res.search.summary().get("stopped")}
+    meta: dict[str, Any] = {
+        "budget_s": s.budget_s,
+        "accepted": len(res.accepted),
+        "gpu": res.gpu,
+        "seconds": {k: round(v, 3) for k, v in res.seconds.items()},
+        "stopped": res.search.summary().get("stopped"),
+    }
     if res.kernel is not None:
         best = res.accepted[0]
         meta |= {"measured_us": best.measured_us, "bound": best.verdict.bound}
@@ -123,8 +134,13 @@ def _gpu_ready(s: SearchSettings, args: tuple[Any, ...]) -> str:
 class Region(torch.nn.Module):
     """Replaces a fused region submodule: runs the kernel, or the original submodule."""
 
-    def __init__(self, fallback: torch.fx.GraphModule, report: RegionReport,
-                 translation: Translation | None = None, kernel: Any = None) -> None:
+    def __init__(
+        self,
+        fallback: torch.fx.GraphModule,
+        report: RegionReport,
+        translation: Translation | None = None,
+        kernel: Any = None,
+    ) -> None:
         super().__init__()
         self.fallback = fallback
         self.report = report
@@ -151,11 +167,14 @@ class Region(torch.nn.Module):
         assert tr is not None and self.kernel is not None
         ins = [self._operand(b.arg, args[b.arg], b.transposed) for b in tr.inputs]
         dev = ins[0].device
-        outs = [torch.empty(n.shape, dtype=TORCH_DTYPE[n.dtype], device=dev)
-                for n in tr.program.outputs]
+        outs = [
+            torch.empty(n.shape, dtype=TORCH_DTYPE[n.dtype], device=dev) for n in tr.program.outputs
+        ]
         stream = torch.cuda.current_stream(dev).cuda_stream
         self.kernel.launch([t.data_ptr() for t in ins], [o.data_ptr() for o in outs], stream)
-        res = tuple(o if o.dtype == dt else o.to(dt) for o, dt in zip(outs, tr.out_dtypes, strict=True))
+        res = tuple(
+            o if o.dtype == dt else o.to(dt) for o, dt in zip(outs, tr.out_dtypes, strict=True)
+        )
         return res if self._tuple_out else res[0]
 
     @property
@@ -186,8 +205,15 @@ def _agrees(got: Any, want: Any, rtol: Mapping[torch.dtype, float]) -> tuple[boo
 _RTOL = {torch.float16: 2e-2, torch.bfloat16: 5e-2, torch.float32: 1e-3}
 
 
-def compile_region(name: str, gm: torch.fx.GraphModule, args: tuple[Any, ...], s: SearchSettings,
-                   cache: RegionCache, version: str, warn: bool = True) -> Region:
+def compile_region(
+    name: str,
+    gm: torch.fx.GraphModule,
+    args: tuple[Any, ...],
+    s: SearchSettings,
+    cache: RegionCache,
+    version: str,
+    warn: bool = True,
+) -> Region:
     """Translate, superoptimize (or load), validate; returns the region's runner."""
     report = RegionReport(name, _count_ops(gm))
     t0 = time.monotonic()
@@ -197,8 +223,12 @@ def compile_region(name: str, gm: torch.fx.GraphModule, args: tuple[Any, ...], s
         report.seconds["total"] = time.monotonic() - t0
         if warn:
             # warn_explicit with a pseudo file name: one line, no source line under it
-            warnings.warn_explicit(f"{name} ({report.ops} ops) runs with torch: {reason}",
-                                   FallbackWarning, "mirage_formal", 0)
+            warnings.warn_explicit(
+                f"{name} ({report.ops} ops) runs with torch: {reason}",
+                FallbackWarning,
+                "mirage_formal",
+                0,
+            )
         return Region(gm, report, translation)
 
     names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]

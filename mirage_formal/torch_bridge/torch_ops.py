@@ -56,8 +56,11 @@ _SIGS: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
     "pow": ("pow", ("input", "exponent"), {}),
     "mean": ("mean", ("input", "dim", "keepdim"), {"dim": None, "keepdim": False, "dtype": None}),
     "sum": ("sum", ("input", "dim", "keepdim"), {"dim": None, "keepdim": False, "dtype": None}),
-    "softmax": ("softmax", ("input", "dim"), {"dim": None, "dtype": None, "_stacklevel": 3,
-                                               "half_to_float": False}),
+    "softmax": (
+        "softmax",
+        ("input", "dim"),
+        {"dim": None, "dtype": None, "_stacklevel": 3, "half_to_float": False},
+    ),
     "transpose": ("transpose", ("input", "dim0", "dim1"), {}),
     "swapaxes": ("transpose", ("input", "dim0", "dim1"), {}),
     "t": ("t", ("input",), {}),
@@ -76,8 +79,12 @@ _SIGS: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
 def _functions() -> dict[Any, str]:
     """Function objects Dynamo records, by the spelling name they stand for."""
     table: dict[Any, str] = {
-        operator.add: "add", operator.sub: "sub", operator.mul: "mul",
-        operator.truediv: "truediv", operator.matmul: "matmul", operator.neg: "neg",
+        operator.add: "add",
+        operator.sub: "sub",
+        operator.mul: "mul",
+        operator.truediv: "truediv",
+        operator.matmul: "matmul",
+        operator.neg: "neg",
         operator.pow: "pow",
     }
     for mod in (torch, F, torch.Tensor):
@@ -130,8 +137,12 @@ def describe(node: torch.fx.Node) -> str:
     return f"{node.op} {node.target}"
 
 
-def _bind(params: Sequence[str], defaults: Mapping[str, Any], args: Sequence[Any],
-          kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
+def _bind(
+    params: Sequence[str],
+    defaults: Mapping[str, Any],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+) -> dict[str, Any] | None:
     if len(args) > len(params):
         return None
     out = dict(defaults)
@@ -147,8 +158,12 @@ def _bind(params: Sequence[str], defaults: Mapping[str, Any], args: Sequence[Any
 
 def normalize(node: torch.fx.Node) -> Call | None:
     """The canonical call of ``node``, or None when it is none we map."""
-    if (node.op == "call_function" and node.target is builtins.getattr
-            and len(node.args) == 2 and node.args[1] in ("mT", "T")):
+    if (
+        node.op == "call_function"
+        and node.target is builtins.getattr
+        and len(node.args) == 2
+        and node.args[1] in ("mT", "T")
+    ):
         return Call("t" if node.args[1] == "T" else "mT", (node.args[0],))
     spelling = _spelling(node)
     if spelling is None:
@@ -158,8 +173,12 @@ def normalize(node: torch.fx.Node) -> Call | None:
     if bound is None:
         return None
     if spelling in ("float", "half", "bfloat16", "double"):
-        bound["dtype"] = {"float": torch.float32, "half": torch.float16,
-                          "bfloat16": torch.bfloat16, "double": torch.float64}[spelling]
+        bound["dtype"] = {
+            "float": torch.float32,
+            "half": torch.float16,
+            "bfloat16": torch.bfloat16,
+            "double": torch.float64,
+        }[spelling]
     args = tuple(bound.pop(p) for p in params if p in bound)
     return Call(canonical, args, bound)
 
@@ -185,5 +204,3 @@ def user_line(node: torch.fx.Node) -> str:
             code = lines[i + 1].strip() if i + 1 < len(lines) else ""
             return f"{where}:{line}: {code}"
     return ""
-
-

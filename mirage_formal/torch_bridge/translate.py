@@ -49,13 +49,19 @@ from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import KernelGraph
 from mirage_formal.torch_bridge.torch_ops import Call, describe, example_value, normalize, user_line
 
-SUPPORTED = ("matmul/@/bmm/mm, linear (weight transposed as an input), transpose of an input, "
-             "+ - * / of tensors, multiply/divide by a Python scalar, neg, exp, silu, sigmoid, "
-             "relu, gelu(approximate='tanh'), sqrt, rsqrt, square/pow 2, mean/sum over one dim, "
-             "softmax, x*rsqrt(mean(x^2)+eps) (RMSNorm), dtype casts, contiguous/clone")
+SUPPORTED = (
+    "matmul/@/bmm/mm, linear (weight transposed as an input), transpose of an input, "
+    "+ - * / of tensors, multiply/divide by a Python scalar, neg, exp, silu, sigmoid, "
+    "relu, gelu(approximate='tanh'), sqrt, rsqrt, square/pow 2, mean/sum over one dim, "
+    "softmax, x*rsqrt(mean(x^2)+eps) (RMSNorm), dtype casts, contiguous/clone"
+)
 
-_DTYPES = {torch.float16: DType.F16, torch.bfloat16: DType.BF16, torch.float32: DType.F32,
-           torch.float64: DType.F32}
+_DTYPES = {
+    torch.float16: DType.F16,
+    torch.bfloat16: DType.BF16,
+    torch.float32: DType.F32,
+    torch.float64: DType.F32,
+}
 
 TORCH_DTYPE = {DType.F16: torch.float16, DType.BF16: torch.bfloat16, DType.F32: torch.float32}
 
@@ -71,7 +77,8 @@ class TorchOpError(UnsupportedOpError):
         super().__init__(
             f"{op}{at}: {why}. mirage-formal maps: {SUPPORTED}. Rewrite the call with those, "
             "or use mf.compile / torch.compile(backend='mirage_formal'), which runs unsupported "
-            "calls with torch between superoptimized regions")
+            "calls with torch between superoptimized regions"
+        )
 
 
 @dataclass(frozen=True)
@@ -106,16 +113,20 @@ def tensor_meta(node: torch.fx.Node) -> tuple[tuple[int, ...], torch.dtype]:
     except (TypeError, RuntimeError):
         shape = ()
     if any(not isinstance(s, int) for s in v.shape):
-        raise _error(node, f"its shape {list(v.shape)} is symbolic; compile with static shapes "
-                           "(torch.compile(..., dynamic=False), which mf.compile does)")
+        raise _error(
+            node,
+            f"its shape {list(v.shape)} is symbolic; compile with static shapes "
+            "(torch.compile(..., dynamic=False), which mf.compile does)",
+        )
     return shape, v.dtype
 
 
 def program_dtype(node: torch.fx.Node) -> DType:
     _, dt = tensor_meta(node)
     if dt not in _DTYPES:
-        raise _error(node, f"dtype {dt} has no program type (use float16, bfloat16, float32 "
-                           "or float64)")
+        raise _error(
+            node, f"dtype {dt} has no program type (use float16, bfloat16, float32 or float64)"
+        )
     return _DTYPES[dt]
 
 
@@ -149,8 +160,11 @@ class Translator:
         while name in used:
             name, k = f"{base}_{k}", k + 1
         if not shape:
-            raise _error(node, "a 0-dimensional tensor cannot be a program input; pass a Python "
-                               "scalar or a tensor of shape [1]")
+            raise _error(
+                node,
+                "a 0-dimensional tensor cannot be a program input; pass a Python "
+                "scalar or a tensor of shape [1]",
+            )
         t = self.g.input(shape, dt, name)
         self.bindings.append(InputBinding(name, i, transposed))
         return t
@@ -158,9 +172,12 @@ class Translator:
     def transposed_input(self, operand: Any, node: torch.fx.Node) -> Tensor:
         """The program input holding ``operand``'s transpose (``operand`` must be an argument)."""
         if not isinstance(operand, torch.fx.Node) or operand.op != "placeholder":
-            raise _error(node, "it transposes a computed tensor; the registry has no transpose "
-                               "op, so only graph arguments and parameters (transposed once, "
-                               "outside the program) may be transposed")
+            raise _error(
+                node,
+                "it transposes a computed tensor; the registry has no transpose "
+                "op, so only graph arguments and parameters (transposed once, "
+                "outside the program) may be transposed",
+            )
         t = self.transposed.get(operand)
         if t is None:
             t = self.transposed[operand] = self._input(operand, transposed=True)
@@ -178,8 +195,10 @@ class Translator:
                 t = self._call(node)
                 shape, _ = tensor_meta(node)
                 if t.shape != shape:
-                    raise GraphError(f"translating {describe(node)} at {user_line(node)} gave shape "
-                                     f"{list(t.shape)}, torch has {list(shape)} (a mirage-formal bug)")
+                    raise GraphError(
+                        f"translating {describe(node)} at {user_line(node)} gave shape "
+                        f"{list(t.shape)}, torch has {list(shape)} (a mirage-formal bug)"
+                    )
             self.memo[node] = t
         return t
 
@@ -205,8 +224,11 @@ class Translator:
 
     def _op_gelu(self, node: torch.fx.Node, c: Call) -> Tensor:
         if c.opts.get("approximate") != "tanh":
-            raise _error(node, "the registry's gelu is the tanh approximation; write "
-                               "F.gelu(x, approximate='tanh')")
+            raise _error(
+                node,
+                "the registry's gelu is the tanh approximation; write "
+                "F.gelu(x, approximate='tanh')",
+            )
         return self.g.gelu(self.value(c.args[0], node))
 
     def _op_identity(self, node: torch.fx.Node, c: Call) -> Tensor:
@@ -217,7 +239,9 @@ class Translator:
         if isinstance(target, torch.fx.Node):
             target = tensor_meta(target)[1]
         if not isinstance(target, torch.dtype) or target not in _DTYPES:
-            raise _error(node, f"only casts between floating dtypes are captured, not to {target!r}")
+            raise _error(
+                node, f"only casts between floating dtypes are captured, not to {target!r}"
+            )
         return self.value(c.args[0], node)
 
     def _op_t(self, node: torch.fx.Node, c: Call) -> Tensor:
@@ -233,16 +257,22 @@ class Translator:
         x, d0, d1 = c.args
         rank = len(tensor_meta(x)[0]) if isinstance(x, torch.fx.Node) else 0
         if rank < 2 or sorted((int(d0) % rank, int(d1) % rank)) != [rank - 2, rank - 1]:
-            raise _error(node, "only a swap of the last two dimensions is captured (the registry "
-                               "has no transpose or permute op)")
+            raise _error(
+                node,
+                "only a swap of the last two dimensions is captured (the registry "
+                "has no transpose or permute op)",
+            )
         return self.transposed_input(x, node)
 
     def _op_matmul(self, node: torch.fx.Node, c: Call) -> Tensor:
         a, b = c.args
         for x in (a, b):
             if isinstance(x, torch.fx.Node) and len(tensor_meta(x)[0]) < 2:
-                raise _error(node, "matrix-vector products (a rank-1 operand) are not captured; "
-                                   "give the vector a dimension of size 1")
+                raise _error(
+                    node,
+                    "matrix-vector products (a rank-1 operand) are not captured; "
+                    "give the vector a dimension of size 1",
+                )
         return self.g.matmul(self.value(a, node), self.value(b, node))
 
     def _op_linear(self, node: torch.fx.Node, c: Call) -> Tensor:
@@ -265,8 +295,11 @@ class Translator:
         if c.name == "div" and sb and not sa:
             return self.g.mul_scalar(self.value(a, node), scalar=1.0 / _scalar(b, node))
         if sa or sb:
-            raise _error(node, "a Python scalar operand is captured only in x * c, c * x and "
-                               "x / c (the registry has no add-scalar or reciprocal op)")
+            raise _error(
+                node,
+                "a Python scalar operand is captured only in x * c, c * x and "
+                "x / c (the registry has no add-scalar or reciprocal op)",
+            )
         return self.g.op(c.name, self.value(a, node), self.value(b, node))
 
     _op_add = _op_sub = _op_mul = _op_div = _binary
@@ -274,7 +307,7 @@ class Translator:
     def _op_pow(self, node: torch.fx.Node, c: Call) -> Tensor:
         x, e = c.args
         ops = {2: "square", 0.5: "sqrt", -0.5: "rsqrt"}
-        if isinstance(e, torch.fx.Node) or e not in ops and e != 1:
+        if isinstance(e, torch.fx.Node) or (e not in ops and e != 1):
             raise _error(node, f"pow with exponent {e!r} is not captured (2, 0.5 and -0.5 are)")
         if e == 1:
             return self.value(x, node)
@@ -286,8 +319,11 @@ class Translator:
         if isinstance(dim, (list, tuple)) and len(dim) == 1:
             dim = dim[0]
         if not isinstance(dim, int):
-            raise _error(node, f"{c.name} over dim={dim!r} is not captured; reduce over one "
-                               "dimension (dim=-1, keepdim=True)")
+            raise _error(
+                node,
+                f"{c.name} over dim={dim!r} is not captured; reduce over one "
+                "dimension (dim=-1, keepdim=True)",
+            )
         return self.g.op(c.name, self.value(x, node), axis=dim, keepdims=keep)
 
     _op_mean = _op_sum = _reduce
@@ -319,8 +355,11 @@ class Translator:
             if not isinstance(r, torch.fx.Node):
                 raise _error(out, f"an output is {r!r}, not a tensor")
             if r.op == "placeholder":
-                raise _error(out, f"output {r.name} is an argument returned unchanged; there is "
-                                  "nothing to compute for it")
+                raise _error(
+                    out,
+                    f"output {r.name} is an argument returned unchanged; there is "
+                    "nothing to compute for it",
+                )
             self.g.output(self.value(r, out))
             shape, dt = tensor_meta(r)
             dts.append(dt)
@@ -344,7 +383,9 @@ def _strip(n: Any) -> Any:
     return n
 
 
-def match_rms_norm(node: torch.fx.Node, c: Call) -> tuple[torch.fx.Node, float, list[torch.fx.Node]] | None:
+def match_rms_norm(
+    node: torch.fx.Node, c: Call
+) -> tuple[torch.fx.Node, float, list[torch.fx.Node]] | None:
     """If ``node`` is x·rsqrt(mean(x², -1) + eps) or x / sqrt(...): (x, eps, inner nodes)."""
     if c.name not in ("mul", "div") or len(c.args) != 2:
         return None
@@ -359,8 +400,12 @@ def match_rms_norm(node: torch.fx.Node, c: Call) -> tuple[torch.fx.Node, float, 
         inner: list[torch.fx.Node] = [r]
         m, eps = rc.args[0], 0.0
         mc = normalize(m) if isinstance(m, torch.fx.Node) else None
-        if mc is not None and mc.name == "add" and isinstance(mc.args[1], (int, float)) \
-                and mc.opts.get("alpha", 1) == 1:
+        if (
+            mc is not None
+            and mc.name == "add"
+            and isinstance(mc.args[1], (int, float))
+            and mc.opts.get("alpha", 1) == 1
+        ):
             inner.append(m)
             eps, m = float(mc.args[1]), mc.args[0]
             mc = normalize(m) if isinstance(m, torch.fx.Node) else None
@@ -377,9 +422,11 @@ def match_rms_norm(node: torch.fx.Node, c: Call) -> tuple[torch.fx.Node, float, 
         sc = normalize(sq) if isinstance(sq, torch.fx.Node) else None
         if sc is None:
             continue
-        if sc.name == "square" or (sc.name == "pow" and sc.args[1] == 2):
-            base = sc.args[0]
-        elif sc.name == "mul" and _strip(sc.args[0]) is _strip(sc.args[1]):
+        if (
+            sc.name == "square"
+            or (sc.name == "pow" and sc.args[1] == 2)
+            or (sc.name == "mul" and _strip(sc.args[0]) is _strip(sc.args[1]))
+        ):
             base = sc.args[0]
         else:
             continue

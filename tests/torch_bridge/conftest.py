@@ -6,14 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-torch = pytest.importorskip("torch")
-
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-#: a search space small enough for CI's 2 cores (the same as tests/optimize's)
-TINY_SPACE = {"grid_sizes": [2, 16], "forloop": [1, 4], "max_block_ops": 6}
 
 
 def load_decoder() -> Any:
@@ -26,6 +19,8 @@ def load_decoder() -> Any:
 
 
 def rel_err(got: Any, want: Any) -> float:
+    import torch
+
     g = torch.as_tensor(got, dtype=torch.float64)
     w = want.detach().to(torch.float64)
     return float((g - w).abs().max() / max(float(w.abs().max()), 1e-300))

@@ -40,23 +40,58 @@ def check(fn: Callable[..., Any], *args: Any, tol: float = 1e-12) -> Any:
 
 
 FUNCTIONS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
-    "matmul_ops": (lambda a, b, c: (a @ b, torch.matmul(a, b), torch.bmm(a, c.mT), a.matmul(b)),
-                   (d(2, 3, 4), d(2, 4, 5), d(2, 5, 4))),
+    "matmul_ops": (
+        lambda a, b, c: (a @ b, torch.matmul(a, b), torch.bmm(a, c.mT), a.matmul(b)),
+        (d(2, 3, 4), d(2, 4, 5), d(2, 5, 4)),
+    ),
     "linear_bias": (lambda x, w, b: F.linear(x, w, b), (d(3, 8), d(5, 8), d(5))),
-    "transposes": (lambda x, k: (x @ k.t(), x @ k.T, x @ k.transpose(0, 1), x @ k.transpose(-1, -2)),
-                   (d(3, 4), d(6, 4))),
-    "arithmetic": (lambda a, b: (a + b, a - b, a * b, a / (b.exp()), -a, 3 * a, a * 0.5, a / 4),
-                   (d(3, 4), d(1, 4))),
-    "unary": (lambda x: (x.exp(), F.silu(x), torch.sigmoid(x), F.gelu(x, approximate="tanh"),
-                         F.relu(x), torch.relu(x), x.exp().sqrt(), torch.rsqrt(x.exp()),
-                         x.pow(2), x ** 2, x.square(), x.exp() ** 0.5), (d(3, 5),)),
-    "reductions": (lambda x: (x.mean(-1, keepdim=True), x.sum(0), x.sum(dim=(1,), keepdim=True),
-                              torch.mean(x, 1)), (d(3, 5),)),
+    "transposes": (
+        lambda x, k: (x @ k.t(), x @ k.T, x @ k.transpose(0, 1), x @ k.transpose(-1, -2)),
+        (d(3, 4), d(6, 4)),
+    ),
+    "arithmetic": (
+        lambda a, b: (a + b, a - b, a * b, a / (b.exp()), -a, 3 * a, a * 0.5, a / 4),
+        (d(3, 4), d(1, 4)),
+    ),
+    "unary": (
+        lambda x: (
+            x.exp(),
+            F.silu(x),
+            torch.sigmoid(x),
+            F.gelu(x, approximate="tanh"),
+            F.relu(x),
+            torch.relu(x),
+            x.exp().sqrt(),
+            torch.rsqrt(x.exp()),
+            x.pow(2),
+            x**2,
+            x.square(),
+            x.exp() ** 0.5,
+        ),
+        (d(3, 5),),
+    ),
+    "reductions": (
+        lambda x: (
+            x.mean(-1, keepdim=True),
+            x.sum(0),
+            x.sum(dim=(1,), keepdim=True),
+            torch.mean(x, 1),
+        ),
+        (d(3, 5),),
+    ),
     "softmax": (lambda x: (torch.softmax(x, -1), F.softmax(x, dim=0), x.softmax(1)), (d(2, 6),)),
-    "casts": (lambda x: (x.float().double() * 2, x.to(torch.float32).to(x.dtype) + x,
-                         x.contiguous().exp()), (d(2, 3),)),
-    "rmsnorm": (lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w,
-                (d(4, 16), d(16))),
+    "casts": (
+        lambda x: (
+            x.float().double() * 2,
+            x.to(torch.float32).to(x.dtype) + x,
+            x.contiguous().exp(),
+        ),
+        (d(2, 3),),
+    ),
+    "rmsnorm": (
+        lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w,
+        (d(4, 16), d(16)),
+    ),
 }
 
 
@@ -71,7 +106,7 @@ def test_op_mapping_details() -> None:
     fn, args = FUNCTIONS["rmsnorm"]
     cap = check(fn, *args)
     assert [n.op for n in cap.program.nodes if n.op != "input"] == ["rms_norm", "mul"]
-    assert [n for n in cap.program.nodes if n.op == "rms_norm"][0].attr("eps") == 1e-5
+    assert next(n for n in cap.program.nodes if n.op == "rms_norm").attr("eps") == 1e-5
     fn, args = FUNCTIONS["softmax"]
     cap = check(fn, *args)
     assert {n.op for n in cap.program.nodes} == {"input", "exp", "sum", "div"}
@@ -96,8 +131,12 @@ def test_module_parameters_become_named_inputs() -> None:
     m = Block().double()
     x = d(4, 8)
     cap = check(m, x)
-    assert cap.parameters == {"proj.weight.T": "proj.weight", "proj.bias": "proj.bias",
-                              "gain": "gain", "shift": "shift"}
+    assert cap.parameters == {
+        "proj.weight.T": "proj.weight",
+        "proj.bias": "proj.bias",
+        "gain": "gain",
+        "shift": "shift",
+    }
     assert cap.inputs["x"].kind == "argument" and cap.inputs["shift"].kind == "buffer"
     # the arguments follow the module's current parameters
     with torch.no_grad():
@@ -136,14 +175,17 @@ def test_unsupported_op_names_the_call_and_line() -> None:
     assert "torch.cat" in str(e) and "backend='mirage_formal'" in str(e)
 
 
-@pytest.mark.parametrize("fn, op, words", [
-    (lambda x: x.view(3, 2).exp(), "Tensor.view", "no such op"),
-    (lambda x: x + 1.0, "_operator.add", "Python scalar"),
-    (lambda x: F.gelu(x), "torch.nn.functional.gelu", "approximate='tanh'"),
-    (lambda x: x.exp().mT @ x, "Tensor.mT", "computed tensor"),
-    (lambda x: x.pow(3), "Tensor.pow", "exponent 3"),
-    (lambda x: x.sum(), "Tensor.sum", "one dimension"),
-])
+@pytest.mark.parametrize(
+    "fn, op, words",
+    [
+        (lambda x: x.view(3, 2).exp(), "Tensor.view", "no such op"),
+        (lambda x: x + 1.0, "_operator.add", "Python scalar"),
+        (lambda x: F.gelu(x), "torch.nn.functional.gelu", "approximate='tanh'"),
+        (lambda x: x.exp().mT @ x, "Tensor.mT", "computed tensor"),
+        (lambda x: x.pow(3), "Tensor.pow", "exponent 3"),
+        (lambda x: x.sum(), "Tensor.sum", "one dimension"),
+    ],
+)
 def test_unsupported_forms(fn: Callable[..., Any], op: str, words: str) -> None:
     e = _capture_error(fn, d(2, 3))
     assert e.op == op and words in e.why
@@ -160,7 +202,9 @@ def test_graph_break_is_a_capture_error() -> None:
 
 
 def test_core_package_does_not_import_torch() -> None:
-    code = ("import sys, mirage_formal as mf; mf.Graph(); "
-            "assert 'torch' not in sys.modules, 'torch was imported'; print('ok')")
+    code = (
+        "import sys, mirage_formal as mf; mf.Graph(); "
+        "assert 'torch' not in sys.modules, 'torch was imported'; print('ok')"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
