@@ -1,7 +1,7 @@
 """A Llama-style decoder layer at decode shapes, written in plain PyTorch that mirage-formal
 captures whole, and run under ``torch.compile(backend="mirage_formal")``.
 
-    PYTHONPATH=. python examples/llama_decoder.py [--batch 8] [--budget 10]
+    PYTHONPATH=. python examples/llama_decoder.py [--batch 8] [--budget 10] [--full]
 
 The layer: RMSNorm -> Q/K/V projections -> attention over a KV cache -> output projection
 (+ residual) -> RMSNorm -> gated MLP (+ residual). Decode shapes: one new token per sequence.
@@ -102,20 +102,28 @@ def decode_inputs(
 def main() -> None:
     import mirage_formal as mf
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--budget", type=float, default=10.0, help="search seconds per region")
-    ap.add_argument("--tiny", action="store_true", help="small sizes (fast on a CPU)")
+    ap.add_argument(
+        "--full", action="store_true", help="Llama-7B sizes (default: small sizes, fast on a CPU)"
+    )
     a = ap.parse_args()
-    s = TINY if a.tiny else LayerShape()
+    s = LayerShape() if a.full else TINY
+    device, dtype = ("cuda", torch.float16) if torch.cuda.is_available() else ("cpu", torch.float32)
     torch.manual_seed(0)
-    layer = DecoderLayer(s).eval()
-    args = decode_inputs(s, a.batch)
+    layer = DecoderLayer(s).to(device, dtype).eval()
+    args = decode_inputs(s, a.batch, dtype, device)
     cap = mf.from_torch(layer, *args)
-    print(f"captured: {len(cap.program.nodes)} nodes, inputs {list(cap.inputs)}")
+    print(
+        f"captured {sum(n.op != 'input' for n in cap.program.nodes)} registry ops; "
+        f"parameters as inputs: {cap.parameters}"
+    )
     fast = mf.compile(layer, budget_s=a.budget)
     with torch.no_grad():
         got, want = fast(*args), layer(*args)
+    for r in fast.regions:
+        print(r.line())
     err = max(float((g - w).abs().max() / w.abs().max()) for g, w in zip(got, want, strict=True))
     print(f"backend vs eager: max relative error {err:.2e}")
 
