@@ -131,6 +131,7 @@ def region_rows(fast: Any) -> list[dict[str, Any]]:
                 else None,
                 "ugraph_kernels": len(r.ugraph.kernels) if r.ugraph is not None else None,
                 "kernels": r.kernels,
+                "schedule": r.schedule,
                 "validation": r.validation,
                 "ugraph": str(r.ugraph) if r.ugraph is not None else None,
             }

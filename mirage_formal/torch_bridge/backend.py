@@ -54,6 +54,8 @@ class BackendOptions:
     warn: bool = True
     #: registry ops per region at most (the search completes on a few ops; None: no limit)
     max_region_ops: int | None = 6
+    #: accepted μGraphs per region autotuned and timed on the GPU
+    gpu_top: int = 2
 
     @staticmethod
     def from_mapping(opts: Mapping[str, Any] | None) -> BackendOptions:
@@ -72,6 +74,7 @@ class BackendOptions:
 
     def settings(self) -> SearchSettings:
         return SearchSettings(
+            gpu_top=self.gpu_top,
             budget_s=self.budget_s,
             bound=self.bound,
             preset=self.preset,

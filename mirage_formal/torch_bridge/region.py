@@ -3,8 +3,9 @@
 :func:`compile_region` translates a fused region submodule into a program, looks the program up
 in the :class:`RegionCache`, and on a miss runs :func:`mirage_formal.superoptimize` on it (with
 the user's budget) and stores the chosen μGraph. With a usable GPU, and CUDA tensors of
-f16/bf16/f32 at every region input, the μGraph is compiled, validated against the float64
-program on random inputs *and* against torch on the example inputs, and the region then runs
+f16/bf16/f32 at every region input, the μGraph is compiled (the search's autotuned kernel, or
+the autotuner run on the cached μGraph, whose own cache keeps the winning schedule), validated
+against the float64 program on random inputs *and* against torch on the example inputs, and the region then runs
 as that kernel: inputs are the caller's tensors (a transposed parameter is transposed once
 and kept while the parameter is unchanged; other non-contiguous inputs are made contiguous),
 outputs are fresh torch tensors, and the launch goes on torch's current stream (no copies, no
@@ -46,6 +47,8 @@ class SearchSettings:
     gpu: bool | None = None
     validate_trials: int = 1
     seed: int = 0
+    #: accepted μGraphs autotuned and timed on the GPU (the search's gpu_top)
+    gpu_top: int = 2
 
     def key_material(self) -> dict[str, Any]:
         return {"bound": self.bound, "preset": self.preset, "overrides": list(self.overrides)}
@@ -64,6 +67,7 @@ class RegionReport:
     reason: str = ""  # why it runs with torch
     seconds: dict[str, float] = field(default_factory=dict)
     kernels: str = ""  # the compiled kernels' summary (GPU)
+    schedule: str = ""  # the autotuned schedule (GPU, μGraph from the cache)
     validation: str = ""
 
     def line(self) -> str:
@@ -90,6 +94,7 @@ def _search(
         "gpu": gpu,
         "compile_best": False,
         "seed": s.seed,
+        "gpu_top": s.gpu_top,
     }
     try:
         make_config(program, s.preset, overrides)
@@ -261,12 +266,18 @@ def compile_region(
     report.ugraph = ugraph
     if not gpu:
         return fallback(f"{why_not_gpu}; its verified μGraph is cached", tr)
-    from mirage_formal.codegen import compile_graph, validate
+    from mirage_formal.codegen import validate
+    from mirage_formal.codegen.autotune import tune
 
     t = time.monotonic()
     try:
         if kernel is None:
-            kernel = compile_graph(ugraph, load=True)
+            # the autotuner's own cache holds the winning schedule after the first process
+            tuned = tune(ugraph, tr.program, seed=s.seed)
+            if tuned is None:
+                return fallback("no schedule of its μGraph validated on this GPU", tr)
+            kernel = tuned.compiled
+            report.schedule = tuned.describe() + (" (cached)" if tuned.from_cache else "")
         rep = validate(kernel, tr.program, trials=s.validate_trials, seed=s.seed)
     except MirageError as e:
         return fallback(f"kernel failed to build or run: {str(e).splitlines()[0]}", tr)
