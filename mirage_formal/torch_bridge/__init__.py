@@ -71,4 +71,13 @@ def compile(
     )
 
 
-__all__ = ["compile", "from_torch"]
+def register() -> None:
+    """Register ``backend="mirage_formal"`` with torch.compile; needed only when the package is
+    used from a source tree (an installed one registers through its entry point)."""
+    _need_torch("register")
+    from mirage_formal.torch_bridge.backend import register as impl
+
+    impl()
+
+
+__all__ = ["compile", "from_torch", "register"]

@@ -166,14 +166,13 @@ def mirage_formal_backend(
 
 
 def register() -> None:
-    """Register ``"mirage_formal"`` with torch.compile (also done by the package's entry point)."""
+    """Register ``"mirage_formal"`` with torch.compile. An installed package needs no call (its
+    ``torch_dynamo_backends`` entry point does it on first use); a source tree on PYTHONPATH
+    does. Idempotent. (Not run at import: torch imports this module to load the entry point.)"""
     from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
 
     if BACKEND_NAME not in _COMPILER_FNS:
         register_backend(mirage_formal_backend, name=BACKEND_NAME)
-
-
-register()
 
 
 class Compiled:

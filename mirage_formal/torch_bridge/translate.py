@@ -108,17 +108,13 @@ def tensor_meta(node: torch.fx.Node) -> tuple[tuple[int, ...], torch.dtype]:
     v = example_value(node)
     if not isinstance(v, torch.Tensor):
         raise _error(node, f"its value is a {type(v).__name__}, not a tensor")
-    try:
-        shape = tuple(int(s) for s in v.shape)
-    except (TypeError, RuntimeError):
-        shape = ()
     if any(not isinstance(s, int) for s in v.shape):
         raise _error(
             node,
             f"its shape {list(v.shape)} is symbolic; compile with static shapes "
             "(torch.compile(..., dynamic=False), which mf.compile does)",
         )
-    return shape, v.dtype
+    return tuple(int(s) for s in v.shape), v.dtype
 
 
 def program_dtype(node: torch.fx.Node) -> DType:

@@ -16,6 +16,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import torch.nn.functional as F  # noqa: E402
+
 import mirage_formal as mf  # noqa: E402
 from mirage_formal.errors import MirageError  # noqa: E402
 from mirage_formal.torch_bridge import region as region_mod  # noqa: E402
@@ -104,7 +106,10 @@ def test_second_process_only_looks_up(first_run: tuple[Path, Any, list[str]]) ->
 
 
 def test_registered_backend_name_and_options(tmp_path: Path) -> None:
-    assert "mirage_formal" in torch._dynamo.list_backends()
+    from mirage_formal.torch_bridge import register
+
+    assert "mirage_formal" in torch._dynamo.list_backends()  # the package's entry point
+    register()  # idempotent, for source trees on PYTHONPATH
     torch._dynamo.reset()
     g = torch.compile(
         lambda x, w: torch.softmax(x @ w, -1),
@@ -115,6 +120,19 @@ def test_registered_backend_name_and_options(tmp_path: Path) -> None:
     x, w = torch.randn(4, 8), torch.randn(8, 16)
     torch.testing.assert_close(g(x, w), torch.softmax(x @ w, -1))
     assert len(list(tmp_path.glob("*.json"))) == 1
+
+
+def test_dynamic_shapes_leave_everything_to_torch(tmp_path: Path) -> None:
+    torch._dynamo.reset()
+    g = torch.compile(
+        lambda x, w: F.silu(x @ w),
+        backend="mirage_formal",
+        dynamic=True,
+        options={"budget_s": 1, "cache_dir": str(tmp_path)},
+    )
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    torch.testing.assert_close(g(x, w), F.silu(x @ w))
+    assert not list(tmp_path.glob("*.json"))  # symbolic shapes: no region
 
 
 def test_bad_options_are_refused() -> None:
