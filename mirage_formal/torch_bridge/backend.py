@@ -1,0 +1,235 @@
+"""The torch.compile backend ``"mirage_formal"`` and ``mf.compile``.
+
+    fast = mf.compile(model, budget_s=30)            # or:
+    fast = torch.compile(model, backend="mirage_formal", dynamic=False,
+                         options={"budget_s": 30, "cache_dir": "~/.cache/mf"})
+    fast(x)                       # same results as model(x)
+    fast.regions                  # (mf.compile) what each region became, with reasons
+
+For each graph Dynamo hands over, the backend fuses the largest supported regions
+(:mod:`partition`), gives each to :func:`region.compile_region` (cache lookup, else
+superoptimize; on a GPU compile, validate, and run as a kernel) and leaves every other call to
+torch's eager kernels. Options: ``budget_s`` (search seconds per region), ``max_region_ops``
+(registry ops per region, default 6), ``cache_dir``,
+``gpu`` (None: use one when present), ``bound``, ``preset``, ``overrides``, ``warn``.
+
+Imports torch, ``partition``, ``region`` and ``cache``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.fx
+
+from mirage_formal.errors import MirageError
+from mirage_formal.torch_bridge.cache import RegionCache
+from mirage_formal.torch_bridge.partition import Boundary, partition
+from mirage_formal.torch_bridge.region import Region, RegionReport, SearchSettings, compile_region
+
+BACKEND_NAME = "mirage_formal"
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/mirage_formal/regions`` (``~/.cache`` when unset)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "mirage_formal" / "regions"
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """How the backend searches and where it caches (a frozen config, passed in)."""
+
+    budget_s: float = 30.0
+    cache_dir: str | Path | None = None
+    gpu: bool | None = None
+    bound: float = 2.0**-64
+    preset: str | None = None
+    overrides: tuple[tuple[str, Any], ...] = ()
+    warn: bool = True
+    #: registry ops per region at most (the search completes on a few ops; None: no limit)
+    max_region_ops: int | None = 6
+    #: accepted μGraphs per region autotuned and timed on the GPU
+    gpu_top: int = 2
+
+    @staticmethod
+    def from_mapping(opts: Mapping[str, Any] | None) -> BackendOptions:
+        d = dict(opts or {})
+        known = set(BackendOptions.__dataclass_fields__)
+        bad = sorted(set(d) - known)
+        if bad:
+            raise MirageError(
+                f"unknown mirage_formal backend option(s) {bad}; known: {sorted(known)}"
+            )
+        if isinstance(d.get("overrides"), Mapping):
+            d["overrides"] = tuple(sorted(d["overrides"].items()))
+        if d.get("budget_s") is not None and float(d["budget_s"]) <= 0:
+            raise MirageError(f"budget_s={d['budget_s']!r} must be positive")
+        return BackendOptions(**d)
+
+    def settings(self) -> SearchSettings:
+        return SearchSettings(
+            gpu_top=self.gpu_top,
+            budget_s=self.budget_s,
+            bound=self.bound,
+            preset=self.preset,
+            overrides=self.overrides,
+            gpu=self.gpu,
+        )
+
+
+@dataclass
+class MirageBackend:
+    """A torch.compile backend object; keeps a report of every region it compiled."""
+
+    options: BackendOptions = field(default_factory=BackendOptions)
+    regions: list[RegionReport] = field(default_factory=list)
+    boundaries: list[Boundary] = field(default_factory=list)
+    cache: RegionCache = field(init=False)
+
+    def __post_init__(self) -> None:
+        root = self.options.cache_dir
+        self.cache = RegionCache(
+            Path(root).expanduser() if root is not None else default_cache_dir()
+        )
+
+    def __call__(
+        self, gm: torch.fx.GraphModule, example_inputs: list[Any], **_: Any
+    ) -> Callable[..., Any]:
+        from mirage_formal import __version__
+
+        fused, names, bounds = partition(gm, self.options.max_region_ops)
+        self.boundaries += bounds
+        if not names:
+            return fused.forward
+        values = _region_inputs(fused, names, example_inputs)
+        base = len(self.regions)
+        for i, name in enumerate(names):
+            sub = fused.get_submodule(name)
+            assert isinstance(sub, torch.fx.GraphModule)
+            region = compile_region(
+                f"region {base + i}",
+                sub,
+                values[name],
+                self.options.settings(),
+                self.cache,
+                __version__,
+                self.options.warn,
+            )
+            setattr(fused, name, region)
+            self.regions.append(region.report)
+        return fused.forward
+
+
+class _Recorder(torch.nn.Module):
+    """Stands in for a region submodule during one eager run, keeping its arguments."""
+
+    def __init__(self, inner: torch.nn.Module, into: dict[str, tuple[Any, ...]], name: str) -> None:
+        super().__init__()
+        self.inner, self.into, self.name = inner, into, name
+
+    def forward(self, *args: Any) -> Any:
+        self.into[self.name] = args
+        return self.inner(*args)
+
+
+def _region_inputs(
+    gm: torch.fx.GraphModule, names: list[str], example_inputs: list[Any]
+) -> dict[str, tuple[Any, ...]]:
+    """Each region's input values on the example inputs (one eager run of the graph)."""
+    got: dict[str, tuple[Any, ...]] = {}
+    subs = {name: gm.get_submodule(name) for name in names}
+    for name, sub in subs.items():
+        setattr(gm, name, _Recorder(sub, got, name))
+    try:
+        with torch.no_grad():
+            gm(*example_inputs)
+    finally:
+        for name, sub in subs.items():
+            setattr(gm, name, sub)
+    return got
+
+
+def mirage_formal_backend(
+    gm: torch.fx.GraphModule,
+    example_inputs: list[Any],
+    options: Mapping[str, Any] | None = None,
+    **_: Any,
+) -> Callable[..., Any]:
+    """The registered backend: ``torch.compile(f, backend="mirage_formal", options={...})``."""
+    return MirageBackend(BackendOptions.from_mapping(options))(gm, example_inputs)
+
+
+def register() -> None:
+    """Register ``"mirage_formal"`` with torch.compile. An installed package needs no call (its
+    ``torch_dynamo_backends`` entry point does it on first use); a source tree on PYTHONPATH
+    does. Idempotent. (Not run at import: torch imports this module to load the entry point.)"""
+    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+
+    if BACKEND_NAME not in _COMPILER_FNS:
+        register_backend(mirage_formal_backend, name=BACKEND_NAME)
+
+
+class Compiled:
+    """What :func:`compile` returns: call it like the original; ``regions`` reports."""
+
+    def __init__(self, fn: Callable[..., Any], backend: MirageBackend) -> None:
+        self.backend = backend
+        self.compiled = torch.compile(fn, backend=backend, dynamic=False)
+
+    @property
+    def regions(self) -> list[RegionReport]:
+        return self.backend.regions
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            return self.compiled(*args, **kwargs)
+
+
+def compile(
+    fn: Callable[..., Any],
+    *,
+    budget_s: float = 30.0,
+    cache_dir: str | Path | None = None,
+    gpu: bool | None = None,
+    bound: float = 2.0**-64,
+    preset: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    warn: bool = True,
+    max_region_ops: int | None = 6,
+) -> Compiled:
+    """``torch.compile(fn, backend="mirage_formal", dynamic=False)`` with these options, as an
+    object that also reports its regions. Calls run under ``torch.no_grad()`` (inference)."""
+    if not callable(fn):
+        raise MirageError(f"compile takes a function or nn.Module, not {type(fn).__name__}")
+    opts = BackendOptions.from_mapping(
+        {
+            "budget_s": budget_s,
+            "cache_dir": cache_dir,
+            "gpu": gpu,
+            "bound": bound,
+            "preset": preset,
+            "overrides": overrides or {},
+            "warn": warn,
+            "max_region_ops": max_region_ops,
+        }
+    )
+    return Compiled(fn, MirageBackend(opts))
+
+
+__all__ = [
+    "BACKEND_NAME",
+    "BackendOptions",
+    "Compiled",
+    "MirageBackend",
+    "Region",
+    "compile",
+    "default_cache_dir",
+    "mirage_formal_backend",
+    "register",
+]

@@ -1,0 +1,299 @@
+"""One superoptimized region: find (or load) its μGraph, then run it as a kernel or with torch.
+
+:func:`compile_region` translates a fused region submodule into a program, looks the program up
+in the :class:`RegionCache`, and on a miss runs :func:`mirage_formal.superoptimize` on it (with
+the user's budget) and stores the chosen μGraph. With a usable GPU, and CUDA tensors of
+f16/bf16/f32 at every region input, the μGraph is compiled (the search's autotuned kernel, or
+the autotuner run on the cached μGraph, whose own cache keeps the winning schedule), validated
+against the float64 program on random inputs *and* against torch on the example inputs, and the region then runs
+as that kernel: inputs are the caller's tensors (a transposed parameter is transposed once
+and kept while the parameter is unchanged; other non-contiguous inputs are made contiguous),
+outputs are fresh torch tensors, and the launch goes on torch's current stream (no copies, no
+synchronization). Anything else — no GPU, a translation the search cannot take, a kernel that
+fails validation — leaves the region to torch, with one warning line saying why.
+
+Imports torch, ``translate``, ``cache``, ``optimize`` and ``codegen`` (the last two lazily).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+
+from mirage_formal.errors import MirageError
+from mirage_formal.ir.graph import INPUT, KernelGraph
+from mirage_formal.torch_bridge.cache import RegionCache
+from mirage_formal.torch_bridge.translate import TORCH_DTYPE, Translation, Translator
+
+
+class FallbackWarning(UserWarning):
+    """A region runs with torch instead of a superoptimized kernel."""
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """What the search of one region is given (part of the cache key, except the budget)."""
+
+    budget_s: float = 30.0
+    bound: float = 2.0**-64
+    preset: str | None = None
+    overrides: tuple[tuple[str, Any], ...] = ()
+    gpu: bool | None = None
+    validate_trials: int = 1
+    seed: int = 0
+    #: accepted μGraphs autotuned and timed on the GPU (the search's gpu_top)
+    gpu_top: int = 2
+
+    def key_material(self) -> dict[str, Any]:
+        return {"bound": self.bound, "preset": self.preset, "overrides": list(self.overrides)}
+
+
+@dataclass
+class RegionReport:
+    """What happened to one region (for users, tests and the benchmark)."""
+
+    name: str
+    ops: int
+    program: KernelGraph | None = None
+    ugraph: KernelGraph | None = None
+    source: str = ""  # "cache", "search", "program" (search found nothing) or ""
+    runs_on: str = "torch"  # "kernel" or "torch"
+    reason: str = ""  # why it runs with torch
+    seconds: dict[str, float] = field(default_factory=dict)
+    kernels: str = ""  # the compiled kernels' summary (GPU)
+    schedule: str = ""  # the autotuned schedule (GPU, μGraph from the cache)
+    validation: str = ""
+
+    def line(self) -> str:
+        how = "superoptimized kernel" if self.runs_on == "kernel" else f"torch ({self.reason})"
+        return f"{self.name}: {self.ops} ops -> {how}; μGraph from {self.source or '-'}"
+
+
+def _count_ops(gm: torch.fx.GraphModule) -> int:
+    return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method"))
+
+
+def _search(
+    program: KernelGraph, s: SearchSettings, gpu: bool
+) -> tuple[KernelGraph, Any, str, dict[str, Any]]:
+    """superoptimize ``program``; returns (μGraph, kernel or None, source, meta)."""
+    from mirage_formal.errors import UnsupportedOpError
+    from mirage_formal.optimize import make_config, superoptimize
+    from mirage_formal.search import SearchConfig, default_preset
+
+    overrides = dict(s.overrides)
+    kw: dict[str, Any] = {
+        "budget_s": s.budget_s,
+        "bound": s.bound,
+        "gpu": gpu,
+        "compile_best": False,
+        "seed": s.seed,
+        "gpu_top": s.gpu_top,
+    }
+    try:
+        make_config(program, s.preset, overrides)
+    except UnsupportedOpError:
+        # the preset lacks some of the region's ops: let the kernel level use all of them
+        base = SearchConfig.from_preset(s.preset or default_preset(program), **overrides)
+        ops = sorted({n.op for n in program.nodes if n.op != INPUT} | set(base.kernel_ops))
+        overrides = {**overrides, "kernel_ops": ops}
+    res = superoptimize(program, s.preset, overrides=overrides, **kw)
+    meta: dict[str, Any] = {
+        "budget_s": s.budget_s,
+        "accepted": len(res.accepted),
+        "gpu": res.gpu,
+        "seconds": {k: round(v, 3) for k, v in res.seconds.items()},
+        "stopped": res.search.summary().get("stopped"),
+    }
+    if res.kernel is not None:
+        best = res.accepted[0]
+        meta |= {"measured_us": best.measured_us, "bound": best.verdict.bound}
+        return res.kernel.graph, res.kernel, "search", meta
+    if res.accepted:
+        best = res.accepted[0]
+        meta |= {"bound": best.verdict.bound, "estimated_us": best.cost.seconds * 1e6}
+        return best.graph, None, "search", meta
+    return program, None, "program", meta
+
+
+def _gpu_ready(s: SearchSettings, args: tuple[Any, ...]) -> str:
+    """'' when the region can run as a kernel here, else why not."""
+    if s.gpu is False:
+        return "gpu=False"
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if not tensors or not all(t.is_cuda for t in tensors):
+        return "no GPU" if not torch.cuda.is_available() else "its inputs are not CUDA tensors"
+    if any(t.dtype not in (torch.float16, torch.bfloat16, torch.float32) for t in tensors):
+        return "an input is not float16/bfloat16/float32"
+    from mirage_formal.codegen import gpu_available
+
+    return "" if gpu_available() else "no CUDA driver usable by mirage-formal"
+
+
+class Region(torch.nn.Module):
+    """Replaces a fused region submodule: runs the kernel, or the original submodule."""
+
+    def __init__(
+        self,
+        fallback: torch.fx.GraphModule,
+        report: RegionReport,
+        translation: Translation | None = None,
+        kernel: Any = None,
+    ) -> None:
+        super().__init__()
+        self.fallback = fallback
+        self.report = report
+        self.translation = translation
+        self.kernel = kernel
+        self._transposed: dict[int, tuple[tuple[int, int], torch.Tensor]] = {}
+
+    def _operand(self, arg: int, t: torch.Tensor, transposed: bool) -> torch.Tensor:
+        if transposed:
+            if not isinstance(t, torch.nn.Parameter):
+                return t.mT.contiguous()
+            # a parameter is transposed once, and again only after it changes
+            stamp = (t.data_ptr(), t._version)
+            hit = self._transposed.get(arg)
+            if hit is None or hit[0] != stamp:
+                hit = self._transposed[arg] = (stamp, t.detach().mT.contiguous())
+            return hit[1]
+        if t.data_ptr() % 16:
+            return t.clone()
+        return t if t.is_contiguous() else t.contiguous()
+
+    def run_kernel(self, *args: Any) -> Any:
+        tr = self.translation
+        assert tr is not None and self.kernel is not None
+        ins = [self._operand(b.arg, args[b.arg], b.transposed) for b in tr.inputs]
+        dev = ins[0].device
+        outs = [
+            torch.empty(n.shape, dtype=TORCH_DTYPE[n.dtype], device=dev) for n in tr.program.outputs
+        ]
+        stream = torch.cuda.current_stream(dev).cuda_stream
+        self.kernel.launch([t.data_ptr() for t in ins], [o.data_ptr() for o in outs], stream)
+        res = tuple(
+            o if o.dtype == dt else o.to(dt) for o, dt in zip(outs, tr.out_dtypes, strict=True)
+        )
+        return res if self._tuple_out else res[0]
+
+    @property
+    def _tuple_out(self) -> bool:
+        (out,) = [n for n in self.fallback.graph.nodes if n.op == "output"]
+        return isinstance(out.args[0], (tuple, list))
+
+    def forward(self, *args: Any) -> Any:
+        if self.kernel is not None:
+            return self.run_kernel(*args)
+        return self.fallback(*args)
+
+
+def _agrees(got: Any, want: Any, rtol: Mapping[torch.dtype, float]) -> tuple[bool, float]:
+    gs = got if isinstance(got, tuple) else (got,)
+    ws = want if isinstance(want, (tuple, list)) else (want,)
+    worst = 0.0
+    for g, w in zip(gs, ws, strict=True):
+        w64, g64 = w.detach().double(), g.detach().double()
+        scale = float(w64.abs().max()) or 1.0
+        err = float((g64 - w64).abs().max()) / scale if w64.numel() else 0.0
+        if not err <= rtol.get(w.dtype, 2e-2):
+            return False, err
+        worst = max(worst, err)
+    return True, worst
+
+
+_RTOL = {torch.float16: 2e-2, torch.bfloat16: 5e-2, torch.float32: 1e-3}
+
+
+def compile_region(
+    name: str,
+    gm: torch.fx.GraphModule,
+    args: tuple[Any, ...],
+    s: SearchSettings,
+    cache: RegionCache,
+    version: str,
+    warn: bool = True,
+) -> Region:
+    """Translate, superoptimize (or load), validate; returns the region's runner."""
+    report = RegionReport(name, _count_ops(gm))
+    t0 = time.monotonic()
+
+    def fallback(reason: str, translation: Translation | None = None) -> Region:
+        report.runs_on, report.reason = "torch", reason
+        report.seconds["total"] = time.monotonic() - t0
+        if warn:
+            # warn_explicit with a pseudo file name: one line, no source line under it
+            warnings.warn_explicit(
+                f"{name} ({report.ops} ops) runs with torch: {reason}",
+                FallbackWarning,
+                "mirage_formal",
+                0,
+            )
+        return Region(gm, report, translation)
+
+    names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    try:
+        tr = Translator(gm, names).run()
+    except MirageError as e:
+        return fallback(f"translation failed: {str(e).splitlines()[0]}")
+    report.program = tr.program
+    why_not_gpu = _gpu_ready(s, args)
+    gpu = not why_not_gpu
+    arch = "cpu"
+    if gpu:
+        from mirage_formal.codegen.runtime import runtime
+
+        arch = runtime().arch
+    key = cache.key(tr.program, arch, version, s.key_material())
+    hit = cache.get(key, tr.program)
+    kernel = None
+    if hit is not None and hit.budget_s >= s.budget_s:
+        ugraph, report.source = hit.graph, "cache"
+    else:
+        t = time.monotonic()
+        try:
+            ugraph, kernel, report.source, meta = _search(tr.program, s, gpu)
+        except MirageError as e:
+            ugraph, report.source = tr.program, "program"
+            meta = {"budget_s": s.budget_s, "search_error": str(e).splitlines()[0]}
+        report.seconds["search"] = time.monotonic() - t
+        cache.put(key, ugraph, meta)
+    report.ugraph = ugraph
+    if not gpu:
+        return fallback(f"{why_not_gpu}; its verified μGraph is cached", tr)
+    from mirage_formal.codegen import validate
+    from mirage_formal.codegen.autotune import tune
+
+    t = time.monotonic()
+    try:
+        if kernel is None:
+            # the autotuner's own cache holds the winning schedule after the first process
+            tuned = tune(ugraph, tr.program, seed=s.seed)
+            if tuned is None:
+                return fallback("no schedule of its μGraph validated on this GPU", tr)
+            kernel = tuned.compiled
+            report.schedule = tuned.describe() + (" (cached)" if tuned.from_cache else "")
+        rep = validate(kernel, tr.program, trials=s.validate_trials, seed=s.seed)
+    except MirageError as e:
+        return fallback(f"kernel failed to build or run: {str(e).splitlines()[0]}", tr)
+    report.validation = str(rep)
+    if not rep.ok:
+        return fallback(f"kernel failed validation against the program: {rep}", tr)
+    region = Region(gm, report, tr, kernel)
+    with torch.no_grad():
+        got = region.run_kernel(*args)
+        want = gm(*args)
+    ok, err = _agrees(got, want, _RTOL)
+    report.validation += f"; vs torch on the example inputs: max-relative error {err:.2e}"
+    if not ok:
+        return fallback(f"kernel disagrees with torch on the example inputs (error {err:.2e})", tr)
+    report.runs_on = "kernel"
+    report.kernels = kernel.summary()
+    report.seconds["gpu_setup"] = time.monotonic() - t
+    report.seconds["total"] = time.monotonic() - t0
+    return region
