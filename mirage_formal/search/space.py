@@ -55,6 +55,7 @@ from mirage_formal.ir.graph import (
 )
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import BLOCK, KERNEL, REGISTRY
+from mirage_formal.search.canon import copy_only
 from mirage_formal.search.config import SearchConfig
 from mirage_formal.search.labels import (
     UNIT,
@@ -83,6 +84,7 @@ class Stats:
     pruned_dedup: int = 0
     pruned_bound: int = 0
     pruned_oracle: int = 0
+    pruned_copy: int = 0
     candidates: int = 0
     variants: int = 0
     verified: int = 0
@@ -135,13 +137,15 @@ class MapConfig:
 class Move:
     """A top-level (first) kernel-level move: the unit of parallel work and of checkpoints."""
 
-    kind: str                       # "op" or "kernel"
+    kind: str                       # "op", "kernel" or "direct" (the program's own lowering)
     args: tuple[int, ...]
     op: str = ""
     attrs: tuple[tuple[str, Any], ...] = ()
     config: MapConfig | None = None
 
     def describe(self) -> str:
+        if self.kind == "direct":
+            return "direct lowering"
         if self.kind == "op":
             return f"{self.op}{self.args}"
         assert self.config is not None
@@ -226,6 +230,8 @@ class Enumerator:
         self.last: tuple[Any, ...] = ()
         self.n_ops = 0
         self.n_gk = 0
+        self._direct: KernelGraph | None = None
+        self._direct_done = False
 
     # ------------------------------------------------------------ attribute choices
 
@@ -246,6 +252,7 @@ class Enumerator:
         first: graph-defined kernels over more inputs and with more grid axes before smaller
         ones and before pre-defined ops (a deterministic order, so resume can skip by index)."""
         ms = list(self._kernel_moves())
+        direct = [Move("direct", ())] if self.direct_lowering() is not None else []
 
         def promise(im: tuple[int, Move]) -> tuple[int, ...]:
             i, m = im
@@ -253,7 +260,27 @@ class Enumerator:
                 return (1, 0, 0, 0, i)
             return (0, -len(m.args), -len(m.config.axes), int(m.config.loop is None), i)
 
-        return [m for _, m in sorted(enumerate(ms), key=promise)]
+        return direct + [m for _, m in sorted(enumerate(ms), key=promise)]
+
+    def direct_lowering(self) -> KernelGraph | None:
+        """The program with each of its ops as one pre-defined kernel, when the space's
+        ``kernel_ops`` hold all of them (a derived space always does), else None."""
+        if self._direct_done:
+            return self._direct
+        self._direct_done = True
+        ops = {n.op for n in self.program.nodes if n.op != INPUT}
+        if not ops <= set(self.cfg.kernel_ops):
+            return None
+        memo: dict[Node, Node] = {}
+        for n in self.program.nodes:
+            memo[n] = n if n.op == INPUT else make_op(n.op, [memo[s] for s in n.src], n.attr_dict, KERNEL)
+        self._direct = KernelGraph(self.program.inputs, tuple(memo[o] for o in self.program.outputs))
+        return self._direct
+
+    @property
+    def direct_key(self) -> str | None:
+        d = self.direct_lowering()
+        return None if d is None else d.key
 
     def _kernel_moves(self) -> Iterator[Move]:
         n = len(self.t)
@@ -288,7 +315,12 @@ class Enumerator:
 
     def run_move(self, mv: Move) -> None:
         """Apply ``mv`` (if canonical here) and explore everything after it."""
-        if mv.kind == "op":
+        if mv.kind == "direct":
+            g = self.direct_lowering()
+            if g is not None:
+                self.stats.candidates += 1
+                self.on_candidate(g)
+        elif mv.kind == "op":
             self._apply_op(mv)
         else:
             self._apply_kernel(mv)
@@ -398,6 +430,8 @@ class Enumerator:
             if all((self.t[i].shape, self.t[i].dtype) == ty and self.lab[i] == lab
                    for i, ty, lab in zip(perm, self.out_types, self.out_labels, strict=True)):
                 g = KernelGraph(self.program.inputs, tuple(self.t[i] for i in perm))
+                if g.key == self.direct_key:
+                    return  # the first unit ("direct") produces it
                 self.stats.candidates += 1
                 self.on_candidate(g)
                 return
@@ -686,6 +720,9 @@ class BlockSearch:
             return
         outs = [i for i, (p, u) in enumerate(zip(self.post, self.uses, strict=True)) if p and u == 0]
         if not 1 <= len(outs) <= self.kout:
+            return
+        if any(copy_only(self.t[i], self.F) for i in outs):
+            self.o.stats.pruned_copy += 1
             return
         per_out: list[list[tuple[int, int, int]]] = []
         for i in outs:
