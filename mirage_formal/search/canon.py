@@ -44,7 +44,9 @@ def _block_text(bg: BlockGraph) -> str:
 
     grid = "".join("s" if g > 1 else "." for g in bg.grid)
     outs = sorted(f"{rec(o.node)}@{o.omap}" for o in bg.outputs)
-    return f"block[{grid}|{'loop' if bg.forloop > 1 else 'noloop'}|{bg.threads}]({' & '.join(outs)})"
+    return (
+        f"block[{grid}|{'loop' if bg.forloop > 1 else 'noloop'}|{bg.threads}]({' & '.join(outs)})"
+    )
 
 
 def structure_text(graph: KernelGraph) -> str:
@@ -80,8 +82,13 @@ def structure_key(graph: KernelGraph) -> str:
 
 def copy_only(node: Node, forloop: int) -> bool:
     """Whether block output ``node`` merely copies an input tile (see the module docstring)."""
-    return (forloop == 1 and node.op == "accum" and node.attr("fold") is None
-            and node.attr("kind") in ("sum", "mean") and node.src[0].op == ITER)
+    return (
+        forloop == 1
+        and node.op == "accum"
+        and node.attr("fold") is None
+        and node.attr("kind") in ("sum", "mean")
+        and node.src[0].op == ITER
+    )
 
 
 def has_copy_only_kernel(graph: KernelGraph) -> bool:

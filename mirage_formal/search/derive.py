@@ -15,7 +15,8 @@ Nothing here is keyed by a benchmark's name. Every field comes from the program 
   program's dimension sizes, up to ``2 * n_sm``; *loop ranges*: powers of two that divide a
   reduction size (matmul contraction, summed or normalised rows) and leave tiles of at least
   :data:`MIN_TILE` elements.
-- *limits*: ``max_kernel_ops`` from the number of program ops (at most :data:`MAX_KERNEL_OPS`),
+- *limits*: ``max_kernel_ops`` from the number of program ops (at most :data:`MAX_KERNEL_OPS`;
+  1 for a program with no matmul, where one kernel over full rows does everything),
   ``max_graph_kernels`` 2 when a row reduction must finish before it is used (softmax, a mean
   subtracted), else 1; ``max_block_ops`` counts iterators, ops and one accumulator per reduction.
 
@@ -43,14 +44,14 @@ from mirage_formal.search.labels import UNIT, Label, program_labels
 #: SMs on the default target (H100 SXM)
 H100_SMS = 132
 #: kernel-level ops enumerated at most (longer programs keep their direct lowering as a unit)
-MAX_KERNEL_OPS = 3
+MAX_KERNEL_OPS = 2
 #: inputs of one graph-defined kernel at most
 MAX_INPUTS = 4
 #: smallest loop tile along a reduction (elements)
 MIN_TILE = 16
 #: largest loop range
 MAX_FORLOOP = 64
-#: block ops at most
+#: block ops at most (one fewer when the block has a loop: its accumulators are per reduction)
 MAX_BLOCK_OPS = 11
 
 ROW_REDUCTIONS = frozenset({"sum", "mean"})
@@ -128,7 +129,9 @@ def derive_fields(program: KernelGraph, n_sm: int = H100_SMS) -> dict[str, Any]:
             if len(n.src) == 2:
                 block.add("mul")
                 n_split_norms += 1  # the gain's product
-    if n_split_norms and not any(n.op == "rms_norm" and labs[n.src[0]][-1] not in loop_labels for n in nodes):
+    if n_split_norms and not any(
+        n.op == "rms_norm" and labs[n.src[0]][-1] not in loop_labels for n in nodes
+    ):
         block.discard("rms_norm")
     n_in = len(program.inputs)
     n_mm = sum(1 for n in nodes if n.op == "matmul")
@@ -140,13 +143,16 @@ def derive_fields(program: KernelGraph, n_sm: int = H100_SMS) -> dict[str, Any]:
         # iterators, ops, the accumulators of matmuls (a row sum shares one) and of split norms
         block_ops = n_in + n_ops + n_split_norms + (0 if row_red else min(n_mm, 2))
     gk = 2 if row_red and n_ops > 1 else 1
+    # without a loop one kernel over full rows does all the work: more kernels only add launches
+    kops = 1 if not loop_labels else min(MAX_KERNEL_OPS, n_ops, max(gk, 2))
+    cap = MAX_BLOCK_OPS if not loop_labels else MAX_BLOCK_OPS - 1
     return {
         "kernel_ops": tuple(sorted(ops)),
         "block_ops": tuple(sorted(block)),
         "accums": tuple(dict.fromkeys(accums)),
-        "max_kernel_ops": max(1, min(MAX_KERNEL_OPS, n_ops, gk + 1)),
+        "max_kernel_ops": kops,
         "max_graph_kernels": gk,
-        "max_block_ops": max(4, min(MAX_BLOCK_OPS, block_ops)),
+        "max_block_ops": max(4, min(cap, block_ops)),
         "max_kernel_inputs": max(1, min(MAX_INPUTS, n_in)),
         "max_kernel_outputs": len(program.outputs) + (1 if "sum" in ops else 0),
         "max_grid_axes": 3,
@@ -155,9 +161,14 @@ def derive_fields(program: KernelGraph, n_sm: int = H100_SMS) -> dict[str, Any]:
     }
 
 
-def derive_config(program: KernelGraph, preset: str | Path | None = None, *,
-                  overrides: Mapping[str, Any] | None = None, n_sm: int = H100_SMS,
-                  directory: str | Path | None = None) -> SearchConfig:
+def derive_config(
+    program: KernelGraph,
+    preset: str | Path | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    n_sm: int = H100_SMS,
+    directory: str | Path | None = None,
+) -> SearchConfig:
     """The search space for ``program``: derived fields, then the keys of ``preset`` (a shipped
     preset's name or a ``.toml`` path) as overrides, then ``overrides``; validated."""
     data: dict[str, Any] = dict(derive_fields(program, n_sm))

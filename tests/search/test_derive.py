@@ -75,7 +75,7 @@ def test_an_impossible_explicit_preset_raises_from_the_api() -> None:
 def test_a_user_preset_by_path(tmp_path: Any) -> None:
     prog = workloads.program("rmsnorm", 1)
     p = tmp_path / "mine.toml"
-    p.write_text('max_block_ops = 5\nforloop = [1, 8]\n')
+    p.write_text("max_block_ops = 5\nforloop = [1, 8]\n")
     cfg = make_config(prog, str(p))
     assert cfg.max_block_ops == 5 and cfg.forloop == (1, 8) and cfg.name == "derived+mine"
     p.write_text('block_ops = ["matmul"]\nkernel_ops = ["matmul"]\n')
@@ -107,5 +107,9 @@ def test_accepted_results_are_distinct_structures_without_copy_kernels() -> None
     direct = [a for a in res.accepted if a.graph.key == prog.key]
     assert direct and res.accepted[0].cost.seconds <= direct[0].cost.seconds
     # a fused single kernel reading all three inputs was found
-    assert any(len(a.graph.kernels) == 1 and a.graph.kernels[0].op == "kernel"
-               and len(a.graph.kernels[0].src) == 3 for a in res.accepted)
+    assert any(
+        len(a.graph.kernels) == 1
+        and a.graph.kernels[0].op == "kernel"
+        and len(a.graph.kernels[0].src) == 3
+        for a in res.accepted
+    )
