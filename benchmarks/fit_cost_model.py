@@ -36,10 +36,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kernel_times import DATA, Record, load  # noqa: E402
+from kernel_times import DATA, Record, load
 
-from mirage_formal.ir.graph import KernelGraph  # noqa: E402
-from mirage_formal.search.cost import BUILTIN, COST_MODEL_FILE, FITTED, Target, estimate  # noqa: E402
+from mirage_formal.ir.graph import KernelGraph
+from mirage_formal.search.cost import BUILTIN, COST_MODEL_FILE, FITTED, Target, estimate
 
 ROOT = Path(__file__).resolve().parents[1]
 KS = (1, 3, 5, 8)

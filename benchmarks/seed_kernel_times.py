@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import gpu_bench  # noqa: E402
-from kernel_times import DATA, Record, append, load  # noqa: E402
+import gpu_bench
+from kernel_times import DATA, Record, append, load
 
-from mirage_formal.search.cost import estimate  # noqa: E402
+from mirage_formal.search.cost import estimate
 
 
 def main() -> int:

@@ -14,7 +14,7 @@ from mirage_formal.search.config import (
     parse_overrides,
     preset_names,
 )
-from mirage_formal.search.cost import Cost, estimate, smem_bytes
+from mirage_formal.search.cost import Cost, estimate, input_cost, smem_bytes, speedup
 from mirage_formal.search.derive import derive_config, derive_fields
 from mirage_formal.search.driver import SearchResult, check_program, rank, run_search
 from mirage_formal.search.executors import Executor, make_executor
@@ -24,5 +24,5 @@ from mirage_formal.search.state import Accepted
 
 __all__ = ["WORKLOAD_PRESETS", "Accepted", "Chain", "Checker", "Cost", "Executor", "KeepAll", "Pruner",
            "SearchConfig", "SearchConfigError", "SearchInterrupted", "SearchResult", "check_program",
-           "default_preset", "derive_config", "derive_fields", "estimate", "make_executor",
-           "parse_overrides", "preset_names", "rank", "run_search", "smem_bytes"]
+           "default_preset", "derive_config", "derive_fields", "estimate", "input_cost", "make_executor",
+           "parse_overrides", "preset_names", "rank", "run_search", "smem_bytes", "speedup"]

@@ -227,3 +227,15 @@ def estimate(graph: KernelGraph, target: str | Target = "h100") -> Cost:
         l2 += c.l2_bytes
         flops += c.flops
     return Cost(sec, launches, dram, l2, flops)
+
+
+def input_cost(program: KernelGraph, target: str | Target = "h100") -> Cost:
+    """The input program's own cost: its direct lowering (each op one pre-defined kernel),
+    which every derived search space contains (``search.derive``)."""
+    return estimate(program, target)
+
+
+def speedup(program: KernelGraph, candidate: Cost, target: str | Target = "h100") -> float:
+    """Estimated speedup of a candidate over the input program (> 1: the candidate is faster),
+    for the report's rows next to :func:`input_cost`."""
+    return input_cost(program, target).seconds / candidate.seconds
