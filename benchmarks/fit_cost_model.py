@@ -1,8 +1,8 @@
 """Fit the cost model's parameters on measured kernel times and report how well it ranks.
 
 Reads ``benchmarks/data/kernel_times.jsonl`` (``kernel_times.py``), keeps the records of one
-timing method (``--method``, a substring; default the CUDA-graph replay of the default codegen
-schedule), takes per (workload, batch, μGraph) the median of its records, and fits the
+timing method (``--method``, a substring; default the method with the most records, so timings
+taken in different ways are never mixed), takes per (workload, batch, μGraph) the median of its records, and fits the
 parameters of ``mirage_formal.search.cost.Target`` listed in ``cost.FITTED`` by minimising the
 mean squared log ratio estimated/measured (Nelder-Mead over log parameters, from the built-in
 values). Writes
@@ -27,7 +27,7 @@ import datetime
 import json
 import math
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -162,14 +162,19 @@ def scores(est: np.ndarray, ss: Sequence[Sample]) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(DATA))
-    ap.add_argument("--method", default="CUDA-graph replay; codegen schedule=fast",
-                    help="keep records whose method contains this (default: the product's timing)")
+    ap.add_argument("--method", default="auto",
+                    help="keep records whose method contains this; auto (default): the method with "
+                         "the most records (never a mix of timing methods)")
     ap.add_argument("--target", default="h100")
     ap.add_argument("--iters", type=int, default=500)
     ap.add_argument("--no-cv", action="store_true", help="skip the leave-one-program-out fits")
     ap.add_argument("--params-out", default=str(ROOT / "search" / COST_MODEL_FILE))
     ap.add_argument("--report", default=str(ROOT / "benchmarks" / "results" / "cost_model"))
     args = ap.parse_args()
+    if args.method == "auto":
+        counts = Counter(r.method for r in load(args.data))
+        args.method = counts.most_common(1)[0][0]
+        print(f"fitting on method: {args.method} ({counts[args.method]} of {sum(counts.values())} records)")
     recs = load(args.data, args.method)
     ss = samples(recs)
     if len(ss) < 10:

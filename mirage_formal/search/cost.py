@@ -43,6 +43,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mirage_formal.errors import MirageError
 from mirage_formal.ir.graph import (
@@ -75,7 +76,12 @@ class Target:
     predefined_scale: float = 1.0     # pre-defined kernel ops' body time multiplier
 
     def with_params(self, **p: float) -> Target:
-        return dataclasses.replace(self, **p)
+        """A copy with fitted fields (``FITTED``) replaced."""
+        bad = set(p) - set(FITTED)
+        if bad:
+            raise MirageError(f"cost model: {sorted(bad)} are not fitted parameters; use some of {FITTED}")
+        d: dict[str, Any] = dict(p)
+        return dataclasses.replace(self, **d)
 
 
 #: the fitted fields (``search/cost_model.json`` "params"), in a fixed order
@@ -109,8 +115,8 @@ def load_targets(path: str | Path | None = None) -> dict[str, Target]:
         doc = json.loads(p.read_text())
         for name, params in doc.get("targets", {}).items():
             base = out.get(name, out["h100"])
-            out[name] = dataclasses.replace(base, name=name,
-                                            **{k: float(v) for k, v in params.items() if k in FITTED})
+            fitted = {k: float(v) for k, v in params.items() if k in FITTED}
+            out[name] = dataclasses.replace(base.with_params(**fitted), name=name)
     except (OSError, ValueError, TypeError) as e:
         raise MirageError(f"cost model parameters {p}: cannot read: {e}; fix or delete the file "
                           "(benchmarks/fit_cost_model.py writes it)") from None
