@@ -4,8 +4,9 @@ Reads ``benchmarks/data/kernel_times.jsonl`` (``kernel_times.py``), keeps the re
 timing method (``--method``, a substring; default the method with the most records, so timings
 taken in different ways are never mixed), takes per (workload, batch, μGraph) the median of its records, and fits the
 parameters of ``mirage_formal.search.cost.Target`` listed in ``cost.FITTED`` by minimising the
-mean squared log ratio estimated/measured (Nelder-Mead over log parameters, from the built-in
-values). Writes
+mean squared log ratio estimated/measured, each (program, batch) group weighted equally
+(Nelder-Mead over log parameters, from the built-in values, each kept within a factor ``BOX``
+of its built-in physical estimate). Writes
 
 - ``search/cost_model.json``: the fitted parameters per target, with the data they were fitted
   on (file, method, record count, date) — the package loads it at import;
@@ -69,10 +70,19 @@ def predict(t: Target, ss: Sequence[Sample]) -> np.ndarray:
     return np.array([estimate(s.graph, t).seconds * 1e6 for s in ss])
 
 
+WEIGHT = {"groups": False}
+
+
 def loss(t: Target, ss: Sequence[Sample]) -> float:
+    """Mean squared log ratio; with ``WEIGHT["groups"]`` every (program, batch) group weighs the
+    same (the hand-written attention sweeps do not outvote programs with two candidates)."""
     est = predict(t, ss)
     meas = np.array([s.us for s in ss])
-    return float(np.mean(np.log(est / meas) ** 2))
+    sizes: dict[str, int] = defaultdict(int)
+    for s in ss:
+        sizes[s.group] += 1
+    w = np.array([1.0 / sizes[s.group] if WEIGHT["groups"] else 1.0 for s in ss])
+    return float(np.sum(w * np.log(est / meas) ** 2) / np.sum(w))
 
 
 def nelder_mead(f: Callable[[np.ndarray], float], x0: np.ndarray, step: float = 0.5,
@@ -107,9 +117,22 @@ def nelder_mead(f: Callable[[np.ndarray], float], x0: np.ndarray, step: float = 
     return pts[int(np.argmin(vals))]
 
 
+#: a fitted parameter stays within this factor of its built-in (physical) estimate
+BOX = 10.0
+BOX_NOW = [BOX]
+
+
 def fit(base: Target, ss: Sequence[Sample], iters: int) -> Target:
+    """Parameters minimising :func:`loss`, each kept within ``BOX`` of the built-in estimate (a
+    rate of 100x the hardware's would fit noise, not the GPU)."""
     x0 = np.array([math.log(getattr(base, k)) for k in FITTED])
-    return with_params(base, nelder_mead(lambda x: loss(with_params(base, x), ss), x0, iters=iters))
+    lim = math.log(BOX_NOW[0])
+
+    def f(x: np.ndarray) -> float:
+        return loss(with_params(base, np.clip(x, x0 - lim, x0 + lim)), ss)
+
+    x = nelder_mead(f, x0, iters=iters)
+    return with_params(base, np.clip(x, x0 - lim, x0 + lim))
 
 
 def _rank(a: np.ndarray) -> np.ndarray:
@@ -167,6 +190,9 @@ def main() -> int:
                          "the most records (never a mix of timing methods)")
     ap.add_argument("--target", default="h100")
     ap.add_argument("--iters", type=int, default=500)
+    ap.add_argument("--weight", choices=("groups", "samples"), default="samples",
+                    help="weigh each sample equally (default) or each (program, batch) group")
+    ap.add_argument("--box", type=float, default=BOX, help="max factor off the built-in estimates")
     ap.add_argument("--no-cv", action="store_true", help="skip the leave-one-program-out fits")
     ap.add_argument("--params-out", default=str(ROOT / "search" / COST_MODEL_FILE))
     ap.add_argument("--report", default=str(ROOT / "benchmarks" / "results" / "cost_model"))
@@ -176,6 +202,8 @@ def main() -> int:
         args.method = counts.most_common(1)[0][0]
         print(f"fitting on method: {args.method} ({counts[args.method]} of {sum(counts.values())} records)")
     recs = load(args.data, args.method)
+    WEIGHT["groups"] = args.weight == "groups"
+    BOX_NOW[0] = args.box
     ss = samples(recs)
     if len(ss) < 10:
         print(f"only {len(ss)} samples match --method {args.method!r}; nothing to fit", file=sys.stderr)
@@ -198,6 +226,7 @@ def main() -> int:
                          else args.data, "method": args.method, "records": len(recs), "samples": len(ss),
                          "programs": sorted({s.program for s in ss}), "gpus": gpus,
                          "date": datetime.date.today().isoformat(),
+                         "weight": args.weight, "box": args.box,
                          "loss_mean_sq_log_ratio": loss(fitted, ss)},
            "targets": {args.target: params}}
     Path(args.params_out).write_text(json.dumps(doc, indent=1) + "\n")
@@ -215,7 +244,8 @@ def markdown(doc: dict[str, Any], params: dict[str, float], res: dict[str, Any],
            f"{fo['samples']} distinct (program, batch, μGraph) samples over {len(fo['programs'])} programs "
            f"({', '.join(fo['programs'])}); GPU {', '.join(fo['gpus'])}. Fitted {fo['date']} by "
            "`PYTHONPATH=. python3 benchmarks/fit_cost_model.py` (Nelder-Mead on the mean squared log "
-           "ratio estimated/measured). Parameters written to `search/cost_model.json`.", "",
+           f"ratio estimated/measured, weight `{fo.get('weight')}`, parameters within {fo.get('box')}x "
+           "of the built-in estimates). Parameters written to `search/cost_model.json`.", "",
            "| parameters | Spearman ρ | median rel. error | top-1 | top-3 | top-5 | top-8 |",
            "|---|---|---|---|---|---|---|"]
     names = {"builtin": "built-in estimates", "fitted": "fitted (in-sample)",

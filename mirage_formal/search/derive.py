@@ -144,7 +144,7 @@ def derive_fields(program: KernelGraph, n_sm: int = H100_SMS) -> dict[str, Any]:
         block_ops = n_in + n_ops + n_split_norms + (0 if row_red else min(n_mm, 2))
     gk = 2 if row_red and n_ops > 1 else 1
     # without a loop one kernel over full rows does all the work: more kernels only add launches
-    kops = 1 if not loop_labels else min(MAX_KERNEL_OPS, n_ops, max(gk, 2))
+    kops = gk if not loop_labels else min(MAX_KERNEL_OPS, n_ops, max(gk, 2))
     cap = MAX_BLOCK_OPS if not loop_labels else MAX_BLOCK_OPS - 1
     return {
         "kernel_ops": tuple(sorted(ops)),

@@ -35,6 +35,7 @@ Imports ``ir`` and the rest of ``search`` only.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -142,6 +143,11 @@ class Move:
     op: str = ""
     attrs: tuple[tuple[str, Any], ...] = ()
     config: MapConfig | None = None
+    #: a graph-defined kernel's unit is split into ``parts`` by its first block op (round robin
+    #: over the canonical first-op choices): every block graph has exactly one first op, so the
+    #: parts partition the unit's space and long units keep every worker busy
+    part: int = 0
+    parts: int = 1
 
     def describe(self) -> str:
         if self.kind == "direct":
@@ -151,7 +157,8 @@ class Move:
         assert self.config is not None
         ax = ",".join(f"{lab}:{s}" for lab, s, _ in self.config.axes)
         lp = f"{self.config.loop[0]}:{self.config.loop[1]}" if self.config.loop else "-"
-        return f"kernel{self.args} grid[{ax}] loop[{lp}]"
+        sp = f" part {self.part + 1}/{self.parts}" if self.parts > 1 else ""
+        return f"kernel{self.args} grid[{ax}] loop[{lp}]{sp}"
 
 
 def _need(loop_d: int, post_d: int, kout: int) -> int:
@@ -260,7 +267,13 @@ class Enumerator:
                 return (1, 0, 0, 0, i)
             return (0, -len(m.args), -len(m.config.axes), int(m.config.loop is None), i)
 
-        return direct + [m for _, m in sorted(enumerate(ms), key=promise)]
+        ordered = [m for _, m in sorted(enumerate(ms), key=promise)]
+        split = []
+        for m in ordered:
+            # kernels over more inputs have many more block graphs: split them into more parts
+            n = len(m.args) if m.kind == "kernel" else 1
+            split += [dataclasses.replace(m, part=j, parts=n) for j in range(n)] if n > 1 else [m]
+        return direct + split
 
     def direct_lowering(self) -> KernelGraph | None:
         """The program with each of its ops as one pre-defined kernel, when the space's
@@ -401,7 +414,7 @@ class Enumerator:
         assert mv.config is not None
         kin = tuple(self.t[i] for i in mv.args)
         final = self.n_ops + 1 == self.cfg.max_kernel_ops
-        bs = BlockSearch(self, kin, [self.lab[i] for i in mv.args], mv.config,
+        bs = BlockSearch(self, kin, [self.lab[i] for i in mv.args], mv.config, (mv.part, mv.parts),
                          len(self.out_types) if final else self.cfg.max_kernel_outputs)
         for bg, labs in bs.run():
             key = (*prefix, bg.key)
@@ -559,7 +572,7 @@ class BlockSearch:
     """Block-op enumeration for one graph-defined kernel and map configuration."""
 
     def __init__(self, outer: Enumerator, kin: tuple[Node, ...], in_labels: list[Labels],
-                 mc: MapConfig, max_outputs: int) -> None:
+                 mc: MapConfig, split: tuple[int, int], max_outputs: int) -> None:
         self.o = outer
         self.kout = min(max_outputs, outer.cfg.max_kernel_outputs)
         self.cfg = outer.cfg
@@ -571,6 +584,7 @@ class BlockSearch:
         self.axis_labels = {ax: a[0] for ax, a in enumerate(mc.axes)}
         self.sig = tuple((n.shape, n.dtype) for n in kin)
         self.in_labels = in_labels
+        self.part, self.parts = split
 
     def _keep(self, n: Node) -> bool:
         return self.o.keep(n, self.kin, self.grid, self.F)
@@ -651,7 +665,10 @@ class BlockSearch:
         must = None
         if need0 > left:
             must = {i for i, u in enumerate(self.uses) if u == 0}
-        for name, args, attrs in list(self._moves(m0, must)):
+        moves = list(self._moves(m0, must))
+        if self.parts > 1 and len(self.t) == self.n_iters:
+            moves = moves[self.part::self.parts]  # this unit's share of the first block ops
+        for name, args, attrs in moves:
             key = (tuple(sorted(args, reverse=True)), btype[name], (args, _attr_key(attrs)))
             if key <= self.last:
                 continue
