@@ -1,9 +1,9 @@
 """Measure accepted μGraphs on the GPU and append them to the cost model's dataset.
 
-On a GPU machine: gather candidate μGraphs for several programs, compile, validate and time each
-through the package's public codegen path (``mirage_formal.codegen.compile_graph`` and
-``mirage_formal.codegen.timing.fastest``: the same calls ``superoptimize`` makes in its GPU
-stage), and append one record per validated candidate to ``benchmarks/data/kernel_times.jsonl``
+On a GPU machine: gather candidate μGraphs for several programs, then autotune, validate and time
+each through ``mirage_formal.codegen.autotune.tune`` (the call ``superoptimize`` makes in its GPU
+stage: the fastest validated schedule, timed like the baselines), and append one record per
+validated candidate to ``benchmarks/data/kernel_times.jsonl``
 (schema in ``kernel_times.py``). Candidates come from
 
 1. search results already in the repository (``--from``: folders holding ``<program>/ugraphs.json``,
@@ -117,34 +117,33 @@ def gather(args: argparse.Namespace) -> dict[tuple[str, int], list[KernelGraph]]
 
 
 def measure(cands: dict[tuple[str, int], list[KernelGraph]], args: argparse.Namespace) -> list[Record]:
-    from mirage_formal.codegen import CompileError, compile_graph
+    from mirage_formal.codegen.autotune import tune
     from mirage_formal.codegen.runtime import runtime
-    from mirage_formal.codegen.timing import fastest
+    from mirage_formal.errors import MirageError
 
     gpu = runtime().name
-    method = ("collect_kernel_times.py: mirage_formal.codegen.timing.fastest(graph=True): CUDA events "
-              "around CUDA-graph replay, median of 100 after 10 warm-up, no L2 flush; codegen "
-              "schedule=default EmitOptions")
+    method = ("collect_kernel_times.py: mirage_formal.codegen.autotune.tune (as superoptimize's GPU "
+              "stage): fastest validated schedule, CUDA-graph replay, L2 flushed before each of 100 "
+              "runs, median")
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     out: list[Record] = []
     for (name, b), gs in cands.items():
         prog = program(name, b)
         ok = failed = 0
         for g in gs:
+            est = estimate(g).seconds * 1e6
             try:
-                cg = compile_graph(g, load=True)
-            except CompileError as e:
+                tuned = tune(g, prog, seed=args.seed,
+                             context={"workload": name, "batch": b, "estimated_us": est})
+            except MirageError as e:
+                tuned = None
+                print(f"  {name} b{b} {g.key[:12]}: {type(e).__name__}: {str(e).splitlines()[0]}", flush=True)
+            if tuned is None:
                 failed += 1
-                print(f"  {name} b{b} {g.key[:12]}: compile error: {str(e).splitlines()[0]}", flush=True)
-                continue
-            _, res = fastest([cg], prog, graph=True, seed=args.seed)
-            r = res[0]
-            if r.us is None:
-                failed += 1
-                print(f"  {name} b{b} {g.key[:12]}: FAILED validation: {r.report}", flush=True)
+                print(f"  {name} b{b} {g.key[:12]}: no schedule validated", flush=True)
                 continue
             ok += 1
-            rec = Record(name, b, g, float(r.us), estimate(g).seconds * 1e6, gpu, method, date)
+            rec = Record(name, b, g, float(tuned.us), est, gpu, method, date)
             out.append(rec)
             append([rec], args.out)  # as we go: a crash keeps what was measured
         print(f"{name} b{b}: {ok} validated and timed, {failed} failed", flush=True)
