@@ -582,12 +582,25 @@ class BlockSearch:
         self.F = mc.forloop
         self.loop_label = mc.loop[0] if mc.loop else None
         self.axis_labels = {ax: a[0] for ax, a in enumerate(mc.axes)}
+        # labels whose dimension every tile sees only a chunk of: the grid's, and the loop's
+        self.split_labels = set(self.axis_labels.values()) | ({mc.loop[0]} if mc.loop and mc.forloop > 1 else set())
         self.sig = tuple((n.shape, n.dtype) for n in kin)
         self.in_labels = in_labels
         self.part, self.parts = split
 
     def _keep(self, n: Node) -> bool:
         return self.o.keep(n, self.kin, self.grid, self.F)
+
+    def _reduces_split(self, n: Node, src_labels: Labels) -> bool:
+        """Whether block op ``n`` reduces (a row normalisation, a sum or mean over an axis) a
+        dimension the grid or the loop splits: it would reduce one chunk of the program's row,
+        which no index-consistent μGraph does (across chunks only accumulators and the
+        concatenation labels combine)."""
+        if n.op == "rms_norm":
+            return src_labels[-1] in self.split_labels
+        if n.op in ("sum", "mean"):
+            return src_labels[n.attr("axis") % len(src_labels)] in self.split_labels
+        return False
 
     def run(self) -> Iterator[tuple[BlockGraph, list[Labels]]]:
         st = self.o.stats
@@ -700,7 +713,7 @@ class BlockSearch:
                 st.pruned_dedup += 1
                 continue
             lab = infer(n, [self.lab[i] for i in args], self.loop_label if self.F > 1 else None)
-            if lab is None:
+            if lab is None or self._reduces_split(n, self.lab[args[0]]):
                 st.pruned_shape += 1
                 continue
             if not self._keep(n):
