@@ -217,6 +217,9 @@ class Enumerator:
         labs = program_labels(program)
         self.in_labels = [labs[n] for n in program.inputs]
         self.out_labels = [labs[n] for n in program.outputs]
+        # dimensions the program normalises whole rows over: no block can finish such a row when
+        # a grid axis splits it (there is no cross-block rms), so those units go last
+        self.norm_labels = {labs[n.src[0]][-1] for n in program.nodes if n.op == "rms_norm"}
         self.out_types = [(n.shape, n.dtype) for n in program.outputs]
         used: set[Node] = set()
         for o in program.outputs:
@@ -256,16 +259,18 @@ class Enumerator:
 
     def moves(self) -> list[Move]:
         """The first-move choices from the empty kernel graph (units of work), most promising
-        first: graph-defined kernels over more inputs and with more grid axes before smaller
-        ones and before pre-defined ops (a deterministic order, so resume can skip by index)."""
+        first: the direct lowering, then graph-defined kernels whose grid splits no normalised row,
+        over more inputs and with more grid axes before smaller ones and before pre-defined ops (a deterministic order, so resume can skip by index)."""
         ms = list(self._kernel_moves())
         direct = [Move("direct", ())] if self.direct_lowering() is not None else []
+        norm = self.norm_labels
 
         def promise(im: tuple[int, Move]) -> tuple[int, ...]:
             i, m = im
             if m.kind != "kernel" or m.config is None:
-                return (1, 0, 0, 0, i)
-            return (0, -len(m.args), -len(m.config.axes), int(m.config.loop is None), i)
+                return (1, 0, 0, 0, 0, i)
+            splits_norm = sum(1 for lab, _, _ in m.config.axes if lab in norm)
+            return (0, splits_norm, -len(m.args), -len(m.config.axes), int(m.config.loop is None), i)
 
         ordered = [m for _, m in sorted(enumerate(ms), key=promise)]
         split = []
