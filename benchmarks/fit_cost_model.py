@@ -193,6 +193,7 @@ def main() -> int:
     ap.add_argument("--weight", choices=("groups", "samples"), default="samples",
                     help="weigh each sample equally (default) or each (program, batch) group")
     ap.add_argument("--box", type=float, default=BOX, help="max factor off the built-in estimates")
+    ap.add_argument("--cv-iters", type=int, default=None, help="iterations of each held-out fit (default --iters)")
     ap.add_argument("--no-cv", action="store_true", help="skip the leave-one-program-out fits")
     ap.add_argument("--params-out", default=str(ROOT / "search" / COST_MODEL_FILE))
     ap.add_argument("--report", default=str(ROOT / "benchmarks" / "results" / "cost_model"))
@@ -215,7 +216,7 @@ def main() -> int:
         est = np.zeros(len(ss))
         for prog in sorted({s.program for s in ss}):
             train = [s for s in ss if s.program != prog]
-            t = fit(base, train, args.iters)
+            t = fit(base, train, args.cv_iters or args.iters)
             idx = [i for i, s in enumerate(ss) if s.program == prog]
             est[idx] = predict(t, [ss[i] for i in idx])
         res["leave_one_program_out"] = scores(est, ss)
