@@ -164,8 +164,11 @@ def inexpressible(program: KernelGraph, config: SearchConfig) -> list[str]:
             continue
         if op == "rms_norm" and "rms:1" in accums and "div" in block and (len(n.src) == 1 or "mul" in block):
             continue
-        what = (f"{op} (with a gain: needs rms:1 in accums and div, mul in block_ops)" if op == "rms_norm"
-                else f"{op} (needs {op}:1 in accums)" if op in ("sum", "mean") else op)
+        if op == "rms_norm":
+            what = ("rms_norm with a gain (or rms:1 in accums and div, mul in block_ops)" if len(n.src) == 2
+                    else "rms_norm (or rms:1 in accums and div in block_ops)")
+        else:
+            what = f"{op} (or {op}:1 in accums)" if op in ("sum", "mean") else op
         if what not in out:
             out.append(what)
     return out
