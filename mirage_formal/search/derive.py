@@ -3,20 +3,21 @@
 Nothing here is keyed by a benchmark's name. Every field comes from the program itself:
 
 - *ops*: the kernel level may use the program's own ops; the block level the same ops minus the
-  row reductions that accumulators express (``sum``, ``mean``), plus the pieces those
+  row reductions that accumulators express (``sum``, ``mean``; kept when the program has no
+  matmul, hence no loop), plus the pieces those
   accumulators need to rebuild a normalisation (``rms_norm(x)`` is ``x / rms(x)``: ``div``; with a
   gain also ``mul``; ``mean`` needs the ``mean:1`` accumulator). ``accums`` always holds the loop
   sum; ``sum:1``/``sum:x`` (row sums, and the FlashDecoding combine of split rows) when the
   program sums rows; ``rms:1`` / ``mean:1`` when it normalises.
 - *kernel inputs/outputs*: a graph-defined kernel may read every program input (up to
-  :data:`MAX_INPUTS`) and save the program's outputs plus one partial result when a row
-  reduction may be split over blocks.
+  :data:`MAX_INPUTS`) and save the program's outputs plus one more when the program reduces rows
+  (a partial result split over blocks, or a row statistic for a second kernel).
 - *grid sizes*: powers of two and divisors near the SM count (``n_sm``, 132 on the H100) of the
   program's dimension sizes, up to ``2 * n_sm``; *loop ranges*: powers of two that divide a
   reduction size (matmul contraction, summed or normalised rows) and leave tiles of at least
   :data:`MIN_TILE` elements.
 - *limits*: ``max_kernel_ops`` from the number of program ops (at most :data:`MAX_KERNEL_OPS`;
-  1 for a program with no matmul, where one kernel over full rows does everything),
+  without a matmul as many as graph-defined kernels: one kernel over full rows does the rest),
   ``max_graph_kernels`` 2 when a row reduction must finish before it is used (softmax, a mean
   subtracted), else 1; ``max_block_ops`` counts iterators, ops and one accumulator per reduction.
 
@@ -137,6 +138,8 @@ def derive_fields(program: KernelGraph, n_sm: int = H100_SMS) -> dict[str, Any]:
     n_mm = sum(1 for n in nodes if n.op == "matmul")
     row_red = any(n.op in ROW_REDUCTIONS for n in nodes)
     if not loop_labels:
+        # no loop: accumulators apply to iterators only, so a block reduces rows itself
+        block |= ops & ROW_REDUCTIONS
         # no loop: an accumulator applies to iterators only, one per input
         block_ops = 2 * n_in + n_ops
     else:
@@ -154,7 +157,7 @@ def derive_fields(program: KernelGraph, n_sm: int = H100_SMS) -> dict[str, Any]:
         "max_graph_kernels": gk,
         "max_block_ops": max(4, min(cap, block_ops)),
         "max_kernel_inputs": max(1, min(MAX_INPUTS, n_in)),
-        "max_kernel_outputs": len(program.outputs) + (1 if "sum" in ops else 0),
+        "max_kernel_outputs": len(program.outputs) + (1 if row_red else 0),
         "max_grid_axes": 3,
         "grid_sizes": _grid_sizes(program, n_sm),
         "forloop": _forloops(program),
