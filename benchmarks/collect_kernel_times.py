@@ -109,7 +109,12 @@ def gather(args: argparse.Namespace) -> dict[tuple[str, int], list[KernelGraph]]
     for (name, b), gs in sorted(out.items()):
         prog = program(name, b)
         seen: dict[str, KernelGraph] = {}
-        for g in sorted(gs.values(), key=lambda g: (estimate(g).seconds, g.key)):
+        ordered = sorted(gs.values(), key=lambda g: (estimate(g).seconds, g.key))
+        for g in ordered:  # every accepted structure first, then their variants
+            seen.setdefault(g.key, g)
+        for g in ordered:
+            if len(seen) >= args.max_per_program:
+                break
             for v in variants(prog, g, args.variants):
                 seen.setdefault(v.key, v)
         final[name, b] = list(seen.values())[: args.max_per_program]
