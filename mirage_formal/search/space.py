@@ -601,9 +601,10 @@ class BlockSearch:
         dimension the grid or the loop splits: it would reduce one chunk of the program's row,
         which no index-consistent μGraph does (across chunks only accumulators and the
         concatenation labels combine)."""
-        if n.op == "rms_norm":
+        rule = REGISTRY[n.op].label
+        if rule == "norm":
             return src_labels[-1] in self.split_labels
-        if n.op in ("sum", "mean"):
+        if rule == "reduce":
             return src_labels[n.attr("axis") % len(src_labels)] in self.split_labels
         return False
 
