@@ -1,7 +1,8 @@
 """Pruning ablation in the style of Mirage's Table 5, for rmsnorm: for max block-graph ops
 5..11, states visited and time with and without abstract-expression pruning.
 
-Each run searches the ``norm`` preset with only ``max_block_ops`` changed. Unpruned runs
+Each run searches the space derived from the program (the default) with only
+``max_block_ops`` changed (``--preset norm`` for the shipped preset as overrides, as before). Unpruned runs
 (KeepAll) are capped at ``--cap`` seconds and reported as cut off with the states visited so far;
 pruned runs have a budget of ``--budget`` seconds.
 
@@ -24,12 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from search_common import machine, make_checker, make_pruner
 
 from mirage_formal import workloads
-from mirage_formal.search import SearchConfig, run_search
+from mirage_formal.search import derive_config, run_search
 
 
 def run(args: argparse.Namespace, ops: int, pruner_kind: str, cap: float) -> dict[str, Any]:
     prog = workloads.program("rmsnorm", args.batch)
-    cfg = SearchConfig.from_preset("norm", max_block_ops=ops)
+    cfg = derive_config(prog, args.preset, overrides={"max_block_ops": ops})
     r = run_search(prog, cfg, make_pruner(pruner_kind, prog), make_checker(args.checker, prog),
                    workers=args.workers, progress=False, budget_s=cap)
     row = {"max_block_ops": ops, "pruner": pruner_kind, "time_s": round(r.elapsed_s, 2),
@@ -51,6 +52,7 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=600.0, help="seconds per pruned run")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--preset", default=None, help="overrides on the derived space (e.g. norm)")
     ap.add_argument("--arms", default="both", help="both | pruned | unpruned")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "search_ablation"))
     args = ap.parse_args()
@@ -72,7 +74,7 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{out}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
-    md = ["# search_ablation (rmsnorm, preset norm)", "",
+    md = [f"# search_ablation (rmsnorm, {'derived space' if args.preset is None else 'derived + preset ' + args.preset})", "",
           f"pruned arm: `{args.pruner}`; unpruned arm: KeepAll capped at {args.cap} s (cut-off runs "
           f"marked); checker `{args.checker}`; workers {args.workers}. Machine: {meta['machine']}", "",
           "| max block ops | pruned: visited | pruned: time s | unpruned: visited | unpruned: time s "

@@ -1,5 +1,5 @@
-"""Must-show search runs: rmsnorm, gated_mlp, lora, gqa and ntrans from scratch with their
-default presets, each within a wall-clock budget on this CPU.
+"""Must-show search runs: the eight benchmark programs from scratch with default options (the
+search space derived from each program), each within a wall-clock budget on this CPU.
 
 For each workload: time to first and to best accepted μGraph, when the *expert* structure was
 first accepted (rmsnorm: one kernel accumulating the RMS in the matmul's loop; gated_mlp: both
@@ -36,9 +36,9 @@ from search_common import machine, make_checker, make_pruner, recheck_f64
 from mirage_formal import workloads
 from mirage_formal.ir.graph import ITER, KERNEL_OP, KernelGraph
 from mirage_formal.optimize import superoptimize
-from mirage_formal.search import WORKLOAD_PRESETS, SearchConfig, run_search
+from mirage_formal.search import WORKLOAD_PRESETS, derive_config, run_search
 
-WORKLOADS = ["rmsnorm", "gated_mlp", "lora", "gqa", "ntrans"]
+WORKLOADS = ["rmsnorm", "gated_mlp", "lora", "gqa", "mha", "mqa", "qknorm_gqa", "ntrans"]
 
 
 def _gks(g: KernelGraph) -> list[Any]:
@@ -85,12 +85,14 @@ def expert_gqa(g: KernelGraph) -> bool:
 
 
 EXPERT = {"rmsnorm": expert_rmsnorm, "gated_mlp": expert_gated_mlp, "lora": expert_single_kernel,
-          "gqa": expert_gqa, "ntrans": expert_single_kernel}
+          "gqa": expert_gqa, "mha": expert_gqa, "mqa": expert_gqa, "qknorm_gqa": expert_gqa,
+          "ntrans": expert_single_kernel}
 
 
 def run_one(name: str, args: argparse.Namespace, outdir: Path) -> dict[str, Any]:
     prog = workloads.program(name, args.batch)
-    preset = WORKLOAD_PRESETS[name]
+    # default options: the space derived from the program; --preset-hints uses the named presets
+    preset = WORKLOAD_PRESETS[name] if args.preset_hints else None
     t = time.monotonic()
     extra: dict[str, Any] = {}
     if args.checker == "product":
@@ -107,16 +109,16 @@ def run_one(name: str, args: argparse.Namespace, outdir: Path) -> dict[str, Any]
         extra = {"flagged_float64": len(res.flagged), "seconds": res.seconds,
                  "codegen": res.codegen_notes}
     else:
-        cfg = SearchConfig.from_preset(preset)
+        cfg = derive_config(prog, preset)
         r = run_search(prog, cfg, make_pruner(args.pruner, prog), make_checker(args.checker, prog),
                        workers=args.workers, progress=not args.quiet, budget_s=args.budget)
         wall = time.monotonic() - t
         r.save(outdir / name)
         rechecks = [recheck_f64(prog, a.graph) for a in r.accepted]
-    expert = [(i, a) for i, a in enumerate(r.accepted) if EXPERT[name](a.graph)]
+    expert = [(i, a) for i, a in enumerate(r.accepted) if EXPERT.get(name, lambda g: False)(a.graph)]
     s = r.summary()
     row = {
-        "workload": name, "preset": preset, "wall_s": round(wall, 2), **s,
+        "workload": name, "preset": r.config.name, "wall_s": round(wall, 2), **s,
         "expert_found": bool(expert),
         "expert_first_found_s": round(min(a.found_at_s for _, a in expert), 2) if expert else None,
         "expert_best_rank": expert[0][0] if expert else None,
@@ -140,25 +142,30 @@ def _tiers(r: dict[str, Any]) -> str:
             f"Z3 prune {t.get('z3_prunes', 0)}, unknown {t.get('z3_unknown', 0)}")
 
 
+def _done(r: dict[str, Any]) -> str:
+    """Seconds to finish the whole space, or '-' when the budget stopped it first."""
+    return str(r["elapsed_s"]) if r["stopped"] is None else "-"
+
+
 def to_markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     out = ["# search_workloads", "", "Command: `python benchmarks/search_workloads.py` (defaults shown below). "
            "'pruned ... oracle' counts search states the pruner cut; 'oracle tiers' counts the "
            "oracle's queries by the tier that answered (summed over work units).", "",
            f"pruner `{meta['pruner']}`, checker `{meta['checker']}`, budget {meta['budget']} s, "
            f"workers {meta['workers']}, batch {meta['batch']}. Machine: {meta['machine']}", "",
-           "| workload | preset | done units | stopped | first s | best s | expert found s | expert rank "
+           "| workload | preset | done units | stopped | complete s | first s | best s | expert found s | expert rank "
            "| best est µs | visited | pruned shape/dedup/bound/oracle | oracle tiers | verified | accepted | f64 re-check |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         out.append(
-            f"| {r['workload']} | {r['preset']} | {r['units']} | {r['stopped'] or '-'} | "
+            f"| {r['workload']} | {r['preset']} | {r['units']} | {r['stopped'] or '-'} | {_done(r)} | "
             f"{r['time_to_first_s']} | {r['time_to_best_s']} | {r['expert_first_found_s']} | "
             f"{r['expert_best_rank']} | {r['best_cost_us']} | {r['visited']} | "
             f"{r['pruned_shape']}/{r['pruned_dedup']}/{r['pruned_bound']}/{r['pruned_oracle']} | "
             f"{_tiers(r)} | {r['verified']} | {r['accepted']} | "
             f"{'all pass' if r['recheck_all_pass'] else 'FAIL'} (max rel {r['recheck_max_rel_err']:.1e}) |"
             if r["recheck_max_rel_err"] is not None else
-            f"| {r['workload']} | {r['preset']} | {r['units']} | {r['stopped'] or '-'} | - | - | - | - | - | "
+            f"| {r['workload']} | {r['preset']} | {r['units']} | {r['stopped'] or '-'} | {_done(r)} | - | - | - | - | - | "
             f"{r['visited']} | {r['pruned_shape']}/{r['pruned_dedup']}/{r['pruned_bound']}/"
             f"{r['pruned_oracle']} | {_tiers(r)} | {r['verified']} | 0 | - |")
     out += ["", "Best expert-shaped μGraph per workload:", ""]
@@ -178,6 +185,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "search_workloads"))
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--preset-hints", action="store_true",
+                    help="use the shipped preset of each workload as overrides (default: derived spaces)")
     args = ap.parse_args()
     out = Path(args.out)
     rows = [run_one(w, args, Path(f"{out}_ugraphs")) for w in args.workloads]

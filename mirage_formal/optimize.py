@@ -43,7 +43,7 @@ from mirage_formal.search import (
     SearchConfig,
     SearchResult,
     check_program,
-    default_preset,
+    derive_config,
     run_search,
 )
 from mirage_formal.search.driver import check_budget
@@ -197,8 +197,10 @@ class SearchComponents:
 
 def make_config(program: KernelGraph, preset: str | None = None,
                 overrides: dict[str, Any] | None = None) -> SearchConfig:
-    """The search space: ``preset`` (default: chosen from the program's ops) plus overrides."""
-    cfg = SearchConfig.from_preset(preset or default_preset(program), **(overrides or {}))
+    """The search space: derived from the program (``search.derive``), with the keys of
+    ``preset`` (a shipped preset's name or a ``.toml`` path) and then ``overrides`` on top; a
+    space that cannot express the program raises :class:`UnsupportedOpError`."""
+    cfg = derive_config(program, preset, overrides=overrides)
     check_program(program, cfg)
     return cfg
 
@@ -262,7 +264,9 @@ def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: 
                   executor: str | None = None, started_at: float | None = None) -> OptimizeResult:
     """Find μGraphs equivalent to ``program``, best first (see the module doc).
 
-    ``preset`` and ``overrides`` pick the search space (``search/*.toml``); ``budget_s`` bounds
+    The search space is derived from the program (``search.derive``); ``preset`` (a shipped
+    preset's name or a ``.toml`` path) and ``overrides`` are applied on top, and a space that
+    cannot express the program raises :class:`UnsupportedOpError`; ``budget_s`` bounds
     the search's wall time (None: run the space to the end); ``bound`` is the false-accept
     probability every accepted μGraph is verified to; ``axioms`` names the oracle's axiom sets;
     ``checkpoint`` is a file the search writes atomically and resumes from; ``gpu`` None means

@@ -40,10 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--batch", type=int, default=1, help="batch size of a workload (default 1)")
     p.add_argument("--size", action="append", default=[], metavar="NAME=INT",
                    help="override a workload size, e.g. --size kv=512 (repeatable)")
-    p.add_argument("--preset", default=None,
-                   help=f"search space ({', '.join(preset_names())}; default: chosen from the program's ops)")
+    p.add_argument("--preset", default=None, metavar="NAME|FILE.toml",
+                   help="overrides on the search space, which is derived from the program by default "
+                        "(its ops, inputs, shapes and the GPU's SM count): a shipped preset "
+                        f"({', '.join(preset_names())}) or your own preset file by path; a preset "
+                        "that cannot express the program is refused")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
-                   help="override a preset field, e.g. --set max_block_ops=7 (repeatable)")
+                   help="override one search-space field, e.g. --set max_block_ops=7 (repeatable)")
     p.add_argument("--budget", type=float, default=600.0,
                    help="wall-clock seconds for the whole command, a hard cap (default 600)")
     p.add_argument("--bound", type=float, default=2.0**-64,

@@ -14,7 +14,8 @@ from mirage_formal.search.config import (
     parse_overrides,
     preset_names,
 )
-from mirage_formal.search.cost import Cost, estimate, smem_bytes
+from mirage_formal.search.cost import Cost, estimate, input_cost, smem_bytes, speedup
+from mirage_formal.search.derive import derive_config, derive_fields
 from mirage_formal.search.driver import SearchResult, check_program, rank, run_search
 from mirage_formal.search.executors import Executor, make_executor
 from mirage_formal.search.protocols import Chain, Checker, KeepAll, Pruner
@@ -23,5 +24,5 @@ from mirage_formal.search.state import Accepted
 
 __all__ = ["WORKLOAD_PRESETS", "Accepted", "Chain", "Checker", "Cost", "Executor", "KeepAll", "Pruner",
            "SearchConfig", "SearchConfigError", "SearchInterrupted", "SearchResult", "check_program",
-           "default_preset", "estimate", "make_executor", "parse_overrides", "preset_names", "rank",
-           "run_search", "smem_bytes"]
+           "default_preset", "derive_config", "derive_fields", "estimate", "input_cost", "make_executor",
+           "parse_overrides", "preset_names", "rank", "run_search", "smem_bytes", "speedup"]

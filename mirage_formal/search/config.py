@@ -64,7 +64,8 @@ class SearchConfig:
     threads: int = 128
     #: shared memory per block (bytes): H100 allows 227 KB
     smem_limit: int = 227 * 1024
-    #: size variants of one structure ranked by cost; the best ``verify_variants`` are checked
+    #: size variants of one structure ranked by cost (the cheapest is verified; verify_variants is
+    #: kept for old presets and checkpoints and no longer read)
     max_variants: int = 256
     verify_variants: int = 2
     #: cost-model target (cost.TARGETS)
@@ -193,8 +194,9 @@ def preset_names(directory: str | Path | None = None) -> list[str]:
 
 
 def load_preset_data(name: str, directory: str | Path | None = None,
-                     _seen: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The merged key/value table of preset ``name`` (following ``base``)."""
+                     _seen: tuple[str, ...] = (), _stop_at: str | None = None) -> dict[str, Any]:
+    """The merged key/value table of preset ``name`` (following ``base``, up to but not
+    including preset ``_stop_at`` when given)."""
     d = presets_dir(directory)
     p = Path(name) if name.endswith(".toml") else d / f"{name}.toml"
     if not p.is_file():
@@ -206,8 +208,8 @@ def load_preset_data(name: str, directory: str | Path | None = None,
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise SearchConfigError(f"search preset {p}: cannot parse TOML: {e}") from None
     base = data.get("base")
-    if base:
-        merged = load_preset_data(str(base), directory, (*_seen, name))
+    if base and base != _stop_at:
+        merged = load_preset_data(str(base), directory, (*_seen, name), _stop_at)
         merged.update({k: v for k, v in data.items() if k != "base"})
         return merged
     return data

@@ -1,41 +1,51 @@
-"""The analytic cost model: an estimate of a μGraph's run time on a target GPU, with no GPU.
+"""The cost model: an estimate of a μGraph's run time on a target GPU, with no GPU.
 
 The search ranks accepted μGraphs by :func:`estimate` so it can return a best-first list on a
 machine without a GPU; codegen replaces it with measured time where a GPU exists. The model:
 
-    time = Σ_kernels  launch + max(memory, arithmetic) / parallel + F · loop_step · waves
+    time = fixed + Σ_kernels ( launch + max(memory, arithmetic) + F · loop_step · waves )
 
-- *memory*: bytes each kernel reads and writes, divided by bandwidth. A graph-defined kernel
-  reads every input once from device memory; when ``r`` blocks read the same element (the
-  input is replicated along grid axes its ``imap`` leaves at -1), the ``r - 1`` re-reads are
-  charged at L2 bandwidth if the tensor fits in L2, else at DRAM bandwidth. Outputs are
-  written once. A pre-defined kernel reads its inputs and writes its output once.
-- *arithmetic*: matmul tiles at the tensor-core rate (2·m·n·k flops), every other op and
-  accumulator at the CUDA-core rate (one flop per element; exp, silu, sqrt count 4).
-  Loop-phase ops run F times per block.
-- *parallel*: min(1, blocks / SMs): a grid smaller than the SM count leaves SMs idle. Pre-
-  defined kernels are assumed to fill the GPU.
+- *fixed*: what one replay of the whole μGraph costs beyond its kernels (measured ~3 µs).
+- *memory*: bytes each kernel reads and writes. A graph-defined kernel reads every input once
+  from device memory; when ``r`` blocks read the same element (the input is replicated along
+  grid axes its ``imap`` leaves at -1), the ``r - 1`` re-reads are charged at L2 bandwidth if the
+  tensor fits in L2, else at DRAM bandwidth. Outputs are written once. The bandwidth a kernel
+  reaches is capped by its resident blocks: ``min(bw, resident · bw_per_block)`` (a small grid
+  cannot keep enough loads in flight), resident = min(blocks, SMs · blocks per SM).
+- *arithmetic*: matmul tiles at the tensor-core rate on tiles padded to the MMA shape
+  (m to 16, n to 8, k to 16: the tile-shape efficiency of a thin matmul), every other op and
+  accumulator at the CUDA-core rate (one flop per element; exp, silu, sqrt, ... count 4), both
+  scaled by the fraction of SMs the grid occupies. Loop-phase ops run F times per block.
 - *loop step*: a fixed cost per for-loop iteration (synchronisation, pipeline fill), paid once
-  per wave of blocks; waves = ceil(blocks / (SMs · blocks per SM)), with blocks per SM limited
-  by shared memory (``smem_bytes``) and at most 8.
+  per wave of blocks; waves = ceil(blocks / (SMs · blocks per SM)), blocks per SM limited by
+  shared memory (``smem_bytes``) and at most 8.
+- A pre-defined kernel op (lowered by codegen to a default block graph) is charged its bytes
+  and flops at full occupancy, times ``predefined_scale``.
 
-Constants per target are in :data:`TARGETS` (H100 SXM: 3.0 TB/s DRAM as measured by the
-benchmark floor, ~8 TB/s L2, 50 MB L2, 132 SMs, 228 KB shared memory per SM, 2.5 µs per launch,
-400 TFLOP/s sustained fp16 tensor-core rate, 25 TFLOP/s sustained fp32 CUDA-core rate, 0.1 µs
-per loop step). They are estimates, stated so they can be argued with.
+The parameters per target are data: ``search/cost_model.json`` (fitted by
+``benchmarks/fit_cost_model.py`` on measured kernel times in ``benchmarks/data/``; the file says
+how they were taken). Without the file the built-in estimates below are used (H100 SXM: 3.0
+TB/s DRAM, 8 TB/s L2, 50 MB L2, 132 SMs, 228 KB shared memory per SM; one kernel replayed as a
+CUDA graph measured 5.0 µs and two 6.8 µs, hence 3.2 µs fixed + 1.8 µs per launch; 400 TFLOP/s
+fp16 tensor-core rate, 25 TFLOP/s CUDA-core rate, 0.1 µs per loop step, 20 GB/s per block).
 
 Shared memory per block (:func:`smem_bytes`): the sum of the tile bytes of every block tensor,
 each counted once (no buffer reuse; accumulators and post-loop tiles in fp32), so it is an
 upper bound on what a straightforward emitter allocates.
 
-Imports ``ir`` only.
+Imports ``ir`` and the data-folder locator only.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+from mirage_formal.errors import MirageError
 from mirage_formal.ir.graph import (
     GET,
     INPUT,
@@ -61,12 +71,63 @@ class Target:
     tc_flops: float       # fp16 tensor-core flop/s, sustained
     simt_flops: float     # fp32 CUDA-core flop/s, sustained
     loop_step_s: float
+    fixed_s: float = 3.2e-6           # per μGraph replay
+    bw_per_block: float = 2.0e10      # bytes/s one resident block can pull
+    predefined_scale: float = 1.0     # pre-defined kernel ops' body time multiplier
+
+    def with_params(self, **p: float) -> Target:
+        """A copy with fitted fields (``FITTED``) replaced."""
+        bad = set(p) - set(FITTED)
+        if bad:
+            raise MirageError(f"cost model: {sorted(bad)} are not fitted parameters; use some of {FITTED}")
+        d: dict[str, Any] = dict(p)
+        return dataclasses.replace(self, **d)
 
 
-TARGETS = {
-    "h100": Target("h100", 3.0e12, 8.0e12, 50 * 2**20, 132, 228 * 1024, 2.5e-6, 4.0e14, 2.5e13, 1.0e-7),
-    "h200": Target("h200", 4.2e12, 9.0e12, 50 * 2**20, 132, 228 * 1024, 2.5e-6, 4.0e14, 2.5e13, 1.0e-7),
+#: the fitted fields (``search/cost_model.json`` "params"), in a fixed order
+FITTED = ("dram_bw", "l2_bw", "launch_s", "tc_flops", "simt_flops", "loop_step_s", "fixed_s",
+          "bw_per_block", "predefined_scale")
+
+BUILTIN = {
+    "h100": Target("h100", 3.0e12, 8.0e12, 50 * 2**20, 132, 228 * 1024, 1.8e-6, 4.0e14, 2.5e13, 1.0e-7),
+    "h200": Target("h200", 4.2e12, 9.0e12, 50 * 2**20, 132, 228 * 1024, 1.8e-6, 4.0e14, 2.5e13, 1.0e-7),
 }
+
+COST_MODEL_FILE = "cost_model.json"
+
+
+def load_targets(path: str | Path | None = None) -> dict[str, Target]:
+    """The built-in targets with the fitted parameters of ``path`` (default: the shipped
+    ``search/cost_model.json``, when it exists) applied on top."""
+    out = dict(BUILTIN)
+    if path is None:
+        try:
+            from mirage_formal.resources import data_dir
+
+            p = data_dir("search") / COST_MODEL_FILE
+        except Exception:
+            return out
+    else:
+        p = Path(path)
+    if not p.is_file():
+        return out
+    try:
+        doc = json.loads(p.read_text())
+        for name, params in doc.get("targets", {}).items():
+            base = out.get(name, out["h100"])
+            fitted = {k: float(v) for k, v in params.items() if k in FITTED}
+            out[name] = dataclasses.replace(base.with_params(**fitted), name=name)
+    except (OSError, ValueError, TypeError) as e:
+        raise MirageError(f"cost model parameters {p}: cannot read: {e}; fix or delete the file "
+                          "(benchmarks/fit_cost_model.py writes it)") from None
+    return out
+
+
+TARGETS = load_targets()
+
+
+def _pad(x: int, m: int) -> int:
+    return -(-x // m) * m
 
 
 @dataclass(frozen=True)
@@ -89,11 +150,14 @@ def _nbytes(n: Node) -> int:
 
 
 def _op_flops(n: Node) -> tuple[float, float]:
-    """(tensor-core flops, CUDA-core flops) of one application of op ``n`` on its tile."""
+    """(tensor-core flops, CUDA-core flops) of one application of op ``n`` on its tile; a
+    matmul's flops are counted on the tile padded to the MMA shape (16 x 8 x 16)."""
     d = REGISTRY[n.op]
     if d.label == "matmul":
         a = n.src[0]
-        return 2.0 * math.prod(n.shape) * a.shape[-1], 0.0
+        batch = math.prod(n.shape[:-2])
+        m, nn, k = n.shape[-2], n.shape[-1], a.shape[-1]
+        return 2.0 * batch * _pad(m, 16) * _pad(nn, 8) * _pad(k, 16), 0.0
     # ops that reduce (label rules reduce, norm, accum) touch every input element
     big = d.label in ("accum", "reduce", "norm")
     elems = math.prod(n.src[0].shape) if big else math.prod(n.shape)
@@ -137,19 +201,20 @@ def kernel_cost(bg: BlockGraph, inputs: list[Node], t: Target) -> Cost:
         simt += b * times
     for o in bg.outputs:
         dram += math.prod(bg.output_shape(o)) * o.node.dtype.itemsize
-    mem = dram / t.dram_bw + l2 / t.l2_bw
-    arith = tc / t.tc_flops + simt / t.simt_flops
-    parallel = min(1.0, blocks / t.n_sm)
     per_sm = max(1, min(8, t.smem_per_sm // max(1, smem_bytes(bg))))
+    resident = min(blocks, t.n_sm * per_sm)
+    mem = dram / min(t.dram_bw, resident * t.bw_per_block) + l2 / min(t.l2_bw, resident * t.bw_per_block)
+    parallel = min(1.0, blocks / t.n_sm)
+    arith = (tc / t.tc_flops + simt / t.simt_flops) / parallel
     waves = math.ceil(blocks / (t.n_sm * per_sm))
-    sec = t.launch_s + max(mem, arith) / parallel + bg.forloop * t.loop_step_s * waves
+    sec = t.launch_s + max(mem, arith) + bg.forloop * t.loop_step_s * waves
     return Cost(sec, 1, dram, l2, tc + simt)
 
 
 def estimate(graph: KernelGraph, target: str | Target = "h100") -> Cost:
     """Estimated run time of ``graph`` on ``target`` (see the module docstring)."""
     t = TARGETS[target] if isinstance(target, str) else target
-    sec = 0.0
+    sec = t.fixed_s
     launches = 0
     dram = l2 = flops = 0.0
     for n in graph.nodes:
@@ -160,7 +225,7 @@ def estimate(graph: KernelGraph, target: str | Target = "h100") -> Cost:
         else:
             a, b = _op_flops(n)
             byt = sum(_nbytes(s) for s in n.src) + _nbytes(n)
-            s = t.launch_s + max(byt / t.dram_bw, a / t.tc_flops + b / t.simt_flops)
+            s = t.launch_s + t.predefined_scale * max(byt / t.dram_bw, a / t.tc_flops + b / t.simt_flops)
             c = Cost(s, 1, float(byt), 0.0, a + b)
         sec += c.seconds
         launches += c.launches
@@ -168,3 +233,15 @@ def estimate(graph: KernelGraph, target: str | Target = "h100") -> Cost:
         l2 += c.l2_bytes
         flops += c.flops
     return Cost(sec, launches, dram, l2, flops)
+
+
+def input_cost(program: KernelGraph, target: str | Target = "h100") -> Cost:
+    """The input program's own cost: its direct lowering (each op one pre-defined kernel),
+    which every derived search space contains (``search.derive``)."""
+    return estimate(program, target)
+
+
+def speedup(program: KernelGraph, candidate: Cost, target: str | Target = "h100") -> float:
+    """Estimated speedup of a candidate over the input program (> 1: the candidate is faster),
+    for the report's rows next to :func:`input_cost`."""
+    return input_cost(program, target).seconds / candidate.seconds

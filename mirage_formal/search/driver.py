@@ -141,16 +141,37 @@ def check_program(program: Any, config: SearchConfig) -> None:
         if o.op == INPUT:
             raise MirageError(f"output {o.attr('name')!r} is an input: nothing to compute")
     config.validate()
-    ops = {n.op for n in program.nodes if n.op != INPUT}
-    # reductions and norms (label rules reduce, norm) are also expressible by accumulators
-    # inside graph-defined kernels
-    lowerable = ({n for n in ops if n in REGISTRY and REGISTRY[n].label in ("reduce", "norm")}
-                 if config.max_graph_kernels and config.accums else set())
-    missing = ops - set(config.kernel_ops) - set(config.block_ops) - lowerable
+    missing = inexpressible(program, config)
     if missing:
         raise UnsupportedOpError(
-            f"the program uses {sorted(missing)}, which search preset {config.name!r} cannot express; "
-            "add them to its kernel_ops or block_ops (or pick another preset)")
+            f"the program uses {', '.join(missing)}, which search space {config.name!r} cannot express; "
+            "add them to its kernel_ops or block_ops (or name no preset: the space derived from the "
+            "program expresses all of its ops)")
+
+
+def inexpressible(program: KernelGraph, config: SearchConfig) -> list[str]:
+    """The program's ops that ``config`` can express neither as a pre-defined kernel op, nor as
+    a block op, nor (row reductions and normalisations) through an accumulator; each with why."""
+    gk = config.max_graph_kernels > 0
+    block = set(config.block_ops) if gk else set()
+    accums = set(config.accums) if gk else set()
+    out: list[str] = []
+    for n in program.nodes:
+        op = n.op
+        if op == INPUT or op in config.kernel_ops or op in block:
+            continue
+        if op in ("sum", "mean") and accums & {f"{op}:1", f"{op}:x"}:
+            continue
+        if op == "rms_norm" and "rms:1" in accums and "div" in block and (len(n.src) == 1 or "mul" in block):
+            continue
+        if op == "rms_norm":
+            what = ("rms_norm with a gain (or rms:1 in accums and div, mul in block_ops)" if len(n.src) == 2
+                    else "rms_norm (or rms:1 in accums and div in block_ops)")
+        else:
+            what = f"{op} (or {op}:1 in accums)" if op in ("sum", "mean") else op
+        if what not in out:
+            out.append(what)
+    return out
 
 
 # ---------------------------------------------------------------- budgets and units
@@ -210,9 +231,9 @@ def _read_checkpoint(path: Path, key: str) -> tuple[set[int], dict[str, Accepted
     acc: dict[str, Accepted] = {}
     for g, meta in ugraphs_from_json(doc["accepted"], str(path)):
         c = meta["cost"]
-        acc[g.key] = Accepted(g, meta["verdict"], Cost(c["us"] / 1e6, int(c["launches"]), c["dram_bytes"],
-                                                       c["l2_bytes"], c["flops"]),
-                              float(meta["found_at_s"]), int(meta["unit"]))
+        merge_accepted(acc, [Accepted(g, meta["verdict"], Cost(c["us"] / 1e6, int(c["launches"]),
+                                                               c["dram_bytes"], c["l2_bytes"], c["flops"]),
+                                      float(meta["found_at_s"]), int(meta["unit"]))])
     stats = Stats()
     for k, v in doc.get("stats", {}).items():
         if hasattr(stats, k):

@@ -35,6 +35,7 @@ Imports ``ir`` and the rest of ``search`` only.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ from mirage_formal.ir.graph import (
 )
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import BLOCK, KERNEL, REGISTRY
+from mirage_formal.search.canon import copy_only
 from mirage_formal.search.config import SearchConfig
 from mirage_formal.search.labels import (
     UNIT,
@@ -83,6 +85,7 @@ class Stats:
     pruned_dedup: int = 0
     pruned_bound: int = 0
     pruned_oracle: int = 0
+    pruned_copy: int = 0
     candidates: int = 0
     variants: int = 0
     verified: int = 0
@@ -135,19 +138,27 @@ class MapConfig:
 class Move:
     """A top-level (first) kernel-level move: the unit of parallel work and of checkpoints."""
 
-    kind: str                       # "op" or "kernel"
+    kind: str                       # "op", "kernel" or "direct" (the program's own lowering)
     args: tuple[int, ...]
     op: str = ""
     attrs: tuple[tuple[str, Any], ...] = ()
     config: MapConfig | None = None
+    #: a graph-defined kernel's unit is split into ``parts`` by its first block op (round robin
+    #: over the canonical first-op choices): every block graph has exactly one first op, so the
+    #: parts partition the unit's space and long units keep every worker busy
+    part: int = 0
+    parts: int = 1
 
     def describe(self) -> str:
+        if self.kind == "direct":
+            return "direct lowering"
         if self.kind == "op":
             return f"{self.op}{self.args}"
         assert self.config is not None
         ax = ",".join(f"{lab}:{s}" for lab, s, _ in self.config.axes)
         lp = f"{self.config.loop[0]}:{self.config.loop[1]}" if self.config.loop else "-"
-        return f"kernel{self.args} grid[{ax}] loop[{lp}]"
+        sp = f" part {self.part + 1}/{self.parts}" if self.parts > 1 else ""
+        return f"kernel{self.args} grid[{ax}] loop[{lp}]{sp}"
 
 
 def _need(loop_d: int, post_d: int, kout: int) -> int:
@@ -206,6 +217,9 @@ class Enumerator:
         labs = program_labels(program)
         self.in_labels = [labs[n] for n in program.inputs]
         self.out_labels = [labs[n] for n in program.outputs]
+        # dimensions the program normalises whole rows over: no block can finish such a row when
+        # a grid axis splits it (there is no cross-block rms), so those units go last
+        self.norm_labels = {labs[n.src[0]][-1] for n in program.nodes if n.op == "rms_norm"}
         self.out_types = [(n.shape, n.dtype) for n in program.outputs]
         used: set[Node] = set()
         for o in program.outputs:
@@ -226,6 +240,8 @@ class Enumerator:
         self.last: tuple[Any, ...] = ()
         self.n_ops = 0
         self.n_gk = 0
+        self._direct: KernelGraph | None = None
+        self._direct_done = False
 
     # ------------------------------------------------------------ attribute choices
 
@@ -243,17 +259,46 @@ class Enumerator:
 
     def moves(self) -> list[Move]:
         """The first-move choices from the empty kernel graph (units of work), most promising
-        first: graph-defined kernels over more inputs and with more grid axes before smaller
-        ones and before pre-defined ops (a deterministic order, so resume can skip by index)."""
+        first: the direct lowering, then graph-defined kernels whose grid splits no normalised row,
+        over more inputs and with more grid axes before smaller ones and before pre-defined ops (a deterministic order, so resume can skip by index)."""
         ms = list(self._kernel_moves())
+        direct = [Move("direct", ())] if self.direct_lowering() is not None else []
+        norm = self.norm_labels
 
         def promise(im: tuple[int, Move]) -> tuple[int, ...]:
             i, m = im
             if m.kind != "kernel" or m.config is None:
-                return (1, 0, 0, 0, i)
-            return (0, -len(m.args), -len(m.config.axes), int(m.config.loop is None), i)
+                return (1, 0, 0, 0, 0, i)
+            splits_norm = sum(1 for lab, _, _ in m.config.axes if lab in norm)
+            return (0, splits_norm, -len(m.args), -len(m.config.axes), int(m.config.loop is None), i)
 
-        return [m for _, m in sorted(enumerate(ms), key=promise)]
+        ordered = [m for _, m in sorted(enumerate(ms), key=promise)]
+        split = []
+        for m in ordered:
+            # kernels over more inputs have many more block graphs: split them into more parts
+            n = len(m.args) if m.kind == "kernel" else 1
+            split += [dataclasses.replace(m, part=j, parts=n) for j in range(n)] if n > 1 else [m]
+        return direct + split
+
+    def direct_lowering(self) -> KernelGraph | None:
+        """The program with each of its ops as one pre-defined kernel, when the space's
+        ``kernel_ops`` hold all of them (a derived space always does), else None."""
+        if self._direct_done:
+            return self._direct
+        self._direct_done = True
+        ops = {n.op for n in self.program.nodes if n.op != INPUT}
+        if not ops <= set(self.cfg.kernel_ops):
+            return None
+        memo: dict[Node, Node] = {}
+        for n in self.program.nodes:
+            memo[n] = n if n.op == INPUT else make_op(n.op, [memo[s] for s in n.src], n.attr_dict, KERNEL)
+        self._direct = KernelGraph(self.program.inputs, tuple(memo[o] for o in self.program.outputs))
+        return self._direct
+
+    @property
+    def direct_key(self) -> str | None:
+        d = self.direct_lowering()
+        return None if d is None else d.key
 
     def _kernel_moves(self) -> Iterator[Move]:
         n = len(self.t)
@@ -288,7 +333,12 @@ class Enumerator:
 
     def run_move(self, mv: Move) -> None:
         """Apply ``mv`` (if canonical here) and explore everything after it."""
-        if mv.kind == "op":
+        if mv.kind == "direct":
+            g = self.direct_lowering()
+            if g is not None:
+                self.stats.candidates += 1
+                self.on_candidate(g)
+        elif mv.kind == "op":
             self._apply_op(mv)
         else:
             self._apply_kernel(mv)
@@ -369,7 +419,7 @@ class Enumerator:
         assert mv.config is not None
         kin = tuple(self.t[i] for i in mv.args)
         final = self.n_ops + 1 == self.cfg.max_kernel_ops
-        bs = BlockSearch(self, kin, [self.lab[i] for i in mv.args], mv.config,
+        bs = BlockSearch(self, kin, [self.lab[i] for i in mv.args], mv.config, (mv.part, mv.parts),
                          len(self.out_types) if final else self.cfg.max_kernel_outputs)
         for bg, labs in bs.run():
             key = (*prefix, bg.key)
@@ -398,6 +448,8 @@ class Enumerator:
             if all((self.t[i].shape, self.t[i].dtype) == ty and self.lab[i] == lab
                    for i, ty, lab in zip(perm, self.out_types, self.out_labels, strict=True)):
                 g = KernelGraph(self.program.inputs, tuple(self.t[i] for i in perm))
+                if g.key == self.direct_key:
+                    return  # the first unit ("direct") produces it
                 self.stats.candidates += 1
                 self.on_candidate(g)
                 return
@@ -525,7 +577,7 @@ class BlockSearch:
     """Block-op enumeration for one graph-defined kernel and map configuration."""
 
     def __init__(self, outer: Enumerator, kin: tuple[Node, ...], in_labels: list[Labels],
-                 mc: MapConfig, max_outputs: int) -> None:
+                 mc: MapConfig, split: tuple[int, int], max_outputs: int) -> None:
         self.o = outer
         self.kout = min(max_outputs, outer.cfg.max_kernel_outputs)
         self.cfg = outer.cfg
@@ -535,11 +587,26 @@ class BlockSearch:
         self.F = mc.forloop
         self.loop_label = mc.loop[0] if mc.loop else None
         self.axis_labels = {ax: a[0] for ax, a in enumerate(mc.axes)}
+        # labels whose dimension every tile sees only a chunk of: the grid's, and the loop's
+        self.split_labels = set(self.axis_labels.values()) | ({mc.loop[0]} if mc.loop and mc.forloop > 1 else set())
         self.sig = tuple((n.shape, n.dtype) for n in kin)
         self.in_labels = in_labels
+        self.part, self.parts = split
 
     def _keep(self, n: Node) -> bool:
         return self.o.keep(n, self.kin, self.grid, self.F)
+
+    def _reduces_split(self, n: Node, src_labels: Labels) -> bool:
+        """Whether block op ``n`` reduces (a row normalisation, a sum or mean over an axis) a
+        dimension the grid or the loop splits: it would reduce one chunk of the program's row,
+        which no index-consistent μGraph does (across chunks only accumulators and the
+        concatenation labels combine)."""
+        rule = REGISTRY[n.op].label
+        if rule == "norm":
+            return src_labels[-1] in self.split_labels
+        if rule == "reduce":
+            return src_labels[n.attr("axis") % len(src_labels)] in self.split_labels
+        return False
 
     def run(self) -> Iterator[tuple[BlockGraph, list[Labels]]]:
         st = self.o.stats
@@ -617,7 +684,10 @@ class BlockSearch:
         must = None
         if need0 > left:
             must = {i for i, u in enumerate(self.uses) if u == 0}
-        for name, args, attrs in list(self._moves(m0, must)):
+        moves = list(self._moves(m0, must))
+        if self.parts > 1 and len(self.t) == self.n_iters:
+            moves = moves[self.part::self.parts]  # this unit's share of the first block ops
+        for name, args, attrs in moves:
             key = (tuple(sorted(args, reverse=True)), btype[name], (args, _attr_key(attrs)))
             if key <= self.last:
                 continue
@@ -649,7 +719,7 @@ class BlockSearch:
                 st.pruned_dedup += 1
                 continue
             lab = infer(n, [self.lab[i] for i in args], self.loop_label if self.F > 1 else None)
-            if lab is None:
+            if lab is None or self._reduces_split(n, self.lab[args[0]]):
                 st.pruned_shape += 1
                 continue
             if not self._keep(n):
@@ -686,6 +756,9 @@ class BlockSearch:
             return
         outs = [i for i, (p, u) in enumerate(zip(self.post, self.uses, strict=True)) if p and u == 0]
         if not 1 <= len(outs) <= self.kout:
+            return
+        if any(copy_only(self.t[i], self.F) for i in outs):
+            self.o.stats.pruned_copy += 1
             return
         per_out: list[list[tuple[int, int, int]]] = []
         for i in outs:

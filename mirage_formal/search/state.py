@@ -3,9 +3,10 @@ the budgets and the checkpoint, and wraps every call to the pruner and the check
 
 A candidate (a complete μGraph on representative sizes) is expanded into its size variants
 (``Enumerator.variants``); variants over the shared-memory limit are dropped, the rest ranked
-by the analytic cost, and the best ``verify_variants`` are handed to the checker in that order
-(a rejected variant ends its structure: the others differ only in sizes). Accepted μGraphs are
-kept with their verdicts and costs, deduplicated by structure key, and always sorted best-first,
+by the analytic cost, and the cheapest is handed to the checker (the others differ only in
+sizes: one verdict holds for the structure). Accepted μGraphs are
+kept with their verdicts and costs, deduplicated by canonical structure (``canon.py``: size
+variants and commutative swaps of one structure count once, the cheapest kept), and always sorted best-first,
 so :meth:`SearchState.best` answers at any time.
 
 Imports ``ir`` and the rest of ``search`` only.
@@ -20,6 +21,7 @@ from typing import Any
 
 from mirage_formal.ir.graph import KERNEL_OP, KernelGraph
 from mirage_formal.ir.node import Node
+from mirage_formal.search.canon import structure_key
 from mirage_formal.search.config import SearchConfig
 from mirage_formal.search.cost import Cost, estimate, smem_bytes
 from mirage_formal.search.protocols import Checker, Pruner
@@ -35,6 +37,12 @@ class Accepted:
     cost: Cost
     found_at_s: float
     unit: int
+    #: ``canon.structure_key``: equal for size variants and commutative swaps of one structure
+    structure: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.structure:
+            self.structure = structure_key(self.graph)
 
     def meta(self) -> dict[str, Any]:
         return {"cost": self.cost.as_dict(), "found_at_s": round(self.found_at_s, 3),
@@ -110,21 +118,21 @@ class SearchState:
                 continue
             c = estimate(v, self.config.target)
             ranked.append((c.seconds, v.key, v, c))
-        ranked.sort(key=lambda r: (r[0], r[1]))
-        for _, key, v, c in ranked[: self.config.verify_variants]:
-            if key in self.accepted:
-                continue
-            if self.max_candidates is not None and self.stats.verified >= self.max_candidates:
-                raise Stop("candidate budget spent")
-            self._check_deadline()
-            self.stats.verified += 1
-            verdict = self.checker.check(v)
-            if getattr(verdict, "accepted", False):
-                self.stats.accepted += 1
-                self.accepted[key] = Accepted(v, verdict, c, time.monotonic() - self.start, self.unit)
-            else:
-                self.stats.rejected += 1
-                break
+        if not ranked:
+            return
+        # the cheapest variant only: the others are the same structure (kept once, ``canon``) at a
+        # higher estimated cost, and a rejected variant rejects its structure
+        _, _, v, c = min(ranked, key=lambda r: (r[0], r[1]))
+        if self.max_candidates is not None and self.stats.verified >= self.max_candidates:
+            raise Stop("candidate budget spent")
+        self._check_deadline()
+        self.stats.verified += 1
+        verdict = self.checker.check(v)
+        if getattr(verdict, "accepted", False):
+            self.stats.accepted += 1
+            merge_accepted(self.accepted, [Accepted(v, verdict, c, time.monotonic() - self.start, self.unit)])
+        else:
+            self.stats.rejected += 1
 
     @property
     def enumerator_for_variants(self) -> Enumerator:
@@ -140,10 +148,11 @@ class SearchState:
 
 
 def merge_accepted(into: dict[str, Accepted], new: Sequence[Accepted]) -> None:
-    """Add ``new`` to ``into`` (by structure key); of two finds of one μGraph the one from the
-    lower unit is kept (then the earlier), so the result does not depend on which worker
-    finished first."""
+    """Add ``new`` to ``into`` (keyed by structure): per structure the lowest estimated cost is
+    kept (ties: the lower unit, the earlier find, then the graph key), so the result does not
+    depend on which worker finished first."""
     for a in new:
-        old = into.get(a.graph.key)
-        if old is None or (a.unit, a.found_at_s) < (old.unit, old.found_at_s):
-            into[a.graph.key] = a
+        old = into.get(a.structure)
+        if old is None or (a.cost.seconds, a.unit, a.found_at_s, a.graph.key) < (
+                old.cost.seconds, old.unit, old.found_at_s, old.graph.key):
+            into[a.structure] = a

@@ -13,6 +13,7 @@ from mirage_formal.ir.builder import Graph
 from mirage_formal.ir.graph import INPUT, KERNEL_OP, KernelGraph
 from mirage_formal.ir.mirage import load_mirage
 from mirage_formal.search import KeepAll, SearchConfig, estimate, run_search
+from mirage_formal.search.cost import BUILTIN
 from mirage_formal.search.reference_pruner import ExprPruner
 from mirage_formal.search.state import SearchState
 
@@ -106,12 +107,14 @@ def test_stand_in_pruner_prunes_foreign_expressions() -> None:
 
 
 def test_cost_prefers_fusion_and_fewer_bytes() -> None:
+    # the model's structure under the built-in physical constants (the fitted ones follow data)
+    t = BUILTIN["h100"]
     fused = workloads.handwritten("rmsnorm", col_tile=24, k_tile=512)  # 256 blocks fill 132 SMs
     few_blocks = workloads.handwritten("rmsnorm", col_tile=512, k_tile=512)  # 12 blocks
-    assert estimate(fused).seconds < estimate(few_blocks).seconds
+    assert estimate(fused, t).seconds < estimate(few_blocks, t).seconds
     plain = workloads.program("rmsnorm")
-    assert estimate(fused).seconds < estimate(plain).seconds
-    assert estimate(fused).launches == 1 and estimate(plain).launches == 2
+    assert estimate(fused, t).seconds < estimate(plain, t).seconds
+    assert estimate(fused, t).launches == 1 and estimate(plain, t).launches == 2
 
 
 def test_bad_input_is_rejected_before_search(f64_checker: Any) -> None:

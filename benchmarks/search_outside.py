@@ -1,0 +1,177 @@
+"""Programs outside the benchmark set, optimised from scratch as a new user would: default
+options (the search space derived from each program), ``--budget`` seconds (default 300) on this
+CPU, then a check that the best accepted μGraph is no worse than the input by the cost model.
+
+Programs (fp16):
+
+- ``scaled_attention``: softmax(0.125 · Q·K) · V (a scale before exp), Q (2, 256, 64).
+- ``layernorm_matmul``: ((x − mean x) / sqrt(mean((x − mean x)²))) · W — mean subtraction, sub,
+  square, sqrt, div before a matmul; X (8, 1024), W (1024, 2048).
+- ``norm_gain_matmul``: rms_norm(X, G) · W — a norm with a gain (three kernel inputs).
+- ``swish_matmul``: (x · sigmoid(x)) · W.
+- ``sigmoid_gated_mlp``: sigmoid(X·W1) ⊙ (X·W2); ``gelu_gated_mlp``: gelu(X·W1) ⊙ (X·W2).
+- ``exp_bmm``: exp(A·B)·C, batched matmuls with an exp between them.
+
+    PYTHONPATH=. python3 benchmarks/search_outside.py [--budget 300] [--workers 2] [--programs ...]
+
+Writes benchmarks/results/search_outside.{json,md} (or --out PREFIX) and each program's accepted
+μGraphs under PREFIX_ugraphs/<name>/. Each row runs ``mirage_formal.superoptimize`` exactly as
+``mirage-formal optimize`` does (Z3 oracle, float64 screen + prime-field verifier to 2^-64,
+float64 re-check), with no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from search_common import machine
+
+import mirage_formal as mf
+from mirage_formal.ir.graph import KernelGraph
+from mirage_formal.optimize import superoptimize
+from mirage_formal.search import estimate
+
+
+def scaled_attention(b: int = 1) -> KernelGraph:
+    g = mf.Graph()
+    q = g.input((2 * b, 256, 64), "f16", "Q")
+    k = g.input((2 * b, 64, 4096), "f16", "K")
+    v = g.input((2 * b, 4096, 64), "f16", "V")
+    e = g.exp(g.mul_scalar(g.matmul(q, k), scalar=0.125))
+    g.output(g.matmul(g.div(e, g.sum(e, axis=-1, keepdims=True)), v))
+    return g.build()
+
+
+def layernorm_matmul(b: int = 1) -> KernelGraph:
+    g = mf.Graph()
+    x = g.input((8 * b, 1024), "f16", "X")
+    w = g.input((1024, 2048), "f16", "W")
+    c = g.sub(x, g.mean(x, axis=-1, keepdims=True))
+    var = g.mean(g.square(c), axis=-1, keepdims=True)
+    g.output(g.matmul(g.div(c, g.sqrt(var)), w))
+    return g.build()
+
+
+def norm_gain_matmul(b: int = 1) -> KernelGraph:
+    g = mf.Graph()
+    x = g.input((8 * b, 4096), "f16", "X")
+    gain = g.input((4096,), "f16", "G")
+    w = g.input((4096, 4096), "f16", "W")
+    g.output(g.matmul(g.rms_norm(x, gain), w))
+    return g.build()
+
+
+def swish_matmul(b: int = 1) -> KernelGraph:
+    g = mf.Graph()
+    x = g.input((8 * b, 4096), "f16", "X")
+    w = g.input((4096, 4096), "f16", "W")
+    g.output(g.matmul(g.mul(x, g.sigmoid(x)), w))
+    return g.build()
+
+
+def _gated(act: str, b: int) -> KernelGraph:
+    g = mf.Graph()
+    x = g.input((8 * b, 4096), "f16", "X")
+    w1 = g.input((4096, 4096), "f16", "W1")
+    w2 = g.input((4096, 4096), "f16", "W2")
+    g.output(g.mul(g.op(act, g.matmul(x, w1)), g.matmul(x, w2)))
+    return g.build()
+
+
+def sigmoid_gated_mlp(b: int = 1) -> KernelGraph:
+    return _gated("sigmoid", b)
+
+
+def gelu_gated_mlp(b: int = 1) -> KernelGraph:
+    return _gated("gelu", b)
+
+
+def exp_bmm(b: int = 1) -> KernelGraph:
+    g = mf.Graph()
+    a = g.input((4 * b, 64, 64), "f16", "A")
+    bb = g.input((4 * b, 64, 1024), "f16", "B")
+    c = g.input((4 * b, 1024, 64), "f16", "C")
+    g.output(g.matmul(g.exp(g.matmul(a, bb)), c))
+    return g.build()
+
+
+PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
+    "scaled_attention": scaled_attention, "layernorm_matmul": layernorm_matmul,
+    "norm_gain_matmul": norm_gain_matmul, "swish_matmul": swish_matmul,
+    "sigmoid_gated_mlp": sigmoid_gated_mlp, "gelu_gated_mlp": gelu_gated_mlp, "exp_bmm": exp_bmm,
+}
+
+
+def run_one(name: str, args: argparse.Namespace, outdir: Path) -> dict[str, Any]:
+    prog = PROGRAMS[name](args.batch)
+    input_us = estimate(prog).seconds * 1e6
+    t = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        res = superoptimize(prog, budget_s=args.budget, workers=args.workers, progress=False, gpu=False,
+                            compile_best=False, oracle_cache=Path(tmp) / "oracle_cache.sqlite")
+    wall = time.monotonic() - t
+    res.save(outdir / name)
+    s = res.search.summary()
+    best = res.accepted[0] if res.accepted else None
+    best_us = best.cost.seconds * 1e6 if best else None
+    row = {"program": name, "batch": args.batch, "space": res.search.config.name, "wall_s": round(wall, 2),
+           "input_est_us": round(input_us, 3), "best_est_us": None if best_us is None else round(best_us, 3),
+           "speedup_est": None if best_us is None else round(input_us / best_us, 3),
+           "no_worse_than_input": best_us is not None and best_us <= input_us * (1 + 1e-9),
+           "best_kernels": len(best.graph.kernels) if best else None,
+           "best_is_input": bool(best and best.graph.key == prog.key),
+           "flagged_float64": len(res.flagged), **{k: s[k] for k in (
+               "units", "stopped", "time_to_first_s", "time_to_best_s", "visited", "verified", "accepted")},
+           "config": res.search.config.to_dict(),
+           "best": str(best.graph) if best else None}
+    print(json.dumps({k: v for k, v in row.items() if k not in ("best", "config")}), flush=True)
+    return row
+
+
+def to_markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    out = ["# search_outside", "",
+           "Programs outside the benchmark set, each optimised from scratch with default options "
+           f"(derived search space) and a {meta['budget']} s budget, {meta['workers']} workers, batch "
+           f"{meta['batch']}, no GPU (ranked by the cost model). Command: `PYTHONPATH=. python3 "
+           f"benchmarks/search_outside.py --budget {meta['budget']}`. Machine: {meta['machine']}", "",
+           "| program | units | stopped | first s | best s | input est µs | best est µs | est speedup | "
+           "no worse than input | best kernels | verified | accepted | f64 flagged |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['program']} | {r['units']} | {r['stopped'] or '-'} | {r['time_to_first_s']} | "
+                   f"{r['time_to_best_s']} | {r['input_est_us']} | {r['best_est_us']} | {r['speedup_est']} | "
+                   f"{'yes' if r['no_worse_than_input'] else 'NO'} | {r['best_kernels']} | {r['verified']} | "
+                   f"{r['accepted']} | {r['flagged_float64']} |")
+    out += ["", "Best μGraph per program:", ""]
+    for r in rows:
+        out += [f"## {r['program']}", "", "```", r["best"] or "(none)", "```", ""]
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--programs", nargs="*", default=list(PROGRAMS))
+    ap.add_argument("--budget", type=float, default=300.0)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "search_outside"))
+    args = ap.parse_args()
+    out = Path(args.out)
+    rows = [run_one(p, args, Path(f"{out}_ugraphs")) for p in args.programs]
+    meta = {"budget": args.budget, "workers": args.workers, "batch": args.batch, "machine": machine()}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{out}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    Path(f"{out}.md").write_text(to_markdown(rows, meta))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""Search spaces derived from the program: the default way a :class:`SearchConfig` is made.
+
+Nothing here is keyed by a benchmark's name. Every field comes from the program itself:
+
+- *ops*: the kernel level may use the program's own ops; the block level the same ops minus the
+  row reductions that accumulators express (``sum``, ``mean``; kept when the program has no
+  matmul, hence no loop), plus the pieces those
+  accumulators need to rebuild a normalisation (``rms_norm(x)`` is ``x / rms(x)``: ``div``; with a
+  gain also ``mul``; ``mean`` needs the ``mean:1`` accumulator). ``accums`` always holds the loop
+  sum; ``sum:1``/``sum:x`` (row sums, and the FlashDecoding combine of split rows) when the
+  program sums rows; ``rms:1`` / ``mean:1`` when it normalises.
+- *kernel inputs/outputs*: a graph-defined kernel may read every program input (up to
+  :data:`MAX_INPUTS`) and save the program's outputs plus one more when the program reduces rows
+  (a partial result split over blocks, or a row statistic for a second kernel).
+- *grid sizes*: powers of two and divisors near the SM count (``n_sm``, 132 on the H100) of the
+  program's dimension sizes, up to ``2 * n_sm``; *loop ranges*: powers of two that divide a
+  reduction size (matmul contraction, summed or normalised rows) and leave tiles of at least
+  :data:`MIN_TILE` elements.
+- *limits*: ``max_kernel_ops`` from the number of program ops (at most :data:`MAX_KERNEL_OPS`;
+  without a matmul as many as graph-defined kernels: one kernel over full rows does the rest),
+  ``max_graph_kernels`` 2 when a row reduction must finish before it is used (softmax, a mean
+  subtracted), else 1; ``max_block_ops`` counts iterators, ops and one accumulator per reduction.
+
+The program's *direct lowering* (each of its ops as one pre-defined kernel) is always a member
+of a derived space: the enumerator's first work unit replays it (``space.Move("direct")``), so
+the best result is never worse, by the cost model, than the input.
+
+A named preset (``search/<name>.toml``) or a preset file by path is a set of *overrides* on top of
+the derived space; an override that makes the space unable to express the program raises
+:class:`SearchConfigError` (``driver.check_program``).
+
+Imports ``ir`` and ``search.config`` only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mirage_formal.ir.graph import INPUT, KernelGraph
+from mirage_formal.search.config import SearchConfig, load_preset_data
+from mirage_formal.search.labels import UNIT, Label, program_labels
+
+#: SMs on the default target (H100 SXM)
+H100_SMS = 132
+#: kernel-level ops enumerated at most (longer programs keep their direct lowering as a unit)
+MAX_KERNEL_OPS = 2
+#: inputs of one graph-defined kernel at most
+MAX_INPUTS = 4
+#: smallest loop tile along a reduction (elements)
+MIN_TILE = 16
+#: largest loop range
+MAX_FORLOOP = 64
+#: block ops at most (one fewer when the block has a loop: its accumulators are per reduction)
+MAX_BLOCK_OPS = 11
+
+ROW_REDUCTIONS = frozenset({"sum", "mean"})
+
+
+def program_ops(program: KernelGraph) -> set[str]:
+    return {n.op for n in program.nodes if n.op != INPUT}
+
+
+def _reduction_sizes(program: KernelGraph) -> set[int]:
+    """Sizes of the dimensions a for-loop may split: matmul contractions and summed rows."""
+    out: set[int] = set()
+    for n in program.nodes:
+        if n.op == "matmul":
+            out.add(n.src[0].shape[-1])
+        elif n.op in ROW_REDUCTIONS:
+            out.add(n.src[0].shape[n.attr("axis") % len(n.src[0].shape)])
+    return out
+
+
+def _grid_sizes(program: KernelGraph, n_sm: int) -> tuple[int, ...]:
+    cap = 2 * n_sm
+    sizes: set[int] = set()
+    for n in program.nodes:
+        for d in n.shape:
+            p = 2
+            while p <= min(d, cap):
+                if d % p == 0:
+                    sizes.add(p)
+                p *= 2
+            # the largest divisor of d not above the SM count: one full wave
+            for q in range(min(d, n_sm), 1, -1):
+                if d % q == 0:
+                    sizes.add(q)
+                    break
+    return tuple(sorted(sizes))
+
+
+def _forloops(program: KernelGraph) -> tuple[int, ...]:
+    ranges = {1}
+    for k in _reduction_sizes(program):
+        f = 2
+        while f <= MAX_FORLOOP and k % f == 0 and k // f >= MIN_TILE:
+            ranges.add(f)
+            f *= 2
+    return tuple(sorted(ranges))
+
+
+def _loop_labels(program: KernelGraph) -> set[Label]:
+    """Labels of the dimensions a for-loop may split: matmul contractions."""
+    labs = program_labels(program)
+    return {labs[n.src[0]][-1] for n in program.nodes if n.op == "matmul"} - {UNIT}
+
+
+def derive_fields(program: KernelGraph, n_sm: int = H100_SMS) -> dict[str, Any]:
+    """The derived values of every :class:`SearchConfig` field that depends on the program."""
+    ops = program_ops(program)
+    nodes = [n for n in program.nodes if n.op != INPUT]
+    n_ops = len(nodes)
+    labs = program_labels(program)
+    loop_labels = _loop_labels(program)
+    block = set(ops) - ROW_REDUCTIONS
+    accums = ["sum"]
+    if "sum" in ops:
+        accums += ["sum:1", "sum:x"]
+    if "mean" in ops:
+        accums += ["mean:1"]
+    n_split_norms = 0
+    for n in nodes:
+        # a normalisation over a dimension a loop splits is rebuilt from an accumulated rms
+        if n.op == "rms_norm" and labs[n.src[0]][-1] in loop_labels:
+            n_split_norms += 1
+            accums.append("rms:1")
+            block.add("div")
+            if len(n.src) == 2:
+                block.add("mul")
+                n_split_norms += 1  # the gain's product
+    if n_split_norms and not any(
+        n.op == "rms_norm" and labs[n.src[0]][-1] not in loop_labels for n in nodes
+    ):
+        block.discard("rms_norm")
+    n_in = len(program.inputs)
+    n_mm = sum(1 for n in nodes if n.op == "matmul")
+    row_red = any(n.op in ROW_REDUCTIONS for n in nodes)
+    if not loop_labels:
+        # no loop: accumulators apply to iterators only, so a block reduces rows itself
+        block |= ops & ROW_REDUCTIONS
+        # no loop: an accumulator applies to iterators only, one per input
+        block_ops = 2 * n_in + n_ops
+    else:
+        # iterators, ops, the accumulators of matmuls (a row sum shares one) and of split norms
+        block_ops = n_in + n_ops + n_split_norms + (0 if row_red else min(n_mm, 2))
+    gk = 2 if row_red and n_ops > 1 else 1
+    # without a loop one kernel over full rows does all the work: more kernels only add launches
+    kops = gk if not loop_labels else min(MAX_KERNEL_OPS, n_ops, max(gk, 2))
+    cap = MAX_BLOCK_OPS if not loop_labels else MAX_BLOCK_OPS - 1
+    return {
+        "kernel_ops": tuple(sorted(ops)),
+        "block_ops": tuple(sorted(block)),
+        "accums": tuple(dict.fromkeys(accums)),
+        "max_kernel_ops": kops,
+        "max_graph_kernels": gk,
+        "max_block_ops": max(4, min(cap, block_ops)),
+        "max_kernel_inputs": max(1, min(MAX_INPUTS, n_in)),
+        "max_kernel_outputs": len(program.outputs) + (1 if row_red else 0),
+        "max_grid_axes": 3,
+        "grid_sizes": _grid_sizes(program, n_sm),
+        "forloop": _forloops(program),
+    }
+
+
+def derive_config(
+    program: KernelGraph,
+    preset: str | Path | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    n_sm: int = H100_SMS,
+    directory: str | Path | None = None,
+) -> SearchConfig:
+    """The search space for ``program``: derived fields, then the keys of ``preset`` (a shipped
+    preset's name or a ``.toml`` path) as overrides, then ``overrides``; validated."""
+    data: dict[str, Any] = dict(derive_fields(program, n_sm))
+    name = "derived"
+    if preset is not None:
+        data.update(preset_keys(preset, directory))
+        name = f"derived+{Path(str(preset)).stem}"
+    for k, v in (overrides or {}).items():
+        data[k] = v
+    return SearchConfig.from_dict(data, name)
+
+
+def preset_keys(preset: str | Path, directory: str | Path | None = None) -> dict[str, Any]:
+    """The keys preset ``preset`` sets itself (its ``base`` chain up to, not including, the
+    shipped ``default`` preset, whose values the derived space replaces)."""
+    data = dict(load_preset_data(str(preset), directory, _stop_at="default"))
+    data.pop("base", None)
+    data.pop("description", None)
+    return data

@@ -1,0 +1,69 @@
+"""The cost model's parameters are data: loading, overriding, refusing bad files; the measured
+dataset loads; the fitting script's statistics are right on known inputs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mirage_formal import workloads
+from mirage_formal.errors import MirageError
+from mirage_formal.search.cost import BUILTIN, FITTED, estimate, input_cost, load_targets, speedup
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import fit_cost_model  # noqa: E402
+import kernel_times  # noqa: E402
+
+
+def test_fitted_parameters_file_overrides_the_builtin(tmp_path: Path) -> None:
+    p = tmp_path / "cm.json"
+    p.write_text(json.dumps({"targets": {"h100": {"launch_s": 9e-6, "not_a_param": 1}}}))
+    t = load_targets(p)["h100"]
+    assert t.launch_s == 9e-6 and t.dram_bw == BUILTIN["h100"].dram_bw
+    prog = workloads.program("rmsnorm", 1)
+    # two launches more: 2 x 7.2 µs more than the built-in model on a two-kernel program
+    assert estimate(prog, t).seconds - estimate(prog, BUILTIN["h100"]).seconds == pytest.approx(2 * 7.2e-6)
+    p.write_text("{not json")
+    with pytest.raises(MirageError, match="cannot read"):
+        load_targets(p)
+
+
+def test_input_cost_and_speedup() -> None:
+    prog = workloads.program("gated_mlp", 1)
+    c = input_cost(prog)
+    assert c.seconds > 0 and c.launches == 4
+    assert speedup(prog, c) == pytest.approx(1.0)
+
+
+def test_the_dataset_loads_and_spans_programs() -> None:
+    recs = kernel_times.load()
+    assert len(recs) >= 150
+    assert len({r.workload for r in recs}) >= 6
+    assert all(r.measured_us > 0 for r in recs)
+
+
+def test_a_bad_record_names_its_line(tmp_path: Path) -> None:
+    good = kernel_times.load()[0]
+    p = tmp_path / "k.jsonl"
+    kernel_times.append([good], p)
+    assert kernel_times.load(p, method_contains="no such method") == []
+    with p.open("a") as f:
+        f.write(json.dumps({**good.to_json(), "measured_us": -1.0}) + "\n")
+    with pytest.raises(MirageError, match=r"k.jsonl:2"):
+        kernel_times.load(p)
+
+
+def test_fit_statistics_on_known_inputs() -> None:
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    assert fit_cost_model.spearman(x, x ** 3) == pytest.approx(1.0)
+    assert fit_cost_model.spearman(x, -x) == pytest.approx(-1.0)
+    best = fit_cost_model.nelder_mead(lambda v: float(np.sum((v - np.array([1.0, -2.0])) ** 2)),
+                                      np.zeros(2), iters=400)
+    assert np.allclose(best, [1.0, -2.0], atol=1e-2)
+    assert set(FITTED) <= set(BUILTIN["h100"].__dataclass_fields__)

@@ -1,0 +1,115 @@
+"""Derived search spaces: every registry program's space contains its direct lowering; presets
+are overrides and an impossible one raises from the API; accepted results are distinct
+structures with no copy-only kernels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import assume, given, settings
+
+import mirage_formal as mf
+from mirage_formal import workloads
+from mirage_formal.errors import UnsupportedOpError
+from mirage_formal.ir.graph import INPUT, KernelGraph
+from mirage_formal.optimize import make_config, superoptimize
+from mirage_formal.search import KeepAll, derive_config, run_search
+from mirage_formal.search.canon import has_copy_only_kernel, structure_key
+from mirage_formal.search.driver import check_program, inexpressible
+from mirage_formal.search.reference_pruner import ExprPruner
+from mirage_formal.search.state import SearchState
+from tests.graph_strategies import kernel_programs
+
+from .conftest import F64Checker
+
+
+class _Reject:
+    def check(self, g: KernelGraph) -> Any:
+        return type("V", (), {"accepted": False})()
+
+
+@settings(max_examples=30, deadline=None)
+@given(kernel_programs(max_ops=5))
+def test_derived_space_contains_the_direct_lowering(prog: KernelGraph) -> None:
+    assume(all(o.op != INPUT for o in prog.outputs))
+    cfg = derive_config(prog)
+    assert inexpressible(prog, cfg) == []
+    check_program(prog, cfg)
+    got: list[KernelGraph] = []
+    st = SearchState(prog, cfg, KeepAll(), _Reject())
+    st.on_candidate = got.append  # type: ignore[method-assign]
+    e = st.enumerator()
+    moves = e.moves()
+    assert moves[0].kind == "direct"
+    e.run_move(moves[0])
+    # the direct lowering is the program itself: the same hash-consed nodes, so the same key
+    assert [g.key for g in got] == [prog.key]
+
+
+def test_benchmark_programs_get_spaces_that_express_them() -> None:
+    for name in workloads.PROGRAMS:
+        prog = workloads.program(name, 1)
+        cfg = derive_config(prog)
+        assert inexpressible(prog, cfg) == [], name
+        assert cfg.max_kernel_inputs <= len(prog.inputs)
+
+
+def test_a_named_preset_overrides_the_derived_space() -> None:
+    prog = workloads.program("gqa", 1)
+    cfg = derive_config(prog, "attention")
+    assert cfg.max_block_ops == 8 and cfg.forloop == (1, 2, 4, 8, 16)
+    assert derive_config(prog, overrides={"max_block_ops": 5}).max_block_ops == 5
+
+
+def test_an_impossible_explicit_preset_raises_from_the_api() -> None:
+    prog = workloads.program("qknorm_gqa", 1)
+    with pytest.raises(UnsupportedOpError, match="rms_norm"):
+        make_config(prog, "attention")
+    with pytest.raises(UnsupportedOpError, match="rms_norm"):
+        superoptimize(prog, "attention", budget_s=5, gpu=False)
+    # the same program with default options gets a space that expresses it
+    assert inexpressible(prog, make_config(prog)) == []
+
+
+def test_a_user_preset_by_path(tmp_path: Any) -> None:
+    prog = workloads.program("rmsnorm", 1)
+    p = tmp_path / "mine.toml"
+    p.write_text("max_block_ops = 5\nforloop = [1, 8]\n")
+    cfg = make_config(prog, str(p))
+    assert cfg.max_block_ops == 5 and cfg.forloop == (1, 8) and cfg.name == "derived+mine"
+    p.write_text('block_ops = ["matmul"]\nkernel_ops = ["matmul"]\n')
+    with pytest.raises(UnsupportedOpError, match="rms_norm"):
+        make_config(prog, str(p))
+
+
+def _norm_gain_program() -> KernelGraph:
+    g = mf.Graph()
+    x = g.input((4, 32), "f16", "X")
+    w = g.input((32,), "f16", "G")
+    m = g.input((32, 16), "f16", "W")
+    g.output(g.matmul(g.rms_norm(x, w), m))
+    return g.build()
+
+
+def test_accepted_results_are_distinct_structures_without_copy_kernels() -> None:
+    prog = _norm_gain_program()
+    cfg = derive_config(prog)
+    assert cfg.max_kernel_inputs == 3 and cfg.max_block_ops >= 8
+    # a small slice of it, so the test is quick: one grid axis, one size, two loop ranges
+    cfg = cfg.replace(max_grid_axes=1, grid_sizes=(2,), forloop=(1, 2))
+    res = run_search(prog, cfg, ExprPruner(prog), F64Checker(prog), progress=False)
+    assert res.complete and res.accepted
+    keys = [structure_key(a.graph) for a in res.accepted]
+    assert len(keys) == len(set(keys))
+    assert not any(has_copy_only_kernel(a.graph) for a in res.accepted)
+    # the direct lowering is among them, and the best is no worse
+    direct = [a for a in res.accepted if a.graph.key == prog.key]
+    assert direct and res.accepted[0].cost.seconds <= direct[0].cost.seconds
+    # a fused single kernel reading all three inputs was found
+    assert any(
+        len(a.graph.kernels) == 1
+        and a.graph.kernels[0].op == "kernel"
+        and len(a.graph.kernels[0].src) == 3
+        for a in res.accepted
+    )
