@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import socket
 import tempfile
 import time
@@ -54,6 +55,19 @@ POST_SEARCH_SHARE = 0.1
 """The share of ``budget_s`` kept from the search for the float64 re-check and codegen."""
 POST_SEARCH_MAX_S = 30.0
 """... but at most this many seconds."""
+POST_SEARCH_GPU_SHARE = 0.4
+"""With a GPU to tune on, the share kept for the float64 re-check and the GPU stage (every
+candidate's schedules compiled, validated and timed: tens of seconds for ``gpu_top`` 8) ..."""
+POST_SEARCH_GPU_MAX_S = 180.0
+"""... but at most this many seconds."""
+
+
+def _gpu_likely(gpu: bool | None) -> bool:
+    """Whether the GPU stage will run, decided without initialising CUDA (the search forks
+    its workers after this: a process holding a CUDA context should not fork)."""
+    if gpu is not None:
+        return gpu
+    return os.path.exists("/dev/nvidiactl")
 
 RECHECK_RTOL = 1e-6
 """A float64 re-check error above this (normwise, relative) flags an accepted μGraph. Equal
@@ -275,7 +289,8 @@ def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: 
     ``budget_s`` is a hard cap on the whole call (from ``started_at``, a ``time.monotonic()``
     instant, default: now): setup, search, float64 re-check and code generation. The search
     gets what setup left minus a reserve (:data:`POST_SEARCH_SHARE` of the budget, at most
-    :data:`POST_SEARCH_MAX_S`) for the phases after it; those stop at the deadline too
+    :data:`POST_SEARCH_MAX_S`; with a GPU, :data:`POST_SEARCH_GPU_SHARE`, at most
+    :data:`POST_SEARCH_GPU_MAX_S`, for the autotuner) for the phases after it; those stop at the deadline too
     (accepted μGraphs not re-checked by then are listed in ``not_rechecked``, code generation
     is skipped with a note). ``executor`` and ``workers`` pick where the search's units run
     (``"local"``/None: this machine's process pool; ``"ray"``, ``"ray:local"`` or a Ray
@@ -303,7 +318,10 @@ def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: 
     t = time.monotonic()
     search_budget = None
     if deadline is not None and budget is not None:
-        reserve = min(POST_SEARCH_SHARE * budget, POST_SEARCH_MAX_S)
+        if _gpu_likely(gpu):
+            reserve = min(POST_SEARCH_GPU_SHARE * budget, POST_SEARCH_GPU_MAX_S)
+        else:
+            reserve = min(POST_SEARCH_SHARE * budget, POST_SEARCH_MAX_S)
         search_budget = max(deadline - reserve - time.monotonic(), 1e-3)
     res = run_search(program, cfg, oracle, checker, checkpoint=checkpoint, workers=workers,
                      progress=progress, budget_s=search_budget, max_candidates=max_candidates,
