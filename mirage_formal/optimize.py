@@ -219,6 +219,22 @@ def make_config(program: KernelGraph, preset: str | None = None,
     return cfg
 
 
+def gpu_candidates(accepted: list[Optimized], top: int) -> list[Optimized]:
+    """The ``top`` candidates the GPU stage measures: the cost model's best of each kernel
+    count first (the model is least sure across structures: a fused kernel against the
+    lowered program), then the rest by estimated cost."""
+    firsts: dict[int, Optimized] = {}
+    for a in accepted:  # best-first by the cost model
+        firsts.setdefault(len(a.graph.kernels), a)
+    picked = list(firsts.values())[:top]
+    for a in accepted:
+        if len(picked) >= top:
+            break
+        if all(a is not p for p in picked):
+            picked.append(a)
+    return picked
+
+
 def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
               seed: int | None, deadline: float | None = None) -> tuple[list[Optimized], Any, list[str]]:
     """Autotune, validate and time the ``top`` best (codegen.autotune: every kernel's schedule
@@ -228,7 +244,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
     notes: list[str] = []
     best_cg: Any = None
     best_us = math.inf
-    for i, a in enumerate(accepted[:top]):
+    for i, a in enumerate(gpu_candidates(accepted, top)):
         if deadline is not None and time.monotonic() >= deadline:
             notes.append(f"budget spent: {min(top, len(accepted)) - i} candidate(s) not tuned or timed")
             break
