@@ -95,10 +95,9 @@ def child(args: argparse.Namespace) -> int:
 
 
 def torch_check_and_time(kernel: Any, prog: Any) -> dict[str, Any]:
+    import numpy as np
     import torch
     from gpu_bench import bench, graphed, time_ours, torch_program
-
-    import numpy as np
 
     from mirage_formal.codegen.validate import _overflows, random_device_inputs
 
