@@ -26,3 +26,8 @@ class FormatError(MirageError):
 
 class ResourceError(MirageError):
     """A data folder (axioms, search presets, device library) cannot be found."""
+
+
+class CacheWarning(UserWarning):
+    """A cache entry (oracle decision, compiled kernel) failed its check and was dropped; the
+    result is recomputed, never used."""

@@ -21,20 +21,23 @@ May import every layer (only this module and the CLI do).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import json
 import math
 import os
 import socket
 import tempfile
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mirage_formal.errors import MirageError
+from mirage_formal.checkpoints import check_checkpoint
+from mirage_formal.errors import CacheWarning, MirageError
 from mirage_formal.formal import DEFAULT_SETS, Oracle
+from mirage_formal.formal.cache import DiskCache
 from mirage_formal.ir.graph import KernelGraph
 from mirage_formal.ir.serialize import atomic_write_text, dumps_ugraphs, ugraph_to_json
 from mirage_formal.search import (
@@ -47,6 +50,7 @@ from mirage_formal.search import (
     derive_config,
     run_search,
 )
+from mirage_formal.search.cost import estimate
 from mirage_formal.search.driver import check_budget
 from mirage_formal.verify import Verdict, Verifier
 from mirage_formal.verify.float64 import FloatRecheck, FloatScreen
@@ -116,6 +120,9 @@ class OptimizeResult:
     seconds: dict[str, float] = field(default_factory=dict)
     not_rechecked: list[Accepted] = field(default_factory=list)
     """Accepted by the search but not re-checked in float64 before the budget ran out."""
+    program_cost: Cost | None = None
+    """The input program's cost by the same model (the report's speedups are over it)."""
+    notes: list[str] = field(default_factory=list)
 
     @property
     def best(self) -> KernelGraph | None:
@@ -129,7 +136,7 @@ class OptimizeResult:
         p = d / "ugraphs.json"
         atomic_write_text(p, dumps_ugraphs([a.graph for a in self.accepted],
                                            [a.meta() for a in self.accepted]) + "\n")
-        atomic_write_text(d / "report.md", self.report())
+        atomic_write_text(d / "report.md", self.report(drawing=_drawing(self, d)))
         return p
 
     def summary(self) -> dict[str, Any]:
@@ -139,39 +146,31 @@ class OptimizeResult:
                 "gpu": self.gpu, "best_measured_us": self.accepted[0].measured_us if self.accepted else None,
                 "seconds": {k: round(v, 3) for k, v in self.seconds.items()}}
 
-    def report(self) -> str:
-        r = self.search
-        s = r.summary()
-        lines = ["# mirage-formal optimize report", "",
-                 f"- search preset `{r.config.name}`; units {s['units']}; "
-                 f"stopped: {s['stopped'] or 'no (space finished)'}; {s['elapsed_s']} s",
-                 f"- time to first accepted: {s['time_to_first_s']} s; to best: {s['time_to_best_s']} s",
-                 f"- space covered: {100 * r.coverage:.1f}% of the units"
-                 + ("" if r.complete else
-                    f"; estimated {s['eta_to_finish_s'] if s['eta_to_finish_s'] is not None else 'unknown'}"
-                    " s more to finish it (run the same command again to resume)"),
-                 f"- states visited {s['visited']}; pruned: shape {s['pruned_shape']}, dedup "
-                 f"{s['pruned_dedup']}, cost bound {s['pruned_bound']}, oracle {s['pruned_oracle']}",
-                 f"- oracle tiers (summed over work units): {json.dumps(self.oracle_stats)}",
-                 f"- candidates verified {s['verified']}, accepted {len(self.accepted)} to bound "
-                 f"2^{math.log2(self.bound):.0f}; float64 re-check flagged {len(self.flagged)}",
-                 f"- GPU: {self.gpu or 'none (ranked by the analytic cost model)'}",
-                 f"- seconds: {json.dumps({k: round(v, 2) for k, v in self.seconds.items()})}"]
-        lines += [f"- codegen: {n}" for n in self.codegen_notes]
-        lines += ["", "| rank | kernels | estimated µs | measured µs | bound | trials | float64 re-check |",
-                  "|---|---|---|---|---|---|---|"]
-        for i, a in enumerate(self.accepted):
-            b = a.verdict.bound
-            lines.append(f"| {i} | {len(a.graph.kernels)} | {a.cost.seconds * 1e6:.3f} | "
-                         f"{'-' if a.measured_us is None else f'{a.measured_us:.2f}'} | "
-                         f"{'-' if not b else f'2^{math.log2(b):.1f}'} | {a.verdict.trials} | "
-                         f"{a.float64_error:.1e} |")
-        for a in self.flagged:
-            lines.append(f"| flagged | {len(a.graph.kernels)} | {a.cost.seconds * 1e6:.3f} | - | - | "
-                         f"{a.verdict.trials} | {a.float64_error:.1e} (over {RECHECK_RTOL}) |")
-        if self.accepted:
-            lines += ["", "## Best μGraph", "", "```", str(self.accepted[0].graph), "```"]
-        return "\n".join(lines) + "\n"
+    def report(self, drawing: str | None = None) -> str:
+        """The report as Markdown (``drawing``: a file name of the best μGraph's picture)."""
+        from mirage_formal.report import render
+
+        return render(self, drawing)
+
+
+def _drawing(res: OptimizeResult, d: Path) -> str | None:
+    """Draw the best μGraph next to the report (SVG with graphviz, else its .dot source)."""
+    if not res.accepted:
+        return None
+    from mirage_formal.draw import draw
+
+    try:
+        return draw(res.accepted[0].graph, d / "best.svg", quiet=True).name
+    except MirageError:
+        return None
+
+
+def _progress(items: Sequence[Any], on: bool, desc: str) -> Any:
+    if not on or not items:
+        return items
+    from tqdm import tqdm
+
+    return tqdm(items, desc=desc, unit="μGraph", leave=False)
 
 
 @dataclass(frozen=True)
@@ -194,6 +193,8 @@ class SearchComponents:
     seed: int
     oracle_cache: str | None = None
     host: str = ""
+    refresh: bool = False
+    """Recompute every oracle decision and rewrite the cache (reads miss, writes replace)."""
 
     def cache_path(self) -> str | None:
         if self.oracle_cache is None:
@@ -204,7 +205,9 @@ class SearchComponents:
         return str(Path(tempfile.gettempdir()) / "mirage-formal" / f"oracle-{tag}.sqlite")
 
     def __call__(self) -> tuple[Oracle, Chain]:
-        oracle = Oracle(self.program, self.axioms, cache=self.cache_path())
+        path = self.cache_path()
+        cache = DiskCache(path, reads=False) if self.refresh and path is not None else path
+        oracle = Oracle(self.program, self.axioms, cache=cache)
         verifier = Verifier(self.program, bound=self.bound, seed=self.seed, float_check=False)
         return oracle, Chain(FloatScreen(self.program, self.seed), verifier)
 
@@ -339,9 +342,30 @@ def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: 
         else:
             reserve = min(POST_SEARCH_SHARE * budget, POST_SEARCH_MAX_S)
         search_budget = max(deadline - reserve - time.monotonic(), 1e-3)
+    if checkpoint is not None:
+        check_checkpoint(Path(checkpoint))
     res = run_search(program, cfg, oracle, checker, checkpoint=checkpoint, workers=workers,
                      progress=progress, budget_s=search_budget, max_candidates=max_candidates,
                      executor=executor, components=recipe)
+    notes: list[str] = []
+    hits = res.stats.pruner_tiers.get("disk_hits", 0)
+    if not res.accepted and recipe.oracle_cache is not None and hits and res.complete:
+        # Nothing accepted, and some prunes came from the disk cache: a damaged cache (or one
+        # whose checksums were forged) could be the cause. Ask every query again, uncached.
+        msg = (f"0 accepted after {hits} oracle decisions read from the cache {oracle_cache}; "
+               "searching again with every decision recomputed (the cache is rewritten)")
+        warnings.warn(msg, CacheWarning, stacklevel=2)
+        notes.append(msg)
+        if checkpoint is not None:
+            Path(checkpoint).unlink(missing_ok=True)
+        recipe = dataclasses.replace(recipe, refresh=True)
+        oracle, checker = recipe()
+        if deadline is not None and budget is not None:
+            search_budget = max(deadline - min(POST_SEARCH_SHARE * budget, POST_SEARCH_MAX_S)
+                                - time.monotonic(), 1e-3)
+        res = run_search(program, cfg, oracle, checker, checkpoint=checkpoint, workers=workers,
+                         progress=progress, budget_s=search_budget, max_candidates=max_candidates,
+                         executor=executor, components=recipe)
     timings["search"] = time.monotonic() - t
 
     def time_left() -> bool:
@@ -352,7 +376,8 @@ def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: 
     flagged: list[Optimized] = []
     unchecked: list[Accepted] = []
     recheck = FloatRecheck(program) if res.accepted and time_left() else None
-    for a in res.accepted:  # best-first, so a budget stop leaves the best ones re-checked
+    for a in _progress(res.accepted, progress, "float64 re-check"):  # best-first: a budget
+        # stop leaves the best ones re-checked
         if recheck is None or not time_left():
             unchecked.append(a)
             continue
@@ -363,7 +388,8 @@ def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: 
     timings["float64_recheck"] = time.monotonic() - t
 
     out = OptimizeResult(program, accepted, flagged, res, dict(res.stats.pruner_tiers), bound,
-                         seconds=timings, not_rechecked=unchecked)
+                         seconds=timings, not_rechecked=unchecked,
+                         program_cost=estimate(program, cfg.target), notes=notes)
     if unchecked:
         out.codegen_notes.append(f"budget spent: {len(unchecked)} accepted μGraph(s) not re-checked "
                                  "in float64 (not returned; run again with a larger --budget)")
@@ -383,6 +409,10 @@ def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: 
             raise NoGPUError("gpu=True but no CUDA GPU/driver is usable here; pass gpu=None or "
                              "False to rank by the cost model")
         gpu = have
+    if progress:
+        print("compiling the best μGraph" + (f" and up to {gpu_top} more, validating and timing"
+                                              if gpu else " (compile only: no GPU)") + " ...",
+              flush=True)
     if gpu:
         from mirage_formal.codegen.runtime import runtime
 

@@ -1,4 +1,5 @@
-"""The benchmark programs of BENCHMARKS.md, and hand-written μGraphs for two of them.
+"""The eight benchmark programs (attention variants, RMSNorm + matmul, LoRA, gated MLP, nGPT
+update), and hand-written μGraphs for two of them.
 
 Each program is a function ``name(batch=1, **sizes) -> KernelGraph`` built with the public
 builder; the keyword sizes default to the benchmark's shapes and let tests use small ones.

@@ -37,9 +37,18 @@ for line in describe(load_axioms(["eq", "sub"])):
 
 # %% [markdown]
 # ## rmsnorm: the fused kernel
-# The hand-written μGraph accumulates `X @ W` and the RMS of `X` in one loop and divides after
-# it. Its output's expression differs from the reference's; the oracle proves every
+# The hand-written μGraph (drawn below: the kernel's block graph inside its box, with the
+# imap/fmap of each input and the omap of the output on the edges) accumulates `X @ W` and the
+# RMS of `X` in one loop and divides after it. Its output's expression differs from the reference's; the oracle proves every
 # intermediate a subexpression, and names the axioms it used (Z3's unsat core).
+
+# %%
+from IPython.display import SVG, display
+
+from mirage_formal.draw import svg
+
+drawing = svg(workloads.handwritten("rmsnorm"))
+display(SVG(drawing)) if drawing else print("graphviz's dot is not installed: no drawing")
 
 # %%
 rms = Oracle(workloads.program("rmsnorm"))

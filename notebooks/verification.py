@@ -33,6 +33,14 @@ right = qknorm_fused(q=16, d=4, kv=32)
 wrong = qknorm_fused(q=16, d=4, kv=32, wrong=True)
 print(wrong)
 
+# %%
+from IPython.display import SVG, display
+
+from mirage_formal.draw import svg
+
+drawing = svg(wrong)  # the wrong rewrite, drawn: kernels with their block graphs
+display(SVG(drawing)) if drawing else print("graphviz's dot is not installed: no drawing")
+
 # %% [markdown]
 # ## The verdicts
 #

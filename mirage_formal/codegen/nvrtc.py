@@ -6,7 +6,10 @@ directory the caller names) and the CUDA runtime headers of the ``nvidia-cuda-ru
 (for ``cuda_fp16.h``), found with ``cuda.pathfinder``. Cubins are cached on disk under
 ``~/.cache/mirage-formal/cubin`` (or ``$XDG_CACHE_HOME``; a directory argument wins), keyed
 by a hash of (source, the device library's text, architecture, options, NVRTC version), and
-written atomically. A failed compile writes the source to the cache folder and raises
+written atomically. Each cubin has a check record ``<key>.json`` with the SHA-256 of its
+source and of its bytes; a cached cubin is used only when both match (and it is an ELF
+image): a damaged or replaced one is deleted with a :class:`CacheWarning` and rebuilt, never
+loaded. A failed compile writes the source to the cache folder and raises
 :class:`CompileError` with the NVRTC log and that path.
 
 Imports the errors and :mod:`mirage_formal.resources`.
@@ -15,13 +18,15 @@ Imports the errors and :mod:`mirage_formal.resources`.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
+import warnings
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from mirage_formal.errors import MirageError, ResourceError
+from mirage_formal.errors import CacheWarning, MirageError, ResourceError
 from mirage_formal.resources import data_dir
 
 DEFAULT_ARCH = "sm_90"
@@ -91,6 +96,9 @@ def _atomic_write(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # what open() would give, not mkstemp's 0600
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -108,6 +116,48 @@ def source_key(source: str, arch: str, lib: Path) -> str:
     return h.hexdigest()[:32]
 
 
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _drop(cdir: Path, key: str, why: str) -> None:
+    warnings.warn(f"compiled-kernel cache {cdir}: entry {key} {why}; dropped, compiling again",
+                  CacheWarning, stacklevel=3)
+    for suffix in (".cubin", ".json"):
+        (cdir / f"{key}{suffix}").unlink(missing_ok=True)
+
+
+def cached_cubin(cdir: Path, key: str, source: str) -> bytes | None:
+    """The cached cubin for ``key`` if its record checks out: the record names the SHA-256 of
+    this exact source and of the cubin's bytes, and the bytes are an ELF image. A cubin that
+    fails any check is deleted with a :class:`CacheWarning` and None is returned (rebuild)."""
+    cubin_path = cdir / f"{key}.cubin"
+    if not cubin_path.is_file():
+        return None
+    try:
+        data = cubin_path.read_bytes()
+        rec = json.loads((cdir / f"{key}.json").read_text())
+    except (OSError, ValueError):
+        _drop(cdir, key, "has no readable check record")
+        return None
+    if not isinstance(rec, dict) or rec.get("source_sha256") != _sha256(source.encode()):
+        _drop(cdir, key, "was built from another source")
+        return None
+    if rec.get("cubin_sha256") != _sha256(data) or not data.startswith(b"\x7fELF"):
+        _drop(cdir, key, "does not match its SHA-256 (damaged or replaced)")
+        return None
+    return data
+
+
+def store_cubin(cdir: Path, key: str, source: str, cubin: bytes, arch: str) -> None:
+    """Write a cubin and its check record (the record last, so a crash leaves no valid pair)."""
+    _atomic_write(cdir / f"{key}.cubin", cubin)
+    _atomic_write(cdir / f"{key}.cu", source.encode())
+    rec = {"cubin_sha256": _sha256(cubin), "source_sha256": _sha256(source.encode()),
+           "arch": arch, "nvrtc": nvrtc_version(), "bytes": len(cubin)}
+    _atomic_write(cdir / f"{key}.json", json.dumps(rec, sort_keys=True).encode())
+
+
 def compile_cubin(source: str, arch: str = DEFAULT_ARCH, lib: str | Path | None = None,
                   cache: str | Path | None = None, name: str = "mirage_formal.cu") -> bytes:
     """Compile ``source`` to a cubin for ``arch`` (e.g. sm_90), through the on-disk cache."""
@@ -115,9 +165,9 @@ def compile_cubin(source: str, arch: str = DEFAULT_ARCH, lib: str | Path | None 
     libd = library_dir(lib)
     cdir = cache_dir(cache)
     key = source_key(source, arch, libd)
-    cubin_path = cdir / f"{key}.cubin"
-    if cubin_path.is_file():
-        return bytes(cubin_path.read_bytes())
+    cached = cached_cubin(cdir, key, source)
+    if cached is not None:
+        return cached
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
     _check(nvrtc, err, "nvrtcCreateProgram")
     try:
@@ -139,6 +189,5 @@ def compile_cubin(source: str, arch: str = DEFAULT_ARCH, lib: str | Path | None 
         _check(nvrtc, err, "nvrtcGetCUBIN")
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    _atomic_write(cubin_path, buf)
-    _atomic_write(cdir / f"{key}.cu", source.encode())
+    store_cubin(cdir, key, source, bytes(buf), arch)
     return bytes(buf)

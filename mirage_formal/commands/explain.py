@@ -1,7 +1,8 @@
 """``mirage-formal explain PROGRAM``: show the pruning oracle's decisions on sample partial
-μGraphs of a benchmark program, with their reasons.
+μGraphs of a program, with their reasons.
 
-Kept examples: every tensor of the program's hand-written μGraph (when there is one) at both
+PROGRAM is read as by every subcommand (a workload, a .py file, a μGraph file). Kept
+examples: every tensor of the workload's hand-written μGraph (when there is one) at both
 levels, else the program's own tensors. Pruned examples: tensors that cannot lead to the
 output (``formal.samples.wrong_tensors``) and the first pruned ones of a small search-like
 stream. Each line gives the decision, the tier that answered, the time, the abstract
@@ -14,15 +15,18 @@ from __future__ import annotations
 import argparse
 
 from mirage_formal import workloads
+from mirage_formal.commands._common import add_program, plain, program_from
+from mirage_formal.errors import MirageError
 from mirage_formal.formal.axioms import DEFAULT_SETS, available_sets, describe
 from mirage_formal.formal.oracle import Decision, Oracle
 from mirage_formal.formal.samples import mugraph_queries, search_stream, wrong_tensors
+from mirage_formal.programs import parse_sizes
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("explain", help="show pruning decisions (kept/pruned, with reasons) for a program")
-    p.add_argument("program", help=f"a workload: {', '.join(sorted(workloads.PROGRAMS))}")
-    p.add_argument("--batch", type=int, default=1, help="batch size b (default 1)")
+    p = sub.add_parser("explain", help="show pruning decisions (kept/pruned, with reasons) for a program",
+                       description=plain(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_program(p, handwritten=False)
     p.add_argument("--axioms", nargs="+", default=list(DEFAULT_SETS), metavar="SET",
                    help=f"axiom sets by name (default: {' '.join(DEFAULT_SETS)}; "
                         f"available: {', '.join(available_sets())})")
@@ -39,14 +43,21 @@ def _line(d: Decision, width: int = 90) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    prog = workloads.program(args.program, args.batch)
+    loaded = program_from(args)
+    prog = loaded.graph
     o = Oracle(prog, args.axioms, directory=args.axioms_dir)
     print(o.describe())
     if args.list_axioms:
         print("\n".join(describe(o.axioms)))
     print("reference:", "; ".join(t.text for t in o.outputs))
-    if args.program in workloads.HANDWRITTEN:
-        shown = workloads.handwritten(args.program, args.batch)
+    hand = None
+    if loaded.kind == "workload" and args.program in workloads.HANDWRITTEN:
+        try:
+            hand = workloads.handwritten(args.program, args.batch or 1, **parse_sizes(args.size))
+        except (TypeError, MirageError):  # sizes the hand-written μGraph cannot take
+            hand = None
+    if hand is not None:
+        shown = hand
         print(f"\nkept: tensors of the hand-written μGraph of {args.program}")
     else:
         shown = prog

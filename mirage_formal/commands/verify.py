@@ -1,7 +1,8 @@
 """``mirage-formal verify PROGRAM CANDIDATES``: check μGraphs against a program over prime fields.
 
-PROGRAM is a workload name (with ``--batch`` and optional ``--size name=value`` to shrink it)
-or a μGraph file (our JSON, Mirage's JSON or our text form; its first μGraph is the
+PROGRAM is a workload name (with ``--batch`` and optional ``--size name=value`` to shrink it),
+a .py file that defines ``program`` (the file is executed as Python), or a μGraph file (our
+JSON, Mirage's JSON or our text form; its first μGraph, or the one ``--index`` picks, is the
 reference). CANDIDATES is a file of one or more μGraphs in our JSON or Mirage's (Mirage's
 inputs take the reference's input names by position). One verdict is printed per μGraph
 (``--json``: a JSON list of verdicts, each with an ``accepted`` field); a μGraph that cannot
@@ -17,21 +18,18 @@ from __future__ import annotations
 import argparse
 import json
 
-from mirage_formal import workloads
+from mirage_formal.commands._common import add_program, plain, program_from
 from mirage_formal.errors import MirageError
 from mirage_formal.ir.serialize import load_any
-from mirage_formal.programs import load_program, parse_sizes
 from mirage_formal.verify.verifier import Verifier
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("verify", help="check μGraphs against a program (prime-field test + float64)",
-                       description=__doc__)
-    p.add_argument("program", help=f"a workload ({', '.join(sorted(workloads.PROGRAMS))}) or a μGraph file")
-    p.add_argument("candidates", help="a file of one or more μGraphs (our JSON or Mirage's)")
-    p.add_argument("--batch", type=int, default=1, help="batch size of a workload (default 1)")
-    p.add_argument("--size", action="append", default=[], metavar="NAME=INT",
-                   help="override a workload size, e.g. --size kv=512 (repeatable)")
+                       description=plain(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_program(p, handwritten=False)
+    p.add_argument("candidates", help="a file of one or more μGraphs (our JSON, our text form or "
+                                      "Mirage's JSON)")
     p.add_argument("--bound", type=float, default=2.0**-64,
                    help="false-accept probability to reach (default 2^-64)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: fresh, reported)")
@@ -41,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    ref = load_program(args.program, args.batch, parse_sizes(args.size))
+    ref = program_from(args).graph
     names = [n.attr("name") for n in ref.inputs]
     cands = load_any(args.candidates, input_names=names)
     if not cands:

@@ -5,15 +5,17 @@ An axiom file (``axioms/<set>.toml``, format in axioms/README.md) holds one ``[s
 ``[[axiom]]`` table per axiom: ``name``, ``vars`` (tensor variables), ``sizes`` (size
 variables), then ``lhs``/``rhs`` (eq) or ``sub``/``of`` (sub), optional ``condition`` over
 sizes (``i > 1 and j > 1``), ``sound`` (default true; false needs ``reason``) and ``note``.
-Files are parsed with ``tomllib`` (no code is executed); every check failure raises
+Files are parsed with ``tomllib`` through :mod:`mirage_formal.safeload` (no code is executed;
+nesting depth and non-finite numbers are limited); an op's arity must match the op registry's
+abstract templates (:func:`abstract_arities`); every check failure raises
 :class:`FormatError` naming the file, the line of the axiom's ``[[axiom]]`` header and the
 reason. :func:`load_axioms` selects sets by name; ``AxiomSet.digest`` hashes the parsed
 content (comments and layout do not change it) and keys the oracle's disk cache.
 
 Equalities are used in both directions wherever the target side's variables are bound by the
 source side (:attr:`Axiom.directions`); a size product ``i*j`` in a source pattern is matched
-by enumerating the divisors among the sizes at hand. Imports ``formal.term``, the errors and
-``mirage_formal.resources``.
+by enumerating the divisors among the sizes at hand. Imports ``formal.term``, ``ir.ops`` (the
+registry, for arities), the errors, ``mirage_formal.safeload`` and ``mirage_formal.resources``.
 """
 
 from __future__ import annotations
@@ -21,14 +23,16 @@ from __future__ import annotations
 import hashlib
 import operator
 import re
-import tomllib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from mirage_formal.errors import FormatError, MirageError
 from mirage_formal.formal.term import SIZED_OPS, Raw, parse_raw
+from mirage_formal.ir.ops import REGISTRY
+from mirage_formal.safeload import parse_toml
 
 #: the sets the oracle uses when none are named
 DEFAULT_SETS = ("eq", "sub")
@@ -308,11 +312,32 @@ _EQ_KEYS = {"name", "vars", "sizes", "lhs", "rhs", "condition", "sound", "reason
 _SUB_KEYS = {"name", "vars", "sizes", "sub", "of", "note"}
 
 
+_TEMPLATE_HOLE = re.compile(r"\$\d+|\{\w+\}")
+
+
+@cache
+def abstract_arities() -> dict[str, int]:
+    """Each op of the abstract-expression language with its number of arguments, read from
+    the op registry's abstract templates (a sized op such as ``sum`` counts its size)."""
+    out: dict[str, int] = {}
+
+    def walk(r: Raw) -> None:
+        if r.kind == "app":
+            out.setdefault(r.head, len(r.args))
+            for a in r.args:
+                walk(a)
+
+    for d in REGISTRY.values():
+        walk(parse_raw(_TEMPLATE_HOLE.sub("hole", d.abstract)))
+    return out
+
+
 class _Reader:
     def __init__(self, path: Path, set_name: str, where_of: Callable[[int], str]) -> None:
         self.path = path
         self.set_name = set_name
         self.where_of = where_of
+        self.new_ops: dict[str, int] = {}
 
     def size(self, r: Raw, sizes: set[str], where: str) -> SizeExpr:
         if r.kind == "num" and isinstance(r.value, int) and r.value >= 1:
@@ -346,6 +371,12 @@ class _Reader:
                 raise FormatError(f"{where}: {r.head} takes a size and one argument: {r.head}(n, x)")
             return PApp(r.head, self.size(r.args[0], sizes, where),
                         (self.pattern(r.args[1], tvars, sizes, where),))
+        # An op of the registry's templates has its arity; an op they never produce (a
+        # researcher's new function symbol) keeps the arity of its first use in the file.
+        n = abstract_arities().get(r.head) or self.new_ops.setdefault(r.head, len(r.args))
+        if len(r.args) != n:
+            raise FormatError(f"{where}: {r.head} takes {n} argument{'s' * (n != 1)}, "
+                              f"but {r} gives it {len(r.args)}")
         return PApp(r.head, None, tuple(self.pattern(a, tvars, sizes, where) for a in r.args))
 
     def names(self, v: Any, key: str, where: str) -> tuple[str, ...]:
@@ -447,10 +478,7 @@ def read_axiom_file(path: str | Path) -> tuple[str, str, str, list[Axiom]]:
         raw = p.read_text(encoding="utf-8")
     except OSError as e:
         raise FormatError(f"{p}: cannot read axiom file: {e}") from None
-    try:
-        data = tomllib.loads(raw)
-    except tomllib.TOMLDecodeError as e:
-        raise FormatError(f"{p}: not valid TOML: {e}") from None
+    data = parse_toml(raw, str(p))
     headers = [i + 1 for i, line in enumerate(raw.splitlines()) if line.strip().startswith("[[axiom]]")]
 
     def where_of(k: int) -> str:

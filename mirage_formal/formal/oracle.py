@@ -188,11 +188,13 @@ class Oracle:
     """Decides whether tensors of partial μGraphs may lead to ``reference`` (see module doc).
 
     ``axioms``: set names (loaded from ``directory``, default the package's axioms/) or an
-    :class:`AxiomSet`. ``cache``: a path for the SQLite disk cache, or None for memory only.
+    :class:`AxiomSet`. ``cache``: a path for the SQLite disk cache (or an open
+    :class:`DiskCache`, e.g. one refreshing its rows), or None for memory only.
     """
 
     def __init__(self, reference: KernelGraph, axioms: Sequence[str] | AxiomSet = DEFAULT_SETS,
-                 *, directory: str | Path | None = None, cache: str | Path | None = None,
+                 *, directory: str | Path | None = None,
+                 cache: str | Path | DiskCache | None = None,
                  config: OracleConfig = OracleConfig()) -> None:
         self.reference = reference
         self.axioms = axioms if isinstance(axioms, AxiomSet) else load_axioms(axioms, directory)
@@ -222,7 +224,8 @@ class Oracle:
             "v": ENCODING_VERSION, "axioms": self.axioms.digest,
             "reference": [t.text for t in self.outputs], "config": asdict(config),
         }).encode()).hexdigest()[:32]
-        self.disk = DiskCache(cache) if cache is not None else None
+        self.disk = cache if isinstance(cache, DiskCache) else (
+            DiskCache(cache) if cache is not None else None)
         t0 = time.perf_counter()
         self.eg = EGraph()
         self.out_nodes = [self.eg.add_term(t)[1] for t in self.outputs]

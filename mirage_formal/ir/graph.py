@@ -7,7 +7,7 @@
   index, ``imap`` per grid axis, ``fmap``), registry ops at the ``block`` level (``accum``
   among them) and output savers (:class:`BlockOutput`: node and ``omap``).
 
-Semantics are normative and stated in ../shared/DESIGN.md; ``semantics.reference`` executes
+Semantics are stated in docs/internals.md ("μGraph semantics"); ``semantics.reference`` executes
 them. Every constructor here checks what it can (shapes, partitions, accumulators, maps) and
 raises :class:`GraphError` naming the op, the shapes and what to change, so builders, text
 and JSON loaders and the Mirage importer share one set of checks.

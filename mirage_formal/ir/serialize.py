@@ -46,6 +46,7 @@ from mirage_formal.ir.graph import (
 )
 from mirage_formal.ir.node import Node, node
 from mirage_formal.ir.ops import BLOCK, KERNEL
+from mirage_formal.safeload import parse_json
 
 FORMAT = "mirage-formal.ugraphs"
 VERSION = 1
@@ -219,21 +220,34 @@ def ugraphs_from_json(data: Any, path: str = "<json>") -> list[tuple[KernelGraph
     return [r.ugraph(g, f"ugraphs[{i}]") for i, g in enumerate(r.get(data, "ugraphs", list, "top level"))]
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temp file in the same folder, then rename)."""
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename), with
+    the permissions a plain ``open`` would give (0666 less the umask), not mkstemp's 0600."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, p)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically; see :func:`atomic_write_bytes`."""
+    atomic_write_bytes(path, text.encode())
 
 
 def dumps_ugraphs(graphs: Sequence[KernelGraph], metas: Sequence[Mapping[str, Any]] | None = None) -> str:
@@ -251,10 +265,10 @@ def dump_ugraphs(graphs: Sequence[KernelGraph], path: str | Path,
 def load_ugraph_records(path: str | Path) -> list[tuple[KernelGraph, dict[str, Any]]]:
     p = Path(path)
     try:
-        data = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise FormatError(f"{p}: cannot read JSON: {e}") from None
-    return ugraphs_from_json(data, str(p))
+        raw = p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise FormatError(f"{p}: cannot read: {e}") from None
+    return ugraphs_from_json(parse_json(raw, str(p)), str(p))
 
 
 def load_ugraphs(path: str | Path) -> list[KernelGraph]:
@@ -263,20 +277,23 @@ def load_ugraphs(path: str | Path) -> list[KernelGraph]:
 
 def load_any(path: str | Path, input_names: Sequence[str] | None = None) -> list[KernelGraph]:
     """Load μGraphs from our JSON, Mirage's JSON (``input_names`` by position) or our text form."""
-    from mirage_formal.ir.mirage import is_mirage_json, load_mirage
+    from mirage_formal.ir.mirage import is_mirage_json, mirage_from_data
     from mirage_formal.ir.text import parse_text
 
     p = Path(path)
     try:
         raw = p.read_text()
-    except OSError as e:
+    except (OSError, UnicodeDecodeError) as e:
         raise FormatError(f"{p}: cannot read: {e}") from None
     if raw.lstrip().startswith("ugraph"):
-        return [parse_text(raw)]
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise FormatError(f"{p}: not JSON and not our text form: {e}") from None
+        try:
+            return [parse_text(raw)]
+        except FormatError as e:
+            raise FormatError(f"{p}: {e}") from None
+    if not raw.lstrip().startswith(("{", "[")):
+        raise FormatError(f"{p}: neither JSON (our μGraph format or Mirage's) nor our text form "
+                          "(which starts with 'ugraph {')")
+    data = parse_json(raw, str(p))
     if is_mirage_json(data):
-        return load_mirage(p, input_names)
+        return mirage_from_data(data, p.name, input_names)
     return [g for g, _ in ugraphs_from_json(data, str(p))]

@@ -12,7 +12,8 @@
       return %3
     }
 
-Attributes are Python literals parsed with ``ast.literal_eval`` (nothing is executed). Parsing
+Attributes are Python literals parsed with ``ast.literal_eval`` (nothing is executed) and must
+be finite (``1e400`` is refused, not read as inf); every ``%name`` is defined once. Parsing
 rebuilds the graph through the same checked constructors as the builder, and the declared
 ``dtype[shape]`` of every node must equal the inferred one. Because nodes are interned,
 ``parse_text(to_text(g)) == g``.
@@ -23,6 +24,7 @@ Imports ``ir`` modules only.
 from __future__ import annotations
 
 import ast
+import math
 import re
 from typing import Any
 
@@ -99,9 +101,32 @@ def _parse_attrs(text: str | None, where: str) -> dict[str, Any]:
     try:
         call = ast.parse("f(" + text.strip()[1:-1] + ")", mode="eval").body
         assert isinstance(call, ast.Call) and not call.args
-        return {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords if kw.arg}
-    except (SyntaxError, ValueError, AssertionError):
+        out = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords if kw.arg}
+    except (SyntaxError, ValueError, AssertionError, MemoryError, RecursionError):
         raise FormatError(f"{where}: cannot parse attributes {text.strip()!r}") from None
+    for k, v in out.items():
+        if not _finite(v):
+            raise FormatError(f"{where}: attribute {k} is not a finite number (it reads as {v!r}); write "
+                              "a value that fits a 64-bit float")
+    return out
+
+
+def _finite(v: Any) -> bool:
+    if isinstance(v, float):
+        return math.isfinite(v)
+    if isinstance(v, complex):
+        return False
+    if isinstance(v, (tuple, list, set, frozenset)):
+        return all(_finite(x) for x in v)
+    if isinstance(v, dict):
+        return all(_finite(x) for x in v.values())
+    return True
+
+
+def _define(env: dict[str, Node], name: str, n: Node, where: str) -> None:
+    if name in env:
+        raise FormatError(f"{where}: {name} is defined twice; every name is assigned once")
+    env[name] = n
 
 
 def parse_text(text: str) -> KernelGraph:
@@ -128,9 +153,11 @@ def parse_text(text: str) -> KernelGraph:
             if op == KERNEL_OP:
                 body: list[str] = []
                 i += 1
-                while lines[i] != "}":
+                while i < len(lines) - 1 and lines[i] != "}":
                     body.append(lines[i])
                     i += 1
+                if i >= len(lines) - 1:
+                    raise FormatError(f"{where}: kernel block is not closed with '}}'")
                 grid = as_grid(attrs["grid"])
                 sig = tuple((s.shape, s.dtype) for s in srcs)
                 benv: dict[str, Node] = {}
@@ -153,34 +180,42 @@ def parse_text(text: str) -> KernelGraph:
                     else:
                         bn = make_op(bm["op"], bsrcs, battrs, BLOCK)
                     _expect(bn, bm["dtype"], shape, b)
-                    benv[bm["name"]] = bn
+                    _define(benv, bm["name"], bn, where)
                 bg = BlockGraph(grid, int(attrs["threads"]), int(attrs["forloop"]), sig, tuple(saves))
                 gets = make_kernel(bg, srcs)
-                env[m["name"]] = gets[0].src[0]
+                _define(env, m["name"], gets[0].src[0], where)
             elif op == GET:
+                if len(srcs) != 1 or srcs[0].op != KERNEL_OP:
+                    raise FormatError(f"{where}: get takes one kernel, e.g. get(%2) {{index=0}}")
                 kn = srcs[0]
                 bg2: BlockGraph = kn.attr("graph")
                 s, d = bg2.output_types()[int(attrs["index"])]
                 n = node(GET, (kn,), (("index", int(attrs["index"])),), s, d)
                 _expect(n, m["dtype"], tuple(int(x) for x in (m["shape"] or "").split(",") if x.strip()), ln)
-                env[m["name"]] = n
+                _define(env, m["name"], n, where)
             elif op == INPUT:
+                if m["dtype"] is None:
+                    raise FormatError(f"{where}: an input needs its type, e.g. ': f16[2, 4096]'")
                 shape = tuple(int(x) for x in m["shape"].split(",") if x.strip())
                 n = make_input(str(attrs["name"]), shape, as_dtype(m["dtype"]))
                 inputs.append(n)
-                env[m["name"]] = n
+                _define(env, m["name"], n, where)
             else:
                 n = make_op(op, srcs, attrs, KERNEL)
                 _expect(n, m["dtype"], tuple(int(x) for x in (m["shape"] or "").split(",") if x.strip()), ln)
-                env[m["name"]] = n
+                _define(env, m["name"], n, where)
             i += 1
     except KeyError as e:
         raise FormatError(f"line {i + 1}: undefined name or missing attribute {e}") from None
     except FormatError:
         raise
     except (MirageError, ValueError, TypeError, IndexError) as e:
-        raise FormatError(f"line {i + 1}: {e}") from None
-    return KernelGraph(tuple(inputs), tuple(outputs))
+        shown = lines[i] if i < len(lines) else "the end"
+        raise FormatError(f"line {i + 1}: cannot read {shown!r}: {e}") from None
+    try:
+        return KernelGraph(tuple(inputs), tuple(outputs))
+    except MirageError as e:
+        raise FormatError(f"text form: {e}") from None
 
 
 def _expect(n: Node, dtype: str | None, shape: tuple[int, ...], line: str) -> None:

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mirage_formal.errors import MirageError
+from mirage_formal.errors import FormatError, MirageError
 from mirage_formal.ir.ops import ACCUM_KINDS, BLOCK, KERNEL, REGISTRY
+from mirage_formal.safeload import parse_toml
 
 
 class SearchConfigError(MirageError):
@@ -204,8 +205,8 @@ def load_preset_data(name: str, directory: str | Path | None = None,
     if name in _seen:
         raise SearchConfigError(f"search preset {name!r}: 'base' chain loops ({' -> '.join(_seen)})")
     try:
-        data = tomllib.loads(p.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
+        data = parse_toml(p.read_text(), f"search preset {p}")
+    except (OSError, UnicodeDecodeError, FormatError) as e:
         raise SearchConfigError(f"search preset {p}: cannot parse TOML: {e}") from None
     base = data.get("base")
     if base and base != _stop_at:

@@ -107,7 +107,11 @@ def test_cli_python_program_resume_and_exit_codes(tmp_path: Path, capsys: pytest
     assert first and (out / "checkpoint.json").exists()
     assert "Best μGraph" in (out / "report.md").read_text()
     capsys.readouterr()
-    assert main([*args, "--json"]) == 0          # resumes: every unit is already done
+    assert main([*args, "--json"]) == 0          # a finished job is not redone
+    assert json.loads(capsys.readouterr().out) == {"already_complete": True, "accepted": len(first),
+                                                   "out": str(out)}
+    (out / "complete.json").unlink()             # as if stopped after the last unit: resumes
+    assert main([*args, "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["resumed_units"] == int(summary["units"].split("/")[1]) > 0
     assert [g.key for g in load_ugraphs(out / "ugraphs.json")] == first

@@ -1,5 +1,5 @@
 """The vectorized block-graph interpreter against a naive loop-over-blocks interpreter
-written from DESIGN.md's semantics, on random μGraphs (hypothesis) and the workloads."""
+written from the μGraph semantics (docs/internals.md), on random μGraphs (hypothesis) and the workloads."""
 
 from __future__ import annotations
 
