@@ -25,7 +25,6 @@ import hashlib
 import json
 import multiprocessing
 import os
-import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -41,6 +40,7 @@ from mirage_formal.codegen.timing import time_like_baselines
 from mirage_formal.codegen.validate import validate
 from mirage_formal.errors import MirageError
 from mirage_formal.ir.graph import KernelGraph
+from mirage_formal.ir.serialize import atomic_write_text
 
 #: bump when the meaning of a cached entry changes
 CACHE_FORMAT = 1
@@ -120,25 +120,12 @@ class TuningCache:
             "source_sha256": {k: _sha(v) for k, v in srcs.items()}, "us": us,
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
         e["checksum"] = _sha(json.dumps(e, sort_keys=True))
-        _atomic_write_text(self._entry_path(graph, tc), json.dumps(e, indent=1) + "\n")
+        atomic_write_text(self._entry_path(graph, tc), json.dumps(e, indent=1) + "\n")
 
     def log(self, record: Mapping[str, Any]) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         with open(self.dir / "measurements.jsonl", "a") as f:
             f.write(json.dumps(record, sort_keys=True) + "\n")
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _compile_job(args: tuple[str, str, str | None]) -> bytes:
