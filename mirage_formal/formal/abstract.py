@@ -114,6 +114,8 @@ def block_expr(n: Node, kernel_inputs: Sequence[Term], forloop: int,
                memo: dict[Node, Term] | None = None) -> Term:
     """Expression of block-level node ``n`` whose kernel inputs have ``kernel_inputs``."""
     memo = {} if memo is None else memo
+    if n in memo:  # the search asks again for the same tiles: skip the walk
+        return memo[n]
     for m in n.walk():
         if m in memo:
             continue
@@ -134,6 +136,8 @@ def block_expr(n: Node, kernel_inputs: Sequence[Term], forloop: int,
 def kernel_expr(n: Node, memo: dict[Node, Term] | None = None) -> Term:
     """Expression of kernel-level node ``n`` (inputs are variables; kernels are inlined)."""
     memo = {} if memo is None else memo
+    if n in memo:
+        return memo[n]
     for m in n.walk():
         if m in memo or m.op == KERNEL_OP:
             continue
