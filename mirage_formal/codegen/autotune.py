@@ -195,25 +195,24 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
     sms = sm_count or _sm_count(rt)
     jobs = jobs if jobs is not None else max(1, min(8, (os.cpu_count() or 2) - 1))
     cache = cache or TuningCache()
-    keys = list(dict.fromkeys(la.graph.key for la in launches(graph, 128)))
-    bgs = {la.graph.key: la.graph for la in launches(graph, 128)}
+    bgs = {la.graph.key: la.graph for la in launches(graph, 128)}  # in launch order
+    keys = list(bgs)
     trials: list[Trial] = []
 
     def measure(variants: list[dict[str, Schedule]]) -> list[Trial]:
         out = []
         try:
             compiled = compile_variants(graph, variants, rt.arch, jobs, cubin_cache)
-        except MirageError as e:
+        except MirageError:
             # one bad variant must not hide the others: compile them one by one
             compiled = []
             for v in variants:
                 try:
                     compiled.extend(compile_variants(graph, [v], rt.arch, 1, cubin_cache))
-                except MirageError as e1:
-                    out.append(Trial(v, False, None, f"compile: {str(e1).splitlines()[0]}"))
-            del e
+                except MirageError as e:
+                    out.append(Trial(v, False, None, f"compile: {str(e).splitlines()[0]}"))
         for cg in compiled:
-            v = {k: s for k, s in zip(keys, [_sched_of(cg, k) for k in keys], strict=True)}
+            v = {k: _sched_of(cg, k) for k in keys}
             try:
                 cg.load()
                 rep = validate(cg, reference, trials=2, seed=seed, memo=memo)
@@ -221,7 +220,6 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
                 t = Trial(v, rep.ok, us, "" if rep.ok else f"validation: {rep}")
             except MirageError as e:
                 t = Trial(v, False, None, f"{type(e).__name__}: {str(e).splitlines()[0]}")
-            t_c = cg if t.valid else None
             out.append(t)
             cache.log({"graph": graph.key, "toolchain": tc.key(), "gpu": tc.gpu,
                        "schedules": {k: s.to_dict() for k, s in v.items()}, "valid": t.valid,
@@ -229,8 +227,8 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
                        "flushed (256 MB memset) before each of 100 runs, median",
                        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                        **(context or {})})
-            if t_c is not None:
-                best_compiled[_skey(v)] = t_c
+            if t.valid:
+                best_compiled[_skey(v)] = cg
         return out
 
     best_compiled: dict[str, CompiledGraph] = {}

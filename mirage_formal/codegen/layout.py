@@ -89,6 +89,8 @@ class KernelLayout:
         self.gemv_b = set(self.gemv.values())
         #: computed tiles stored as fp16 in shared memory (Schedule.half_tiles)
         self.half = {n for n in self.nodes if self._half_ok(n)}
+        #: iterator tiles the printer prefetches into registers (chosen while printing the loop)
+        self.staged_set: set[Node] = set()
         self.set_layout({n for n in self.nodes if self._raw_ok(n)})
 
     def set_layout(self, raw: set[Node]) -> None:

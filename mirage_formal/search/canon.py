@@ -10,7 +10,7 @@ A *copy-only* output is a block output that only moves an input tile to device m
 graph without a loop (one iteration: the accumulator is the identity). A kernel whose outputs
 include one does no work for that output that the consumer could not do by reading the input.
 
-Imports ``ir`` only.
+Imports ``ir`` only (commutativity from the op registry).
 """
 
 from __future__ import annotations
@@ -19,8 +19,16 @@ import hashlib
 
 from mirage_formal.ir.graph import GET, INPUT, ITER, KERNEL_OP, BlockGraph, KernelGraph
 from mirage_formal.ir.node import Node
+from mirage_formal.ir.ops import REGISTRY
 
-COMMUTATIVE = frozenset({"add", "mul"})
+
+def _op_text(n: Node, args: list[str]) -> str:
+    """An op applied to its operands' texts; operands of a declared-commutative op sorted."""
+    d = REGISTRY.get(n.op)
+    if d is not None and d.commutative:
+        args = sorted(args)
+    attrs = ",".join(f"{k}={v!r}" for k, v in n.attrs)
+    return f"{n.op}{{{attrs}}}({';'.join(args)})"
 
 
 def _block_text(bg: BlockGraph) -> str:
@@ -34,11 +42,7 @@ def _block_text(bg: BlockGraph) -> str:
             imap = tuple(n.attr("imap"))
             t = f"it{n.attr('input')}[{imap}|{n.attr('fmap') if bg.forloop > 1 else -1}]"
         else:
-            args = [rec(s) for s in n.src]
-            if n.op in COMMUTATIVE:
-                args.sort()
-            attrs = ",".join(f"{k}={v!r}" for k, v in n.attrs)
-            t = f"{n.op}{{{attrs}}}({';'.join(args)})"
+            t = _op_text(n, [rec(s) for s in n.src])
         memo[n] = t
         return t
 
@@ -64,11 +68,7 @@ def structure_text(graph: KernelGraph) -> str:
         elif n.op == KERNEL_OP:
             t = f"{_block_text(n.attr('graph'))}<{';'.join(rec(s) for s in n.src)}>"
         else:
-            args = [rec(s) for s in n.src]
-            if n.op in COMMUTATIVE:
-                args.sort()
-            attrs = ",".join(f"{k}={v!r}" for k, v in n.attrs)
-            t = f"{n.op}{{{attrs}}}({';'.join(args)})"
+            t = _op_text(n, [rec(s) for s in n.src])
         memo[n] = t
         return t
 
