@@ -184,7 +184,7 @@ class Tuned:
 
 def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = None,
          jobs: int | None = None, cache: TuningCache | None = None, seed: int = 0,
-         max_per_kernel: int = 8, cubin_cache: str | None = None,
+         max_per_kernel: int | None = None, cubin_cache: str | None = None,
          context: Mapping[str, Any] | None = None) -> Tuned | None:
     """Tune ``graph``'s schedules on this GPU against ``reference``; None if no variant
     validates (every failure is in the returned trials of the caller's log)."""
@@ -245,7 +245,8 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
     default_us = got[0].us if got and got[0].valid else None
     best_us = default_us
     for k in keys:
-        cands = [s for s in candidate_schedules(bgs[k], sms, max_per_kernel) if s != current[k]]
+        rules = candidate_schedules(bgs[k], sms)[:max_per_kernel]  # None: every rule's schedule
+        cands = [s for s in rules if s != current[k]]
         if not cands:
             continue
         variants = [{**current, k: s} for s in cands]
