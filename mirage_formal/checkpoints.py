@@ -34,6 +34,11 @@ def _int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
+def _unit(v: Any) -> bool:
+    """A work-unit number, or -1: the seed candidates checked before the units."""
+    return _int(v) or v == -1
+
+
 def check_checkpoint(path: Path) -> None:
     """Refuse a checkpoint the driver could misread (see the module doc); an absent file is fine."""
     if not path.is_file():
@@ -79,7 +84,7 @@ def check_checkpoint(path: Path) -> None:
     for i, (_g, meta) in enumerate(records):
         cost = meta.get("cost")
         if (not isinstance(cost, dict) or not all(_num(cost.get(k)) for k in _COST)
-                or not _num(meta.get("found_at_s")) or not _int(meta.get("unit"))
+                or not _num(meta.get("found_at_s")) or not _unit(meta.get("unit"))
                 or not isinstance(meta.get("verdict"), dict)):
             raise bad(f"accepted μGraph {i} lacks a valid cost, verdict, time or unit")
     if len(records) > events or (events > 0 and not records):

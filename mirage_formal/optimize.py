@@ -222,10 +222,12 @@ def make_config(program: KernelGraph, preset: str | None = None,
     return cfg
 
 
-def gpu_candidates(accepted: list[Optimized], top: int) -> list[Optimized]:
+def gpu_candidates(accepted: list[Optimized], top: int,
+                   program: KernelGraph | None = None) -> list[Optimized]:
     """The ``top`` candidates the GPU stage measures: the cost model's best of each kernel
     count first (the model is least sure across structures: a fused kernel against the
-    lowered program), then the rest by estimated cost."""
+    lowered program), then the rest by estimated cost; and the input ``program``'s own
+    lowering when it is among ``accepted``, so the result is never slower than it."""
     firsts: dict[int, Optimized] = {}
     for a in accepted:  # best-first by the cost model
         firsts.setdefault(len(a.graph.kernels), a)
@@ -235,6 +237,10 @@ def gpu_candidates(accepted: list[Optimized], top: int) -> list[Optimized]:
             break
         if all(a is not p for p in picked):
             picked.append(a)
+    if program is not None:
+        own = next((a for a in accepted if a.graph.key == program.key), None)
+        if own is not None and all(own is not p for p in picked):
+            picked.append(own)  # the input's own lowering, measured as the floor to beat
     return picked
 
 
@@ -247,7 +253,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
     notes: list[str] = []
     best_cg: Any = None
     best_us = math.inf
-    for i, a in enumerate(gpu_candidates(accepted, top)):
+    for i, a in enumerate(gpu_candidates(accepted, top, program)):
         if deadline is not None and time.monotonic() >= deadline:
             notes.append(f"budget spent: {min(top, len(accepted)) - i} candidate(s) not tuned or timed")
             break
@@ -274,6 +280,23 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
     timed = sorted((a for a in accepted if a.measured_us is not None), key=lambda a: a.measured_us or 0.0)
     rest = [a for a in accepted if a.measured_us is None]
     return timed + rest, best_cg, notes
+
+
+def _add_input_program(program: KernelGraph, target: str, verifier: Verifier,
+                       accepted: list[Optimized]) -> None:
+    """Make the input program itself (its direct lowering: one kernel per op) a candidate,
+    ranked by cost among the others, unless the search already returned its structure: the
+    result is then never worse than the input, and a search stopped before it accepted
+    anything still yields a kernel. Its verdict is the verifier's identity verdict (no trials:
+    it is the reference itself)."""
+    if any(a.graph.key == program.key for a in accepted):
+        return
+    v = verifier.check(program)
+    if not v.accepted:  # cannot happen: the identity verdict
+        return
+    o = Optimized(program, v, estimate(program, target), 0.0, 0.0)
+    accepted.append(o)
+    accepted.sort(key=lambda a: (a.cost.seconds, a.graph.key))
 
 
 def _compile_only(best: Optimized) -> list[str]:
@@ -385,6 +408,7 @@ def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: 
         err = recheck.error(a.graph, v.output_map)
         o = Optimized(a.graph, v, a.cost, a.found_at_s, err)
         (accepted if v.accepted and err <= RECHECK_RTOL else flagged).append(o)
+    _add_input_program(program, cfg.target, verifier, accepted)
     timings["float64_recheck"] = time.monotonic() - t
 
     out = OptimizeResult(program, accepted, flagged, res, dict(res.stats.pruner_tiers), bound,

@@ -307,8 +307,19 @@ class _Emitter(KernelLayout):
         def f(v: str) -> str:
             return f"{v} * {v}" if sq else v
 
+        once = self.bg.forloop == 1  # one iteration: the accumulator is the tile itself
+        op = "=" if once else "+="
         if fold is None:
-            return self.elem_loop(a.shape, ind, lambda ex, idx: [f"{b}[i] += {f(ex.val(x, idx))};"])
+            if once and not sq and x.op == ITER and x in self.inline:
+                shape, dt = self.bg.inputs[x.attr("input")]
+                V = self.vec_width(dt)
+                if x.shape[-1] % V == 0 and shape[-1] % V == 0:
+                    decls, idx = multi_index(x.shape, "i", "t")
+                    return [f"{ind}for (int v = threadIdx.x; v < {math.prod(x.shape) // V}; v += {self.T}) {{",
+                            f"{ind}  const int i = v * {V};", *[ind + "  " + d for d in decls],
+                            f"{ind}  mf::ld_vec(&{self.iter_ref(x, idx)}, &{b}[{self.addr(a, idx)}]);",
+                            f"{ind}}}"]
+            return self.elem_loop(a.shape, ind, lambda ex, idx: [f"{b}[i] {op} {f(ex.val(x, idx))};"])
         G = x.shape[-1] // fold
         decls, idx = multi_index(a.shape, "o", "t")
         jl = idx[-1]
@@ -316,17 +327,22 @@ class _Emitter(KernelLayout):
         ex = _Expr(self, ind + "    ")
         v = ex.val(x, gidx)
         na = math.prod(a.shape)
+        code = ex.code()
+        wide = self.split_rows(na, G, decls, lambda i: [*[i + c.strip() for c in code], f"{i}s += {f(v)};"],
+                               lambda i: [f"{i}{b}[o] {op} s;"], "g", ind)
+        if wide is not None:
+            return wide
         if G >= 32 and self.warp_ok():
             W = self.T // 32
             return [f"{ind}for (int o = threadIdx.x / 32; o < {na}; o += {W}) {{",
                     *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
-                    f"{ind}  for (int g = threadIdx.x % 32; g < {G}; g += 32) {{", *ex.code(),
+                    f"{ind}  for (int g = threadIdx.x % 32; g < {G}; g += 32) {{", *code,
                     f"{ind}    s += {f(v)};", f"{ind}  }}", f"{ind}  s = mf::warp_sum(s);",
-                    f"{ind}  if (threadIdx.x % 32 == 0) {b}[o] += s;", f"{ind}}}"]
+                    f"{ind}  if (threadIdx.x % 32 == 0) {b}[o] {op} s;", f"{ind}}}"]
         return [f"{ind}for (int o = threadIdx.x; o < {na}; o += {self.T}) {{",
                 *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
-                f"{ind}  for (int g = 0; g < {G}; ++g) {{", *ex.code(),
-                f"{ind}    s += {f(v)};", f"{ind}  }}", f"{ind}  {b}[o] += s;", f"{ind}}}"]
+                f"{ind}  for (int g = 0; g < {G}; ++g) {{", *code,
+                f"{ind}    s += {f(v)};", f"{ind}  }}", f"{ind}  {b}[o] {op} s;", f"{ind}}}"]
 
     def epilogue(self, dst: Node, v: str) -> str:
         """``v`` passed through ``dst``'s op when ``dst`` is a matmul's epilogue."""
@@ -475,6 +491,30 @@ class _Emitter(KernelLayout):
                 f"{'__float2half_rn' if dnode in self.half else ''}({self.epilogue(dnode, 's')});"]
         return self.loop_over(n.shape, body, ind)
 
+    def split_rows(self, rows: int, R: int, decls: list[str], inner: Callable[[str], list[str]],
+                   store: Callable[[str], list[str]], var: str, ind: str) -> list[str] | None:
+        """Reduce ``rows`` rows of length ``R`` with every warp of the block when a warp per row
+        would leave most warps idle: warps ``[o*S, (o+1)*S)`` share row ``o`` (``S`` = warps //
+        rows), each warp's sum goes to ``mf_red`` and the row's owner thread adds the ``S``
+        partials. ``inner(ind)`` adds the terms at column ``var`` into ``s``; ``store(ind)``
+        writes ``s`` for row ``o``. None when a warp per row already keeps the block busy."""
+        W = self.T // 32
+        if not self.warp_ok() or R < 64 or rows * 2 > W:
+            return None
+        S = W // rows
+        self.uses_red = True
+        return [f"{ind}if (threadIdx.x / 32 < {rows * S}) {{",
+                f"{ind}  const int o = threadIdx.x / 32 / {S}, mf_p = threadIdx.x / 32 % {S};",
+                *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
+                f"{ind}  for (int {var} = mf_p * 32 + threadIdx.x % 32; {var} < {R}; {var} += {32 * S}) {{",
+                *inner(ind + "    "), f"{ind}  }}", f"{ind}  s = mf::warp_sum(s);",
+                f"{ind}  if (threadIdx.x % 32 == 0) mf_red[threadIdx.x / 32] = s;", f"{ind}}}",
+                f"{ind}__syncthreads();",
+                f"{ind}for (int o = threadIdx.x; o < {rows}; o += {self.T}) {{",
+                *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
+                f"{ind}  for (int k = 0; k < {S}; ++k) s += mf_red[o * {S} + k];",
+                *store(ind + "  "), f"{ind}}}"]
+
     def emit_reduce(self, n: Node, ind: str) -> list[str]:
         x = n.src[0]
         xb = self.buf[x]
@@ -489,6 +529,10 @@ class _Emitter(KernelLayout):
             xi.insert(ax, "r")
         dst = self.buf[n]
         no = math.prod(n.shape)
+        wide = self.split_rows(no, R, decls, lambda i: [f"{i}s += {xb}[{self.addr(x, xi)}];"],
+                               lambda i: [f"{i}{dst}[o] = s{scale};"], "r", ind)
+        if wide is not None:
+            return wide
         if R >= 32 and self.warp_ok():
             W = self.T // 32
             return [f"{ind}for (int o = threadIdx.x / 32; o < {no}; o += {W}) {{",
@@ -509,7 +553,12 @@ class _Emitter(KernelLayout):
         r = f"r{self.ids[n]}"
         eps = fmt_float(n.attr("eps"))
         fin = f"1.0f / sqrtf(s * {fmt_float(1.0 / L)}f + {eps}f)"
-        if L >= 32 and self.warp_ok():
+        wide = self.split_rows(
+            rows, L, [], lambda i: [f"{i}const float u = {xb}[o * {self.row(x)} + c]; s += u * u;"],
+            lambda i: [f"{i}{r}[o] = {fin};"], "c", ind)
+        if wide is not None:
+            stat = wide
+        elif L >= 32 and self.warp_ok():
             W = self.T // 32
             stat = [f"{ind}for (int o = threadIdx.x / 32; o < {rows}; o += {W}) {{",
                     f"{ind}  float s = 0.f;",
@@ -778,6 +827,8 @@ class _Emitter(KernelLayout):
             lines += self.emit_step(s, "  ")
             lines.append("  __syncthreads();")
         lines.append("}")
+        if self.uses_red:  # block-wide row reductions (split_rows) exchange warp sums here
+            lines.insert(2, f"  __shared__ float mf_red[{self.T // 32}];")
         return EmittedKernel(
             name=self.name, source="\n".join(lines) + "\n", grid=(gx * SP, gy, gz), threads=self.T,
             smem_bytes=4 * plan.smem_floats, ws_floats=plan.ws_floats,

@@ -52,6 +52,7 @@ class KernelLayout:
                              f"the for-loop range {bg.forloop}")
         #: the for-loop is split over ``split`` blocks; each runs ``FL`` iterations
         self.split = opts.split
+        self.uses_red = False  # set by the printer when a block-wide row reduction needs mf_red
         self.FL = bg.forloop // opts.split
         self.nodes = bg.nodes
         self.phase = block_phases(self.nodes)
@@ -226,7 +227,9 @@ class KernelLayout:
         loop: list[Step] = []
         post: list[Step] = []
         for n in self.nodes:
-            if n.op == "accum":
+            # one iteration: an accumulator is written, not added to (a matmul that adds into
+            # its accumulator still needs the zeros)
+            if n.op == "accum" and (self.bg.forloop > 1 or n.src[0] in self.fused):
                 pre.append(Zero(n))
         for n in self.nodes:
             if n in self.inline or n in self.fused or n in self.epi_of or n in self.raw:

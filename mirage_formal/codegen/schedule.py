@@ -127,7 +127,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     """A few schedules worth measuring for ``bg``, the default first (rules, not a search).
 
     - threads: the block graph's own, and 256 when a tile has enough elements to keep 8
-      warps busy (>= 2048 elements in the largest tile);
+      warps busy (>= 2048 elements in the largest tile); 512 and 1024 too for a kernel without
+      matmuls on fewer blocks than SMs (>= 4 elements per thread in the largest tile);
     - split: when the grid has fewer blocks than about 1.5 waves over the SMs and the loop is
       long, the smallest divisors S of F that reach one and two full waves (gx·gy·gz·S >= SMs,
       >= 2·SMs), each with F/S >= 2 iterations left per block;
@@ -143,6 +144,10 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     threads: list[int | None] = [None]
     if bg.threads < 256 and largest >= 2048:
         threads.append(256)
+    if not any(n.op == "matmul" for n in bg.nodes) and blocks < sm_count:
+        # row-wise kernels (norms, elementwise chains) on few blocks: every warp of a wide
+        # block shares the rows' loads and reductions
+        threads += [t for t in (512, 1024) if bg.threads < t and largest >= 4 * t]
     splits = [1]
     if blocks < 1.5 * sm_count and bg.forloop >= 4:
         for want in (sm_count, 2 * sm_count):

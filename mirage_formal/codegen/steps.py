@@ -68,4 +68,4 @@ class Save:
 Step = Zero | Load | Op | Accumulate | MatmulAccumulate | Finalize | Save
 
 #: steps whose tile is defined by the step itself (they start a buffer's lifetime)
-DEFINING = (Zero, Load, Op)
+DEFINING = (Zero, Load, Op, Accumulate)  # Accumulate defines a one-iteration accumulator

@@ -50,8 +50,9 @@ from mirage_formal.search.executors.unit import (
     unregister,
 )
 from mirage_formal.search.protocols import Checker, Pruner
+from mirage_formal.search.seeds import lifted_candidates
 from mirage_formal.search.signals import SearchInterrupted, interrupt_handlers
-from mirage_formal.search.space import Stats
+from mirage_formal.search.space import Stats, Stop
 from mirage_formal.search.state import Accepted, SearchState, merge_accepted
 
 CHECKPOINT_FORMAT = "mirage-formal.search-checkpoint"
@@ -241,11 +242,32 @@ def _read_checkpoint(path: Path, key: str) -> tuple[set[int], dict[str, Accepted
     return set(doc["done"]), acc, stats, float(doc.get("elapsed_s", 0.0))
 
 
+def _check_seeds(program: KernelGraph, config: SearchConfig, pruner: Pruner, checker: Checker,
+                 accepted: dict[str, Accepted], stats: Stats, soft: float | None,
+                 max_candidates: int | None, t0: float) -> str | None:
+    """Check the lifted candidates (unit -1) like any candidate; returns a stop reason if the
+    budget ran out while checking them."""
+    graphs = lifted_candidates(program, config.grid_sizes, config.max_grid_axes, config.threads)
+    if not graphs:
+        return None
+    st = SearchState(program, config, pruner, checker, start=t0, deadline=soft,
+                     max_candidates=max_candidates, unit=-1)
+    why = None
+    try:
+        for g in graphs:
+            st.on_candidate(g)
+    except Stop as e:
+        why = str(e)
+    stats.add(st.stats)
+    merge_accepted(accepted, st.best())
+    return why if why == TIME_STOP else None
+
+
 def run_search(program: KernelGraph, config: SearchConfig, pruner: Pruner, checker: Checker,
                checkpoint: Path | str | None = None, workers: int | None = 1, progress: bool = True,
                budget_s: float | None = None, max_candidates: int | None = None, *,
                executor: str | Executor | None = None,
-               components: Components | None = None) -> SearchResult:
+               components: Components | None = None, seeds: bool = True) -> SearchResult:
     """Search the space of ``config`` for μGraphs equivalent to ``program``.
 
     ``pruner.keep`` is asked about every new tensor, ``checker.check`` about complete
@@ -260,6 +282,11 @@ def run_search(program: KernelGraph, config: SearchConfig, pruner: Pruner, check
     ``workers`` is its number of parallel units (None: all cores / all cluster CPUs).
     ``components`` is a picklable recipe that builds ``(pruner, checker)`` in a worker; remote
     executors need it when the pruner or checker cannot be pickled (the Z3 oracle cannot).
+
+    ``seeds``: before the units, check the program's lifts (``search.seeds``: the whole
+    program as one graph-defined kernel, split over the dimensions no op reduces) here, with
+    this process's pruner-free checker path; they are found at once where the enumeration
+    would reach them last, and count as unit -1.
 
     SIGINT and SIGTERM stop the workers, write the checkpoint and raise
     :class:`~mirage_formal.search.signals.SearchInterrupted` (with the units saved).
@@ -321,6 +348,9 @@ def run_search(program: KernelGraph, config: SearchConfig, pruner: Pruner, check
     try:
         with interrupt_handlers():
             try:
+                if seeds:  # in here: an interrupt while checking them still saves the checkpoint
+                    stopped = _check_seeds(program, config, pruner, checker, accepted, stats,
+                                           soft, max_candidates, t0)
                 why = ex.run(job, todo, absorb, soft, hard) if todo else None
             except KeyboardInterrupt as e:
                 raise (e if isinstance(e, SearchInterrupted) else SearchInterrupted()) from None

@@ -26,6 +26,7 @@ THEOREM_RF = ("opaque ops are random functions of all their operands (a keyed ps
 THEOREM_LW = ("Li & Wu, 'Identity Testing for Circuits with Exponentiation Gates' (arXiv 2506.04529, "
               "ITCS 2026): exp(x) = w^(x mod q) in Z_p is complete for LAX programs (at most one exp "
               "on any path); the soundness bound is conditional on assumption A")
+THEOREM_IDENTITY = "identity: the candidate is the reference graph itself (equal structure keys)"
 ASSUMPTION_A = ("A (unproven, of the kind Li & Wu conjecture): at a uniform random point, the exp "
                 "values w^g of a LAX program behave, for this bound, like independent uniform "
                 "elements of the order-q subgroup of Z_p^*, so a nonzero polynomial of degree d_y "

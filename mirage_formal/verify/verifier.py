@@ -55,6 +55,7 @@ from mirage_formal.verify.verdict import (
     INCONCLUSIVE,
     NOT_APPLICABLE,
     REJECTED,
+    THEOREM_IDENTITY,
     THEOREM_LW,
     THEOREM_RF,
     THEOREM_SZ,
@@ -248,6 +249,15 @@ class Verifier:
         common: dict[str, Any] = dict(bound_requested=self.bound, p=self.p, q=self.q, seed=self.seed,
                                       candidate=candidate.key, permutations=len(maps),
                                       float64_tolerance=_dtype_tol(self.reference))
+        if candidate.key == self.reference.key:
+            # the same graph (the key hashes every node, attribute, shape and the output
+            # order): the same function, no trial needed
+            return Verdict(True, ACCEPTED, 0.0, per_trial_bound=0.0, trials=0, trials_needed=0,
+                           resampled=0, theorem=THEOREM_IDENTITY, assumption=None,
+                           output_map=tuple(range(len(candidate.outputs))), first_difference=None,
+                           float64_max_rel_error=0.0, float64_ok=True,
+                           reason="the candidate is the reference program itself",
+                           seconds=time.perf_counter() - t0, **common)
         if problems:
             return self._not_applicable(candidate, "; ".join(problems), t0, len(maps))
         bounds = [pair_bound(self.reference, self.ref_info, candidate, info, list(m), self.p, self.q)

@@ -29,6 +29,7 @@ def tiny_rmsnorm() -> KernelGraph:
 
 
 def fused(g: KernelGraph) -> bool:
+    """Mirage's fused RMSNorm: one kernel looping over k with a sum and an rms accumulator."""
     ks = g.kernels
     if len(ks) != 1 or ks[0].op != KERNEL_OP:
         return False
@@ -43,7 +44,8 @@ def result() -> Any:
 
 def test_finds_fused_rmsnorm_verified_and_rechecked(result: Any) -> None:
     assert result.search.complete and result.accepted
-    assert fused(result.best)
+    assert any(fused(a.graph) for a in result.accepted)
+    assert len(result.best.kernels) == 1  # the loop fusion or the lift (search/seeds.py)
     costs = [a.cost.seconds for a in result.accepted]
     assert costs == sorted(costs)
     for a in result.accepted:
