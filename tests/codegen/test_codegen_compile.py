@@ -187,3 +187,23 @@ def test_every_candidate_schedule_compiles(name: str, cache: Path) -> None:
                 cg = compile_graph(g, arch="sm_90", load=False, cache=cache,
                                    schedules={la.graph.key: sched})
                 assert cg.kernels and all(isinstance(k.schedule, Schedule) for k in cg.kernels)
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_lifted_ntrans_compiles_under_every_tuner_schedule(batch: int, cache: Path) -> None:
+    """The one-kernel lift of ntrans (search/seeds.py) at each grid the search may pick, under
+    every schedule the autotuner may choose for it (512 and 1024 threads included)."""
+    from mirage_formal.codegen import candidate_schedules, launches
+    from mirage_formal.search.seeds import lifted_candidates
+
+    prog = workloads.program("ntrans", batch)
+    (lift,) = lifted_candidates(prog, (8,))  # 1 (b=1) or 8 (b=8) rows per block
+    wide = []
+    for la in launches(lift, 128):
+        scheds = candidate_schedules(la.graph)
+        assert {s.threads for s in scheds} >= {None, 512, 1024}
+        for s in scheds:
+            cg = compile_graph(lift, arch="sm_90", load=False, cache=cache, schedules={la.graph.key: s})
+            assert _is_cubin(cg.cubin)
+            wide.append("mf_red" in cg.source)
+    assert any(wide)  # block-wide row reductions once the block has twice as many warps as rows

@@ -144,3 +144,25 @@ def test_handwritten_split_is_deterministic(name: str) -> None:
     first = cg(*xs)[0]
     for _ in range(3):
         assert np.array_equal(cg(*xs)[0], first)
+
+
+#: small row-wise programs whose lifts (search/seeds.py) exercise one-iteration accumulators
+#: and block-wide row reductions (few rows per block, rows of >= 64)
+LIFT_CASES = [("ntrans", {"rows": 2, "h": 512}), ("ntrans", {"rows": 8, "h": 256}),
+              ("rmsnorm", {"rows": 2, "h": 128, "n": 64})]
+
+
+@pytest.mark.parametrize("case", LIFT_CASES, ids=lambda c: f"{c[0]}-{'-'.join(map(str, c[1].values()))}")
+def test_lifted_row_kernels_validate_under_every_thread_count(case: tuple) -> None:
+    from mirage_formal.search.seeds import lifted_candidates
+
+    name, sizes = case
+    prog = workloads.program(name, 1, **sizes)
+    cands = lifted_candidates(prog, (1, 2, 4, 8))
+    assert cands
+    for g in cands:
+        for la in launches(g, 128):
+            for t in (None, 256, 512, 1024):
+                cg = compile_graph(g, schedules={la.graph.key: Schedule(threads=t)})
+                rep = validate(cg, trials=2)
+                assert rep.ok, f"threads={t}: {rep}\n{cg.source}"
