@@ -214,6 +214,10 @@ class Enumerator:
         self.on_candidate = on_candidate
         self.tick = tick
         self.stats = stats
+        #: block ops built so far, by (op, operands, attributes): the same op on the same tiles
+        #: recurs across DFS branches; nodes are immutable and interned, so a hit is that node
+        #: (None: the op's shape rule refused these operands)
+        self.block_nodes: dict[tuple[str, tuple[Node, ...], str], Node | None] = {}
         labs = program_labels(program)
         self.in_labels = [labs[n] for n in program.inputs]
         self.out_labels = [labs[n] for n in program.outputs]
@@ -687,10 +691,17 @@ class BlockSearch:
         moves = list(self._moves(m0, must))
         if self.parts > 1 and len(self.t) == self.n_iters:
             moves = moves[self.part::self.parts]  # this unit's share of the first block ops
+        last = self.last
+        made = self.o.block_nodes
         for name, args, attrs in moves:
-            key = (tuple(sorted(args, reverse=True)), btype[name], (args, _attr_key(attrs)))
-            if key <= self.last:
-                continue
+            ak = _attr_key(attrs)
+            key: tuple[Any, ...] | None = None
+            # canonical order: a move whose largest input is past the last op's comes after it
+            # (the first key element decides), so only ties on it need the whole key
+            if last and max(args) <= m0:
+                key = (tuple(sorted(args, reverse=True)), btype[name], (args, ak))
+                if key <= last:
+                    continue
             # bound tier, before any node is built
             ld, pd = loop_d, post_d
             for i in set(args):
@@ -710,11 +721,20 @@ class BlockSearch:
                                                [self.lab[i] for i in args]):
                 st.pruned_shape += 1
                 continue
-            try:
-                n = make_op(name, [self.t[i] for i in args], attrs, BLOCK)
-            except GraphError:
+            srcs = tuple(self.t[i] for i in args)
+            mk = (name, srcs, ak)
+            if mk in made:
+                got = made[mk]
+            else:
+                try:
+                    got = make_op(name, srcs, attrs, BLOCK)
+                except GraphError:
+                    got = None
+                made[mk] = got
+            if got is None:
                 st.pruned_shape += 1
                 continue
+            n = got
             if n in self.t:
                 st.pruned_dedup += 1
                 continue
@@ -733,6 +753,8 @@ class BlockSearch:
             self.post.append(name == "accum" or self.post[args[0]])
             self.var.append(any(self.var[i] for i in args))
             self.uses.append(0)
+            if key is None:
+                key = (tuple(sorted(args, reverse=True)), btype[name], (args, ak))
             saved_last = self.last
             self.last = key
             try:
