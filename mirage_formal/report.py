@@ -99,7 +99,8 @@ def render(res: OptimizeResult, drawing: str | None = None) -> str:
                                     "-", "-", "-", "-")]
     for i, a in enumerate(res.accepted):
         us = a.cost.seconds * 1e6
-        rows.append((i, len(a.graph.kernels), _us(us), f"{prog_us / us:.2f}×" if prog_us and us else "-",
+        rank = f"{i} (the input itself)" if a.graph.key == res.program.key else i
+        rows.append((rank, len(a.graph.kernels), _us(us), f"{prog_us / us:.2f}×" if prog_us and us else "-",
                      "-" if a.measured_us is None else f"{a.measured_us:.2f}", _bound(a.verdict.bound),
                      a.verdict.trials, f"{a.float64_error:.1e}"))
     for a in res.flagged:

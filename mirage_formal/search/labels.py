@@ -49,7 +49,9 @@ def cat(axis: Label, inner: Label, size: int) -> Label:
     return part(axis) if inner == UNIT else ("cat", axis, inner, size)
 
 
-class _UF:
+class UnionFind:
+    """Union-find over hashable keys (the smaller root wins, so results are deterministic)."""
+
     def __init__(self) -> None:
         self.parent: dict[Any, Any] = {}
 
@@ -68,7 +70,7 @@ class _UF:
 
 def program_labels(program: KernelGraph) -> dict[Node, Labels]:
     """A label per dimension of every kernel-level node of ``program`` (by unification)."""
-    uf = _UF()
+    uf = UnionFind()
     order = program.nodes
     idx = {n: i for i, n in enumerate(order)}
 

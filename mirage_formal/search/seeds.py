@@ -20,7 +20,7 @@ drops those over the shared-memory limit and hands the cheapest to the checker, 
 accepted only when it is verified like every other μGraph. Ops whose shape rule the analysis
 does not know make the program unliftable (no seed, no error).
 
-Imports ``ir`` only.
+Imports ``ir`` and ``search.labels`` only.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from mirage_formal.ir.graph import (
 )
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import BLOCK, REGISTRY
+from mirage_formal.search.labels import UnionFind
 
 MAX_SEEDS = 4
 """Lifted candidates at most (one per choice of split dimensions, the most blocks first)."""
@@ -53,7 +54,7 @@ class DimVars:
     """Dimension variables of every tensor of a program (union-find with sizes and reductions)."""
 
     def __init__(self, program: KernelGraph) -> None:
-        self.parent: list[int] = []
+        self.uf = UnionFind()
         self.size: list[int] = []
         self.reduced: list[int] = []
         self.of: dict[Node, list[int]] = {}
@@ -63,23 +64,15 @@ class DimVars:
             else:
                 self.of[n] = self._op(n)
 
-    # ------------------------------------------------------------ union-find
-
     def _fresh(self, size: int) -> int:
-        self.parent.append(len(self.parent))
         self.size.append(size)
-        return len(self.parent) - 1
+        return len(self.size) - 1
 
     def find(self, v: int) -> int:
-        while self.parent[v] != v:
-            self.parent[v] = self.parent[self.parent[v]]
-            v = self.parent[v]
-        return v
+        return int(self.uf.find(v))
 
     def _union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
+        self.uf.union(a, b)
 
     def is_reduced(self, v: int) -> bool:
         r = self.find(v)
