@@ -47,7 +47,9 @@ def _secs(x: Any) -> str:
 
 
 def _bound(b: float | None) -> str:
-    return "-" if not b else f"2^{math.log2(b):.1f}"
+    if b is None:
+        return "-"
+    return "0 (identical)" if b == 0 else f"2^{math.log2(b):.1f}"
 
 
 def _table(head: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[str]:
