@@ -137,7 +137,7 @@ def analyse(rows: list[dict[str, Any]]) -> dict[str, Any]:
     if not finished:
         return {"note": "no configuration finished the space: speedups are projections only"}
     ref = max(finished, key=lambda r: r["workers"])
-    times = [ref["unit_seconds"][i] for i in sorted(ref["unit_seconds"])]
+    times = [ref["unit_seconds"][i] for i in sorted(ref["unit_seconds"], key=int)]
     W = sum(times)
     q = statistics.quantiles(times, n=100) if len(times) >= 2 else times * 99
     dist = {
