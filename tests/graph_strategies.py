@@ -143,3 +143,11 @@ MATMUL_LOOP_CASES = [
     (32, 32, 24, 3, 0, True, False), (16, 32, 32, 2, 0, False, True),
     (2, 128, 64, 4, 0, False, False), (16, 16, 16, 3, 2, False, False),
 ]
+
+#: (m, k, n, forloop): skinny matmuls the gemv path streams through registers — N/8 column
+#: vectors not a power of two (6, 3, 5: block sizes 192/384, 96/192, 160/320 threads) and long
+#: K slices (a thread's vectors loaded in pipelined chunks), beside the shuffle cases (N/8 =
+#: 2 and 1)
+GEMV_LOOP_CASES = [
+    (2, 2048, 48, 2), (4, 384, 24, 3), (8, 1024, 40, 2), (1, 512, 16, 4), (3, 4096, 8, 2),
+]

@@ -55,6 +55,8 @@ from mirage_formal.ir.ops import REGISTRY
 
 #: the most dynamic shared memory a block may use on sm_90 (227 KiB)
 SMEM_LIMIT_BYTES = 227 * 1024
+#: vectors (16 bytes) a gemv thread loads per pipelined chunk when it loads B itself
+GEMV_CHUNK = 8
 #: the (original, unsplit) block index of the block graph, as declared at kernel entry
 BLOCK_IDX = ("bx", "by", "bz")
 
@@ -579,46 +581,73 @@ class _Emitter(KernelLayout):
     def emit_gemv_step(self, n: Node, ind: str) -> list[str]:
         """One loop iteration of gemv ``n``: thread t holds column vector cv = t % (N/8) of B
         and rows kg, kg + T/(N/8), ...; each 16-byte B vector (from the prefetch registers
-        when B is staged, else loaded here, all before the first use) is multiplied by the
-        matching A column (fp32 tile in shared memory) into ``ga{id}[m*8 + j]``."""
-        A, B = n.src
+        when B is staged, else loaded here) is multiplied by the matching A column (fp32 tile
+        in shared memory) into ``ga{id}[m*8 + j]``.
+
+        Loaded here, a thread's P vectors are read in chunks of at most GEMV_CHUNK, software
+        pipelined (chunk c+1's loads are issued before chunk c's products): a long K slice
+        (a whole 2048-row tile per iteration) then needs 2 x GEMV_CHUNK vector registers, not
+        P, and still keeps GEMV_CHUNK loads in flight per thread."""
+        B = n.src[1]
         K, N = B.shape
-        M = n.shape[0]
         nc = N // 8
         kg_n = self.T // nc
         P = K * nc // self.T
         i = self.ids[n]
         lines = [f"{ind}{{", f"{ind}  const int cv = threadIdx.x % {nc}, kg = threadIdx.x / {nc};"]
+        if B in self.staged_set:
+            src = f"gs{self.ids[B]}"  # this iteration's copy of B's prefetch registers
+            return lines + self._gemv_products(n, src, "p", P, ind + "  ") + [f"{ind}}}"]
         if B in self.raw:
             # B's cp.async ring: this iteration's stage, rows padded to ld halves
-            src = f"gw{i}"
-            lines += [f"{ind}  const __half* gb{i} = {self.buf[B]} + (it % {self.stages}) * "
-                      f"{self.stage_halves(B)};",
-                      f"{ind}  uint4 {src}[{P}];", f"{ind}  #pragma unroll",
-                      f"{ind}  for (int p = 0; p < {P}; ++p) {src}[p] = *reinterpret_cast<const uint4*>("
-                      f"gb{i} + (kg + p * {kg_n}) * {self.ld[B]} + cv * 8);"]
-        elif B in self.staged_set:
-            src = f"gs{self.ids[B]}"  # this iteration's copy of B's prefetch registers
+            lines.append(f"{ind}  const __half* gb{i} = {self.buf[B]} + (it % {self.stages}) * "
+                         f"{self.stage_halves(B)};")
+
+            def load(dst: str, p: str) -> list[str]:
+                return [f"{dst} = *reinterpret_cast<const uint4*>(gb{i} + (kg + ({p}) * {kg_n}) * "
+                        f"{self.ld[B]} + cv * 8);"]
         else:
             decls, idx = multi_index(B.shape, "e", "t")
-            src = f"gw{i}"
-            lines += [f"{ind}  uint4 {src}[{P}];", f"{ind}  #pragma unroll",
-                      f"{ind}  for (int p = 0; p < {P}; ++p) {{",
-                      f"{ind}    const int e = (threadIdx.x + p * {self.T}) * 8;",
-                      *[f"{ind}    {d}" for d in decls],
-                      f"{ind}    {src}[p] = mf::ld_raw(&{self.iter_ref(B, idx)});", f"{ind}  }}"]
-        a = self.buf[A]
-        lines += [f"{ind}  #pragma unroll", f"{ind}  for (int p = 0; p < {P}; ++p) {{",
-                  f"{ind}    const int k = kg + p * {kg_n};",
-                  f"{ind}    float w[8];",
-                  f"{ind}    mf::unpack_vec({src}[p], w, (half*)nullptr);",
-                  f"{ind}    #pragma unroll",
-                  f"{ind}    for (int m = 0; m < {M}; ++m) {{",
-                  f"{ind}      const float x = {a}[{self.addr(A, ['m', 'k'])}];",
-                  f"{ind}      #pragma unroll",
-                  f"{ind}      for (int j = 0; j < 8; ++j) ga{i}[m * 8 + j] += x * w[j];",
-                  f"{ind}    }}", f"{ind}  }}", f"{ind}}}"]
-        return lines
+
+            def load(dst: str, p: str) -> list[str]:
+                return ["{", f"  const int e = (threadIdx.x + ({p}) * {self.T}) * 8;",
+                        *[f"  {d}" for d in decls],
+                        f"  {dst} = mf::ld_raw(&{self.iter_ref(B, idx)});", "}"]
+        C = max(d for d in range(1, min(P, GEMV_CHUNK) + 1) if P % d == 0)
+        NCH = P // C
+        j2 = ind + "  "
+        if NCH == 1:
+            lines += [f"{j2}uint4 gw{i}[{P}];", f"{j2}#pragma unroll",
+                      f"{j2}for (int p = 0; p < {P}; ++p) {{",
+                      *[f"{j2}  {x}" for x in load(f"gw{i}[p]", "p")], f"{j2}}}"]
+            return lines + self._gemv_products(n, f"gw{i}", "p", P, j2) + [f"{ind}}}"]
+        lines += [f"{j2}uint4 gw{i}[2][{C}];", f"{j2}#pragma unroll",
+                  f"{j2}for (int p = 0; p < {C}; ++p) {{",
+                  *[f"{j2}  {x}" for x in load(f"gw{i}[0][p]", "p")], f"{j2}}}",
+                  f"{j2}#pragma unroll", f"{j2}for (int c = 0; c < {NCH}; ++c) {{",
+                  f"{j2}  if (c + 1 < {NCH}) {{", f"{j2}    #pragma unroll",
+                  f"{j2}    for (int p = 0; p < {C}; ++p) {{",
+                  *[f"{j2}      {x}" for x in load(f"gw{i}[(c + 1) & 1][p]", f"(c + 1) * {C} + p")],
+                  f"{j2}    }}", f"{j2}  }}"]
+        lines += self._gemv_products(n, f"gw{i}[c & 1]", f"c * {C} + p", C, j2 + "  ")
+        return [*lines, f"{j2}}}", f"{ind}}}"]
+
+    def _gemv_products(self, n: Node, src: str, row: str, count: int, ind: str) -> list[str]:
+        """``ga += A[:, k] * B-vector`` for ``count`` vectors ``src[p]``, thread row
+        ``k = kg + (row) * T/(N/8)``."""
+        A = n.src[0]
+        kg_n = self.T // (n.shape[1] // 8)
+        i = self.ids[n]
+        return [f"{ind}#pragma unroll", f"{ind}for (int p = 0; p < {count}; ++p) {{",
+                f"{ind}  const int k = kg + ({row}) * {kg_n};",
+                f"{ind}  float w[8];",
+                f"{ind}  mf::unpack_vec({src}[p], w, (half*)nullptr);",
+                f"{ind}  #pragma unroll",
+                f"{ind}  for (int m = 0; m < {n.shape[0]}; ++m) {{",
+                f"{ind}    const float x = {self.buf[A]}[{self.addr(A, ['m', 'k'])}];",
+                f"{ind}    #pragma unroll",
+                f"{ind}    for (int j = 0; j < 8; ++j) ga{i}[m * 8 + j] += x * w[j];",
+                f"{ind}  }}", f"{ind}}}"]
 
     def emit_gemv_reduce(self, n: Node, ind: str) -> list[str]:
         """After the loop: sum gemv ``n``'s register accumulators over the threads that share
@@ -631,7 +660,7 @@ class _Emitter(KernelLayout):
         acc = self.fused[n]
         R = self.gemv_rows(n)
         lines = [f"{ind}{{", f"{ind}  const int cv = threadIdx.x % {nc};"]
-        if nc < 32:
+        if self.gemv_shuffles(n):
             lines += [f"{ind}  #pragma unroll", f"{ind}  for (int e = 0; e < {M * 8}; ++e) {{",
                       f"{ind}    float v = ga{i}[e];",
                       f"{ind}    #pragma unroll",

@@ -156,8 +156,8 @@ class KernelLayout:
         """Matmul ``n`` can stream its B tile through registers (see Schedule.gemv): it folds
         into a plain accumulator, has at most 8 rows and no batch, and B is a per-iteration
         fp16 iterator tile read only by ``n`` whose 16-byte vectors divide evenly over the
-        threads, each thread keeping one column vector (threads % (N/8) == 0, N/8 a power of
-        two up to 32 or a multiple of 32)."""
+        threads, each thread keeping one column vector (threads % (N/8) == 0; N/8 need not be
+        a power of two: see :meth:`gemv_shuffles`)."""
         if not self.opts.gemv or n not in self.fused or len(n.shape) != 2 or n.shape[0] > 8:
             return False
         A, B = n.src
@@ -169,8 +169,7 @@ class KernelLayout:
         K, N = B.shape
         nc = N // 8
         return (dt is DType.F16 and B.dtype is DType.F16 and N % 8 == 0 and shape[-1] % 8 == 0
-                and self.T % nc == 0 and (K * nc) % self.T == 0
-                and (((nc & (nc - 1)) == 0 and nc <= 32) or nc % 32 == 0))
+                and self.T % nc == 0 and (K * nc) % self.T == 0)
 
     def _raw_ok(self, n: Node) -> bool:
         """Iterator tile ``n`` can stay raw fp16 in shared memory, filled by cp.async: it
@@ -309,10 +308,17 @@ class KernelLayout:
             self.buf[n] = name
         return steps, p, q, bufs
 
-    def gemv_rows(self, n: Node) -> int:
-        """Partial sums per output element left after the in-warp shuffles of gemv ``n``."""
+    @staticmethod
+    def gemv_shuffles(n: Node) -> bool:
+        """Gemv ``n``'s threads that share a column vector sit at xor distances inside a warp
+        (N/8 a power of two below 32), so warp shuffles sum them before shared memory."""
         nc = n.shape[1] // 8
-        return self.T // 32 if nc <= 32 else self.T // nc
+        return nc < 32 and nc & (nc - 1) == 0
+
+    def gemv_rows(self, n: Node) -> int:
+        """Partial sums per output element left after the in-warp shuffles of gemv ``n``
+        (one per warp), or one per row group of threads when there are no shuffles."""
+        return self.T // 32 if self.gemv_shuffles(n) else self.T // (n.shape[1] // 8)
 
     def warp_ok(self) -> bool:
         return self.T % 32 == 0

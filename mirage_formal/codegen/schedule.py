@@ -122,6 +122,24 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def _gemv_thread_counts(n: Any, bg: BlockGraph) -> list[int]:
+    """Thread counts under which skinny matmul ``n`` can stream B through registers when the
+    usual ones cannot: each thread keeps one of its N/8 column vectors, so the block needs a
+    multiple of N/8 threads (and of 32) that also divides K·N/8 (N = 48: 192 and 384)."""
+    K, N = n.src[1].shape
+    nc = N // 8
+    base = [t for t in (bg.threads, 256) if t % nc == 0]
+    if base:
+        return []
+    step = math.lcm(nc, 32)
+    out = []
+    for cap in (256, 512):
+        t = next((t for t in range(cap // step * step, 0, -step) if (K * nc) % t == 0), 0)
+        if t and t not in out:
+            out.append(t)
+    return out
+
+
 def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
                         limit: int = 18) -> list[Schedule]:
     """A few schedules worth measuring for ``bg``, the default first (rules, not a search).
@@ -133,7 +151,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       long, the smallest divisors S of F that reach one and two full waves (gx·gy·gz·S >= SMs,
       >= 2·SMs), each with F/S >= 2 iterations left per block;
     - gemv (register streaming) for each of these when a matmul has at most 8 rows and reads
-      an iterator as B;
+      an iterator as B, plus the thread counts that let it (a multiple of N/8 and of 32) when
+      neither the block's own nor 256 is one;
     - fp16 intermediate tiles (``half_tiles``) when a matmul reads a computed tile as A
       (attention's exp(QK)·V), tried first;
     - a 2-stage cp.async ring beside the default's 4 (less shared memory, more blocks per SM).
@@ -155,8 +174,11 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
                       if d > 1 and blocks * d >= want and bg.forloop // d >= 2), None)
             if s is not None and s not in splits and split_ok(bg, s):
                 splits.append(s)
-    skinny = any(n.op == "matmul" and len(n.shape) == 2 and n.shape[0] <= 8
-                 and n.src[1].op == "iter" for n in bg.nodes)
+    skinny_mms = [n for n in bg.nodes if n.op == "matmul" and len(n.shape) == 2
+                  and n.shape[0] <= 8 and n.src[1].op == "iter" and n.src[1].shape[1] % 8 == 0]
+    skinny = bool(skinny_mms)
+    for n in skinny_mms:
+        threads += [t for t in _gemv_thread_counts(n, bg) if t not in threads]
     out: list[Schedule] = []
     for s in splits:
         for t in threads:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from graph_strategies import MATMUL_LOOP_CASES, block_programs, matmul_loop_program
+from graph_strategies import GEMV_LOOP_CASES, MATMUL_LOOP_CASES, block_programs, matmul_loop_program
 from hypothesis import given, settings
 
 from mirage_formal import workloads
@@ -207,3 +207,22 @@ def test_lifted_ntrans_compiles_under_every_tuner_schedule(batch: int, cache: Pa
             assert _is_cubin(cg.cubin)
             wide.append("mf_red" in cg.source)
     assert any(wide)  # block-wide row reductions once the block has twice as many warps as rows
+
+
+@pytest.mark.parametrize("case", GEMV_LOOP_CASES)
+def test_gemv_schedules_compile_and_stream(case: tuple[int, int, int, int], cache: Path) -> None:
+    """Every gemv schedule the tuner proposes for a skinny matmul compiles for sm_90, and at
+    least one of them streams B through registers (no shared-memory or workspace tile for it),
+    also when N/8 is not a power of two."""
+    from mirage_formal.codegen import candidate_schedules, launches
+
+    prog = matmul_loop_program(*case)
+    (la,) = launches(prog, 128)
+    scheds = [s for s in candidate_schedules(la.graph) if s.gemv]
+    assert scheds
+    streamed = []
+    for s in scheds:
+        cg = compile_graph(prog, arch="sm_90", load=False, cache=cache, schedules={la.graph.key: s})
+        assert _is_cubin(cg.cubin)
+        streamed.append("float ga" in cg.source and "wsb" not in cg.source)
+    assert any(streamed), [s.short() for s in scheds]

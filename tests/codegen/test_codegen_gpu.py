@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from graph_strategies import MATMUL_LOOP_CASES, block_programs, kernel_programs, matmul_loop_program
+from graph_strategies import (
+    GEMV_LOOP_CASES,
+    MATMUL_LOOP_CASES,
+    block_programs,
+    kernel_programs,
+    matmul_loop_program,
+)
 from hypothesis import given, settings
 
 from mirage_formal import workloads
@@ -166,3 +172,16 @@ def test_lifted_row_kernels_validate_under_every_thread_count(case: tuple) -> No
                 cg = compile_graph(g, schedules={la.graph.key: Schedule(threads=t)})
                 rep = validate(cg, trials=2)
                 assert rep.ok, f"threads={t}: {rep}\n{cg.source}"
+
+
+@pytest.mark.parametrize("case", GEMV_LOOP_CASES)
+def test_gemv_schedules_validate(case: tuple[int, int, int, int]) -> None:
+    """Every schedule the tuner proposes for a skinny matmul (register-streamed B with N/8
+    not a power of two, chunked long K slices, shared-memory cross-thread sums) computes the
+    float64 program's function."""
+    prog = matmul_loop_program(*case)
+    (la,) = launches(prog, 128)
+    for s in candidate_schedules(la.graph):
+        cg = compile_graph(prog, schedules={la.graph.key: s})
+        rep = validate(cg, trials=2)
+        assert rep.ok, f"{s.short()}: {rep}"
