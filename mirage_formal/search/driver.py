@@ -25,11 +25,13 @@ Imports ``ir`` and the rest of ``search`` only.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,7 +54,7 @@ from mirage_formal.search.executors.unit import (
 from mirage_formal.search.protocols import Checker, Pruner
 from mirage_formal.search.seeds import lifted_candidates
 from mirage_formal.search.signals import SearchInterrupted, interrupt_handlers
-from mirage_formal.search.space import Stats, Stop
+from mirage_formal.search.space import Move, Stats, Stop
 from mirage_formal.search.state import Accepted, SearchState, merge_accepted
 
 CHECKPOINT_FORMAT = "mirage-formal.search-checkpoint"
@@ -208,8 +210,11 @@ class Given:
         return self.pruner, self.checker
 
 
-def _program_key(program: KernelGraph, config: SearchConfig) -> str:
-    return f"{program.key}:{json.dumps(config.to_dict(), sort_keys=True)}"
+def _program_key(program: KernelGraph, config: SearchConfig, moves: Sequence[Move]) -> str:
+    """What a checkpoint must match: the program, the space and the list of work units (its
+    done set holds unit indices, so a different split of the same space must not resume)."""
+    units = hashlib.sha256("\n".join(m.describe() for m in moves).encode()).hexdigest()[:16]
+    return f"{program.key}:{json.dumps(config.to_dict(), sort_keys=True)}:units {units}"
 
 
 def _write_checkpoint(path: Path, key: str, done: set[int], accepted: dict[str, Accepted],
@@ -301,7 +306,7 @@ def run_search(program: KernelGraph, config: SearchConfig, pruner: Pruner, check
 
     probe = SearchState(program, config, pruner, checker)
     moves = probe.enumerator().moves()
-    key = _program_key(program, config)
+    key = _program_key(program, config, moves)
     ck = Path(checkpoint) if checkpoint is not None else None
     done: set[int] = set()
     accepted: dict[str, Accepted] = {}

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +71,9 @@ from mirage_formal.search.labels import (
 )
 
 KeepFn = Callable[[Node, "tuple[Node, ...] | None", "tuple[int, int, int] | None", "int | None"], bool]
+
+#: the block-op depth at which a kernel's unit is split into parts (Move.part)
+SPLIT_DEPTH = 3
 
 
 class Stop(Exception):
@@ -143,9 +147,15 @@ class Move:
     op: str = ""
     attrs: tuple[tuple[str, Any], ...] = ()
     config: MapConfig | None = None
-    #: a graph-defined kernel's unit is split into ``parts`` by its first block op (round robin
-    #: over the canonical first-op choices): every block graph has exactly one first op, so the
-    #: parts partition the unit's space and long units keep every worker busy
+    #: a graph-defined kernel's unit is split into ``parts`` units by the path to its
+    #: SPLIT_DEPTH-th block op: every unit walks the block ops above that depth, and each node
+    #: at it (and its whole subtree) belongs to the unit ``crc32(path) % parts``, the path being
+    #: the node's index in the candidate list of each level above it. Block graphs with fewer
+    #: ops belong to part 0. Every block graph has one such path, so the units partition the
+    #: kernel's space; a hash over a deep level balances where a split by the first op did
+    #: not: on gqa b=1 one first op (the first matmul) held nearly all of a kernel's work, so
+    #: the first-op parts "1/3" took 56, 40 and 24 s of a 610 s space, bounding 14 workers at
+    #: 56 s
     part: int = 0
     parts: int = 1
 
@@ -281,7 +291,8 @@ class Enumerator:
         for m in ordered:
             # kernels over more inputs have many more block graphs: split them into more parts
             n = len(m.args) if m.kind == "kernel" else 1
-            split += [dataclasses.replace(m, part=j, parts=n) for j in range(n)] if n > 1 else [m]
+            split += ([dataclasses.replace(m, part=j, parts=n * n) for j in range(n * n)]
+                      if n > 1 else [m])
         return direct + split
 
     def direct_lowering(self) -> KernelGraph | None:
@@ -423,7 +434,8 @@ class Enumerator:
         assert mv.config is not None
         kin = tuple(self.t[i] for i in mv.args)
         final = self.n_ops + 1 == self.cfg.max_kernel_ops
-        bs = BlockSearch(self, kin, [self.lab[i] for i in mv.args], mv.config, (mv.part, mv.parts),
+        bs = BlockSearch(self, kin, [self.lab[i] for i in mv.args], mv.config,
+                         (mv.part, mv.parts),
                          len(self.out_types) if final else self.cfg.max_kernel_outputs)
         for bg, labs in bs.run():
             key = (*prefix, bg.key)
@@ -596,6 +608,7 @@ class BlockSearch:
         self.sig = tuple((n.shape, n.dtype) for n in kin)
         self.in_labels = in_labels
         self.part, self.parts = split
+        self.path: list[int] = []  # candidate indices of the block ops above SPLIT_DEPTH
 
     def _keep(self, n: Node) -> bool:
         return self.o.keep(n, self.kin, self.grid, self.F)
@@ -689,11 +702,16 @@ class BlockSearch:
         if need0 > left:
             must = {i for i, u in enumerate(self.uses) if u == 0}
         moves = list(self._moves(m0, must))
-        if self.parts > 1 and len(self.t) == self.n_iters:
-            moves = moves[self.part::self.parts]  # this unit's share of the first block ops
+        depth = len(self.t) - self.n_iters  # block ops so far
+        indexed = list(enumerate(moves))
+        if self.parts > 1 and depth == SPLIT_DEPTH - 1:
+            # this unit's share of the nodes at SPLIT_DEPTH (see Move.part)
+            indexed = [(j, m) for j, m in indexed if self._owner(j) == self.part]
+        # a block graph of fewer than SPLIT_DEPTH ops belongs to part 0 alone
+        complete_here = self.parts == 1 or depth >= SPLIT_DEPTH - 1 or self.part == 0
         last = self.last
         made = self.o.block_nodes
-        for name, args, attrs in moves:
+        for j, (name, args, attrs) in indexed:
             ak = _attr_key(attrs)
             key: tuple[Any, ...] | None = None
             # canonical order: a move whose largest input is past the last op's comes after it
@@ -757,13 +775,16 @@ class BlockSearch:
                 key = (tuple(sorted(args, reverse=True)), btype[name], (args, ak))
             saved_last = self.last
             self.last = key
+            self.path.append(j)
             try:
                 st.visited += 1
                 st.by_level["block"] = st.by_level.get("block", 0) + 1
                 self.o.tick()
-                yield from self._complete()
+                if complete_here:
+                    yield from self._complete()
                 yield from self._dfs()
             finally:
+                self.path.pop()
                 self.last = saved_last
                 self.t.pop()
                 self.lab.pop()
@@ -772,6 +793,10 @@ class BlockSearch:
                 self.uses.pop()
                 for i in args:
                     self.uses[i] -= 1
+
+    def _owner(self, j: int) -> int:
+        """The part that owns candidate ``j`` at SPLIT_DEPTH below the current path."""
+        return zlib.crc32(repr((*self.path, j)).encode()) % self.parts
 
     def _complete(self) -> Iterator[tuple[BlockGraph, list[Labels]]]:
         if any(not p and u == 0 for p, u in zip(self.post, self.uses, strict=True)):

@@ -77,6 +77,38 @@ def test_each_candidate_is_produced_once() -> None:
     assert reps and len(reps) == len(set(reps))
 
 
+def _candidates(prog: KernelGraph, cfg: SearchConfig, whole: bool) -> list[str]:
+    """Every candidate the units produce (a multiset), from the units as split or from each
+    kernel move as one unit (``whole``)."""
+    import dataclasses
+
+    st = SearchState(prog, cfg, KeepAll(), None)  # type: ignore[arg-type]
+    reps: list[str] = []
+    st.on_candidate = lambda g: reps.append(g.key)  # type: ignore[method-assign]
+    e = st.enumerator()
+    moves = e.moves()
+    if whole:
+        moves = list(dict.fromkeys(dataclasses.replace(m, part=0, parts=1) for m in moves))
+    for mv in moves:
+        st.enumerator().run_move(mv)
+    return sorted(reps)
+
+
+@pytest.mark.parametrize("name, sizes", [
+    ("rmsnorm", dict(rows=2, h=64, n=64)), ("gated_mlp", dict(m=2, k=64, n=64)),
+])
+def test_units_partition_the_space(name: str, sizes: dict[str, int]) -> None:
+    """Splitting a kernel's unit by the path to its third block op loses no candidate and
+    produces none twice: the units' candidates equal those of the unsplit kernel moves."""
+    prog = workloads.program(name, 1, **sizes)
+    from mirage_formal.optimize import make_config
+
+    cfg = make_config(prog, None, dict(grid_sizes=[2, 16], forloop=[1, 4], max_block_ops=5))
+    split = _candidates(prog, cfg, whole=False)
+    assert split and split == _candidates(prog, cfg, whole=True)
+    assert any(m.parts > 1 for m in SearchState(prog, cfg, KeepAll(), None).enumerator().moves())  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("fname, names, workload", [
     ("rmsnorm_bs1.json", ["X", "W"], "rmsnorm"),
     ("gated_mlp.json", ["X", "W1", "W2"], "gated_mlp"),
