@@ -53,7 +53,7 @@ from mirage_formal.search.executors.unit import (
 )
 from mirage_formal.search.protocols import Checker, Pruner
 from mirage_formal.search.seeds import lifted_candidates
-from mirage_formal.search.signals import SearchInterrupted, interrupt_handlers
+from mirage_formal.search.signals import SearchInterrupted, as_interrupted, interrupt_handlers
 from mirage_formal.search.space import Move, Stats, Stop
 from mirage_formal.search.state import Accepted, SearchState, merge_accepted
 
@@ -358,7 +358,7 @@ def run_search(program: KernelGraph, config: SearchConfig, pruner: Pruner, check
                                            soft, max_candidates, t0)
                 why = ex.run(job, todo, absorb, soft, hard) if todo else None
             except KeyboardInterrupt as e:
-                raise (e if isinstance(e, SearchInterrupted) else SearchInterrupted()) from None
+                raise as_interrupted(e) from None
         if why is not None and stopped is None:
             stopped = why
         elif stopped is None and soft is not None and len(done) < len(moves):

@@ -5,6 +5,8 @@ processes die with their parent.
 * :func:`interrupt_handlers` installs, for the duration of a ``with`` block and only in the
   main thread, handlers that raise :class:`SearchInterrupted` (a ``KeyboardInterrupt``
   subclass, so code that already cleans up on Ctrl-C keeps working) for SIGINT and SIGTERM.
+  :func:`as_interrupted` turns a plain ``KeyboardInterrupt`` caught in such a block back into
+  the :class:`SearchInterrupted` of the signal that caused it (Ray replaces ours, see there).
 * :func:`worker_initializer` runs first in every local pool worker: SIGINT is ignored (a
   terminal's Ctrl-C reaches the whole process group; only the parent decides), SIGTERM gets its
   default action back (the parent's handler was inherited through fork), and on Linux the
@@ -60,8 +62,27 @@ class SearchInterrupted(KeyboardInterrupt):
         )
 
 
+#: the signal the handlers of the current :func:`interrupt_handlers` block last raised for
+_caught: int | None = None
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
+    global _caught
+    _caught = int(signum)
     raise SearchInterrupted(signum)
+
+
+def as_interrupted(e: KeyboardInterrupt) -> SearchInterrupted:
+    """``e`` as a :class:`SearchInterrupted`: itself if it is one; else one for the signal our
+    handler last raised for in the current block (SIGINT if none).
+
+    A plain ``KeyboardInterrupt`` can stand for our SIGTERM: ``ray.wait``/``ray.get`` run
+    signal handlers inside their own periodic check, catch any ``KeyboardInterrupt`` the
+    handler raises and raise a new, plain one in its place, so without this a SIGTERM that
+    arrives while the driver waits on Ray would read as Ctrl-C (exit 130, not 143)."""
+    if isinstance(e, SearchInterrupted):
+        return e
+    return SearchInterrupted(signal.SIGINT if _caught is None else _caught)
 
 
 @contextlib.contextmanager
@@ -71,6 +92,8 @@ def interrupt_handlers() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    global _caught
+    _caught = None
     old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     for s in old:
         signal.signal(s, _raise)

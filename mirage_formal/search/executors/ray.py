@@ -15,7 +15,8 @@ Faults. A task whose worker process dies (killed, out of memory, node lost) is r
 (``max_retries``) from the unit's start; results of the dead attempt never reach the driver, so
 nothing is counted twice. Exceptions raised by our code are not retried (they would recur) and
 are re-raised in the driver. At the hard deadline, or on SIGINT/SIGTERM, tasks still running
-are cancelled with ``force=True`` (their worker processes are killed).
+are cancelled with ``force=True`` (their worker processes are killed); tasks already finished
+are not (:func:`_cancel_running` says why).
 
 Cluster. ``address`` None: ``ray.init()`` (connects to ``RAY_ADDRESS`` or a cluster started
 on this machine with ``ray start``, else starts one here); ``"local"``: always start one here
@@ -27,10 +28,13 @@ Imports ``ray`` (the optional extra) and ``search`` only.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from mirage_formal.errors import MirageError
@@ -58,6 +62,31 @@ def _remote_unit(job: Job, index: int) -> UnitResult:
 _unit_task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False)(_remote_unit)
 
 
+@contextlib.contextmanager
+def _keeping_sigterm_handler() -> Iterator[None]:
+    """Around ``ray.init``: give SIGTERM back to the handler it had before.
+
+    ``ray.init`` installs its own SIGTERM handler in the main thread (``sys.exit(15)``; a Ray
+    instance it starts, one that kills the instance and exits 1). Left in place, it would
+    replace the driver's (:func:`~mirage_formal.search.signals.interrupt_handlers`) for the
+    rest of the search, and a scheduler's SIGTERM would end the command with exit code 15,
+    without the checkpoint line. A SIGTERM that Ray's first handler takes during ``ray.init``
+    itself is handed on to the previous handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    except SystemExit as e:
+        if e.code == signal.SIGTERM and callable(before):
+            before(signal.SIGTERM, None)
+        raise
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGTERM, before)
+
+
 class RayExecutor:
     """Runs units as Ray tasks (see the module doc)."""
 
@@ -79,10 +108,11 @@ class RayExecutor:
             "configure_logging": False,
         }
         try:
-            if self.address == "local":
-                ray.init(address="local", num_cpus=self.requested or None, **kw)
-            else:
-                ray.init(address=self.address, **kw)
+            with _keeping_sigterm_handler():
+                if self.address == "local":
+                    ray.init(address="local", num_cpus=self.requested or None, **kw)
+                else:
+                    ray.init(address=self.address, **kw)
         except (ConnectionError, ValueError, RuntimeError) as e:
             raise MirageError(
                 f"cannot reach the Ray cluster at {self.address or 'RAY_ADDRESS/local'}: "
@@ -160,5 +190,22 @@ class RayExecutor:
                     return None
             return None
         finally:
-            for ref in pending:
-                ray.cancel(ref, force=True)
+            _cancel_running(list(pending))
+
+
+def _cancel_running(refs: list[Any]) -> None:
+    """Cancel, killing their worker processes, those tasks of ``refs`` that have not finished.
+
+    A finished task must be left alone: ``ray.cancel`` (forced or not) on a task whose reply
+    the driver's Ray core worker is still recording aborts the driver process (Ray 2.60: a
+    failed ``RAY_CHECK``, "Tried to complete task that was not pending"; reproduced by
+    cancelling a task right after ``ray.wait`` returned it). On SIGINT/SIGTERM that is the
+    usual case, not a rare one: the signal stays pending while ``ray.wait`` blocks, its handler
+    runs the moment a finishing task wakes the driver, and that task is still in ``pending``.
+    What is left is a task whose reply arrives between the ``ray.wait`` here and its
+    ``ray.cancel``."""
+    if not refs:
+        return
+    _, running = ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)
+    for ref in running:
+        ray.cancel(ref, force=True)
