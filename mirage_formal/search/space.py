@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,9 +70,6 @@ from mirage_formal.search.labels import (
 )
 
 KeepFn = Callable[[Node, "tuple[Node, ...] | None", "tuple[int, int, int] | None", "int | None"], bool]
-
-#: the block-op depth at which a kernel's unit is split into parts (Move.part)
-SPLIT_DEPTH = 3
 
 
 class Stop(Exception):
@@ -147,15 +143,14 @@ class Move:
     op: str = ""
     attrs: tuple[tuple[str, Any], ...] = ()
     config: MapConfig | None = None
-    #: a graph-defined kernel's unit is split into ``parts`` units by the path to its
-    #: SPLIT_DEPTH-th block op: every unit walks the block ops above that depth, and each node
-    #: at it (and its whole subtree) belongs to the unit ``crc32(path) % parts``, the path being
-    #: the node's index in the candidate list of each level above it. Block graphs with fewer
-    #: ops belong to part 0. Every block graph has one such path, so the units partition the
-    #: kernel's space; a hash over a deep level balances where a split by the first op did
-    #: not: on gqa b=1 one first op (the first matmul) held nearly all of a kernel's work, so
-    #: the first-op parts "1/3" took 56, 40 and 24 s of a 610 s space, bounding 14 workers at
-    #: 56 s
+    #: a graph-defined kernel's unit is split into ``parts`` units by the kernel's own block
+    #: graphs: every part enumerates them (cheap), and part p explores, after the kernel, only
+    #: the completions k with k % parts == p (round robin in enumeration order). Every μGraph
+    #: of the unit starts with exactly one of them, so the parts partition the unit's space.
+    #: The work of a unit lies almost all after its first kernel (on gqa b=1's heaviest unit,
+    #: 61k block searches of later kernels against one of the first), which is why splitting by
+    #: the first kernel's first block op (as before 2026-11-23) left one part with nearly all
+    #: of it: 56 s of a 610 s space in one unit, the bound for 14 workers
     part: int = 0
     parts: int = 1
 
@@ -435,9 +430,10 @@ class Enumerator:
         kin = tuple(self.t[i] for i in mv.args)
         final = self.n_ops + 1 == self.cfg.max_kernel_ops
         bs = BlockSearch(self, kin, [self.lab[i] for i in mv.args], mv.config,
-                         (mv.part, mv.parts),
                          len(self.out_types) if final else self.cfg.max_kernel_outputs)
-        for bg, labs in bs.run():
+        for k, (bg, labs) in enumerate(bs.run()):
+            if k % mv.parts != mv.part:
+                continue  # another part's share of this kernel's block graphs (Move.part)
             key = (*prefix, bg.key)
             if key <= self.last:
                 continue
@@ -593,7 +589,7 @@ class BlockSearch:
     """Block-op enumeration for one graph-defined kernel and map configuration."""
 
     def __init__(self, outer: Enumerator, kin: tuple[Node, ...], in_labels: list[Labels],
-                 mc: MapConfig, split: tuple[int, int], max_outputs: int) -> None:
+                 mc: MapConfig, max_outputs: int) -> None:
         self.o = outer
         self.kout = min(max_outputs, outer.cfg.max_kernel_outputs)
         self.cfg = outer.cfg
@@ -607,8 +603,6 @@ class BlockSearch:
         self.split_labels = set(self.axis_labels.values()) | ({mc.loop[0]} if mc.loop and mc.forloop > 1 else set())
         self.sig = tuple((n.shape, n.dtype) for n in kin)
         self.in_labels = in_labels
-        self.part, self.parts = split
-        self.path: list[int] = []  # candidate indices of the block ops above SPLIT_DEPTH
 
     def _keep(self, n: Node) -> bool:
         return self.o.keep(n, self.kin, self.grid, self.F)
@@ -702,16 +696,9 @@ class BlockSearch:
         if need0 > left:
             must = {i for i, u in enumerate(self.uses) if u == 0}
         moves = list(self._moves(m0, must))
-        depth = len(self.t) - self.n_iters  # block ops so far
-        indexed = list(enumerate(moves))
-        if self.parts > 1 and depth == SPLIT_DEPTH - 1:
-            # this unit's share of the nodes at SPLIT_DEPTH (see Move.part)
-            indexed = [(j, m) for j, m in indexed if self._owner(j) == self.part]
-        # a block graph of fewer than SPLIT_DEPTH ops belongs to part 0 alone
-        complete_here = self.parts == 1 or depth >= SPLIT_DEPTH - 1 or self.part == 0
         last = self.last
         made = self.o.block_nodes
-        for j, (name, args, attrs) in indexed:
+        for name, args, attrs in moves:
             ak = _attr_key(attrs)
             key: tuple[Any, ...] | None = None
             # canonical order: a move whose largest input is past the last op's comes after it
@@ -775,16 +762,13 @@ class BlockSearch:
                 key = (tuple(sorted(args, reverse=True)), btype[name], (args, ak))
             saved_last = self.last
             self.last = key
-            self.path.append(j)
             try:
                 st.visited += 1
                 st.by_level["block"] = st.by_level.get("block", 0) + 1
                 self.o.tick()
-                if complete_here:
-                    yield from self._complete()
+                yield from self._complete()
                 yield from self._dfs()
             finally:
-                self.path.pop()
                 self.last = saved_last
                 self.t.pop()
                 self.lab.pop()
@@ -793,10 +777,6 @@ class BlockSearch:
                 self.uses.pop()
                 for i in args:
                     self.uses[i] -= 1
-
-    def _owner(self, j: int) -> int:
-        """The part that owns candidate ``j`` at SPLIT_DEPTH below the current path."""
-        return zlib.crc32(repr((*self.path, j)).encode()) % self.parts
 
     def _complete(self) -> Iterator[tuple[BlockGraph, list[Labels]]]:
         if any(not p and u == 0 for p, u in zip(self.post, self.uses, strict=True)):

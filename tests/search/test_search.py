@@ -98,7 +98,7 @@ def _candidates(prog: KernelGraph, cfg: SearchConfig, whole: bool) -> list[str]:
     ("rmsnorm", dict(rows=2, h=64, n=64)), ("gated_mlp", dict(m=2, k=64, n=64)),
 ])
 def test_units_partition_the_space(name: str, sizes: dict[str, int]) -> None:
-    """Splitting a kernel's unit by the path to its third block op loses no candidate and
+    """Splitting a kernel's unit by its block graphs (round robin) loses no candidate and
     produces none twice: the units' candidates equal those of the unsplit kernel moves."""
     prog = workloads.program(name, 1, **sizes)
     from mirage_formal.optimize import make_config
