@@ -128,8 +128,7 @@ def _gemv_thread_counts(n: Any, bg: BlockGraph) -> list[int]:
     multiple of N/8 threads (and of 32) that also divides K·N/8 (N = 48: 192 and 384)."""
     K, N = n.src[1].shape
     nc = N // 8
-    base = [t for t in (bg.threads, 256) if t % nc == 0]
-    if base:
+    if any(t % nc == 0 for t in (bg.threads, 256)):
         return []
     step = math.lcm(nc, 32)
     out = []
