@@ -12,8 +12,10 @@ most wrong candidates cheaply, then the prime-field verifier that decides, to ``
 (``verify.float64.FloatRecheck``); one that fails is moved to ``flagged`` and never
 returned as accepted. Ranking is the search's analytic cost model. With a GPU, the ``gpu_top``
 best accepted μGraphs are compiled with NVRTC, validated against the program in float64 on the
-device, timed with CUDA events, and re-ranked by measured time; ``kernel`` is the fastest one
-that validated. Without a GPU the best μGraph is still compiled for sm_90 (compile-only), so a
+device, timed like the benchmarks' baselines (CUDA graph, L2 flushed), and re-ranked by
+measured time; the fastest few structures then have their size variants (other grid sizes and
+loop ranges of the space, each verified and re-checked like the rest) measured too, since the
+cost model ranks tile shapes least reliably; ``kernel`` is the fastest one that validated. Without a GPU the best μGraph is still compiled for sm_90 (compile-only), so a
 code-generation failure is reported rather than discovered later.
 
 May import every layer (only this module and the CLI do).
@@ -52,6 +54,7 @@ from mirage_formal.search import (
 )
 from mirage_formal.search.cost import estimate
 from mirage_formal.search.driver import check_budget
+from mirage_formal.search.state import ranked_variants
 from mirage_formal.verify import Verdict, Verifier
 from mirage_formal.verify.float64 import FloatRecheck, FloatScreen
 
@@ -244,23 +247,76 @@ def gpu_candidates(accepted: list[Optimized], top: int,
     return picked
 
 
-def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
-              seed: int | None, deadline: float | None = None) -> tuple[list[Optimized], Any, list[str]]:
-    """Autotune, validate and time the ``top`` best (codegen.autotune: every kernel's schedule
-    measured on this GPU, timed like the benchmarks' baselines); re-rank by measured time."""
+#: the GPU stage also measures size variants (other grid sizes and loop ranges of the space:
+#: other tiles, as many blocks as they make) of this many of the fastest measured structures ...
+GPU_VARIANT_STRUCTURES = 2
+#: ... this many each: the analytic cost model ranks tile shapes least reliably (rmsnorm's fused
+#: kernel: 48-column tiles estimated best, 128-column tiles measured 27% faster)
+GPU_VARIANTS = 4
+
+
+@dataclass
+class VariantContext:
+    """What the GPU stage needs to try size variants: the search space they come from, and the
+    checks every returned μGraph passes (the verifier's verdict, the float64 re-check)."""
+
+    config: SearchConfig
+    verifier: Verifier
+    recheck: FloatRecheck
+
+
+def _kernel_grids(g: KernelGraph) -> tuple[tuple[tuple[int, int, int], int], ...]:
+    return tuple((n.attr("graph").grid, n.attr("graph").forloop) for n in g.nodes
+                 if n.op == "kernel")
+
+
+def variants_to_measure(config: SearchConfig, graph: KernelGraph,
+                        limit: int = GPU_VARIANTS) -> list[tuple[KernelGraph, Cost]]:
+    """Up to ``limit`` size variants of ``graph`` besides itself, spread over tile shapes: in
+    the cost model's order, the cheapest variant of each grid not yet taken (a loop range
+    alone changes less than a tile shape, and the autotuner's split covers part of it)."""
+    taken = {tuple(gr for gr, _ in _kernel_grids(graph))}
+    out: list[tuple[KernelGraph, Cost]] = []
+    for v, c in ranked_variants(config, graph):
+        grids = tuple(gr for gr, _ in _kernel_grids(v))
+        if v.key == graph.key or grids in taken:
+            continue
+        taken.add(grids)
+        out.append((v, c))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _tune_one(graph: KernelGraph, program: KernelGraph, seed: int | None,
+              estimated_us: float) -> Any:
     from mirage_formal.codegen.autotune import tune
 
+    # every trial is logged with the μGraph and its estimate: data for the cost model
+    return tune(graph, program, seed=seed or 0,
+                context={"ugraph": ugraph_to_json(graph), "estimated_us": estimated_us})
+
+
+def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
+              seed: int | None, deadline: float | None = None,
+              variants: VariantContext | None = None) -> tuple[list[Optimized], Any, list[str]]:
+    """Autotune, validate and time the ``top`` best (codegen.autotune: every kernel's schedule
+    measured on this GPU, timed like the benchmarks' baselines); then, with ``variants``, the
+    size variants of the fastest few (each verified and re-checked in float64 first; a faster
+    one replaces its structure's entry); re-rank by measured time."""
     notes: list[str] = []
     best_cg: Any = None
     best_us = math.inf
-    for i, a in enumerate(gpu_candidates(accepted, top, program)):
-        if deadline is not None and time.monotonic() >= deadline:
-            notes.append(f"budget spent: {min(top, len(accepted)) - i} candidate(s) not tuned or timed")
+
+    def out_of_time() -> bool:
+        return deadline is not None and time.monotonic() >= deadline
+
+    picked = gpu_candidates(accepted, top, program)
+    for i, a in enumerate(picked):
+        if out_of_time():
+            notes.append(f"budget spent: {len(picked) - i} candidate(s) not tuned or timed")
             break
-        # every trial is logged with the μGraph and its estimate: data for the cost model
-        tuned = tune(a.graph, program, seed=seed or 0,
-                     context={"ugraph": ugraph_to_json(a.graph),
-                              "estimated_us": a.cost.seconds * 1e6})
+        tuned = _tune_one(a.graph, program, seed, a.cost.seconds * 1e6)
         if tuned is None:
             a.validation = "no schedule validated"
             notes.append(f"candidate {a.graph.key[:12]} FAILED validation under every schedule "
@@ -277,9 +333,50 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
                         + (f"; default schedule {tuned.default_us:.2f} µs" if tuned.default_us else ""))
         if tuned.us < best_us:
             best_us, best_cg = tuned.us, tuned.compiled
+    if variants is not None:
+        fastest = sorted((a for a in picked if a.measured_us is not None and a.graph.key != program.key),
+                         key=lambda a: a.measured_us or 0.0)[:GPU_VARIANT_STRUCTURES]
+        for a in fastest:
+            cg, us, more = _try_variants(a, program, seed, variants, out_of_time)
+            notes += more
+            if cg is not None and us < best_us:
+                best_us, best_cg = us, cg
     timed = sorted((a for a in accepted if a.measured_us is not None), key=lambda a: a.measured_us or 0.0)
     rest = [a for a in accepted if a.measured_us is None]
     return timed + rest, best_cg, notes
+
+
+def _try_variants(a: Optimized, program: KernelGraph, seed: int | None, ctx: VariantContext,
+                  out_of_time: Any) -> tuple[Any, float, list[str]]:
+    """Measure :func:`variants_to_measure` of ``a``; the fastest, if faster than ``a``,
+    replaces ``a``'s graph, verdict, cost and measurements (same structure: it stays one
+    entry). Returns its compiled kernel and time (None, inf when none was faster)."""
+    notes: list[str] = []
+    best: tuple[Any, float] = (None, math.inf)
+    base_key = a.graph.key
+    for v, c in variants_to_measure(ctx.config, a.graph):
+        if out_of_time():
+            notes.append(f"budget spent: size variants of {base_key[:12]} not all measured")
+            break
+        verdict = ctx.verifier.check(v)
+        err = ctx.recheck.error(v, verdict.output_map) if verdict.accepted else math.inf
+        if not verdict.accepted or err > RECHECK_RTOL:
+            # cannot happen for a sound structure: its variants compute the same function
+            notes.append(f"size variant {v.key[:12]} of {base_key[:12]} failed verification "
+                         f"(accepted={verdict.accepted}, float64 error {err:.2g}); not used")
+            continue
+        tuned = _tune_one(v, program, seed, c.seconds * 1e6)
+        if tuned is None:
+            notes.append(f"size variant {v.key[:12]} of {base_key[:12]} FAILED validation under "
+                         "every schedule (a codegen bug; see the tuning log)")
+            continue
+        if a.measured_us is not None and tuned.us < a.measured_us:
+            a.graph, a.verdict, a.cost, a.float64_error = v, verdict, c, err
+            a.measured_us, a.schedule = tuned.us, tuned.describe()
+            a.validation = (f"validated; size variant of {base_key[:12]} (faster on this GPU "
+                            f"than the cost model's pick); {len(tuned.trials)} schedules timed")
+            best = (tuned.compiled, tuned.us)
+    return best[0], best[1], notes
 
 
 def _add_input_program(program: KernelGraph, target: str, verifier: Verifier,
@@ -441,7 +538,8 @@ def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: 
         from mirage_formal.codegen.runtime import runtime
 
         out.gpu = runtime().name
-        out.accepted, out.kernel, notes = _gpu_rank(program, accepted, gpu_top, seed, deadline)
+        ctx = VariantContext(cfg, verifier, recheck or FloatRecheck(program))
+        out.accepted, out.kernel, notes = _gpu_rank(program, accepted, gpu_top, seed, deadline, ctx)
         out.codegen_notes += notes
         timings["gpu"] = time.monotonic() - t
     elif compile_best:

@@ -13,7 +13,8 @@ Nothing here is keyed by a benchmark's name. Every field comes from the program 
   :data:`MAX_INPUTS`) and save the program's outputs plus one more when the program reduces rows
   (a partial result split over blocks, or a row statistic for a second kernel).
 - *grid sizes*: powers of two and divisors near the SM count (``n_sm``, 132 on the H100) of the
-  program's dimension sizes, up to ``2 * n_sm``; *loop ranges*: powers of two that divide a
+  program's dimension sizes, up to ``2 * n_sm``, and the grids that cut a dimension into tiles of
+  64, 128 or 256; *loop ranges*: powers of two that divide a
   reduction size (matmul contraction, summed or normalised rows) and leave tiles of at least
   :data:`MIN_TILE` elements.
 - *limits*: ``max_kernel_ops`` from the number of program ops (at most :data:`MAX_KERNEL_OPS`;
@@ -52,6 +53,8 @@ MAX_INPUTS = 4
 MIN_TILE = 16
 #: largest loop range
 MAX_FORLOOP = 64
+#: tile widths whose grids a space always offers (d = 6144: grids 96, 48, 24 beside the powers of two)
+TILE_WIDTHS = (64, 128, 256)
 #: block ops at most (one fewer when the block has a loop: its accumulators are per reduction)
 MAX_BLOCK_OPS = 11
 
@@ -88,6 +91,10 @@ def _grid_sizes(program: KernelGraph, n_sm: int) -> tuple[int, ...]:
                 if d % q == 0:
                     sizes.add(q)
                     break
+            # the grids that leave tensor-core-friendly tiles of 64, 128 or 256 along d
+            for w in TILE_WIDTHS:
+                if d % w == 0 and 2 <= d // w <= cap:
+                    sizes.add(d // w)
     return tuple(sorted(sizes))
 
 

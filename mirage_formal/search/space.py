@@ -509,56 +509,61 @@ class Enumerator:
     # ------------------------------------------------------------ size variants
 
     def variants(self, graph: KernelGraph) -> Iterator[KernelGraph]:
-        """``graph`` rebuilt with every choice of grid sizes and loop ranges from the preset
-        (the axes and loops it uses stay used), in a deterministic order."""
-        cfg = self.cfg
-        kernels = [n for n in graph.nodes if n.op not in (INPUT, GET)]
+        """:func:`size_variants` of ``graph`` in this enumerator's space."""
+        return size_variants(self.cfg, graph)
 
-        def rec(j: int, memo: dict[Node, Node]) -> Iterator[dict[Node, Node]]:
-            if j == len(kernels):
-                yield memo
+
+def size_variants(cfg: SearchConfig, graph: KernelGraph) -> Iterator[KernelGraph]:
+    """``graph`` rebuilt with every choice of grid sizes and loop ranges from the space
+    ``cfg`` (the axes and loops it uses stay used), in a deterministic order (at most
+    ``cfg.max_variants``)."""
+    kernels = [n for n in graph.nodes if n.op not in (INPUT, GET)]
+
+    def rec(j: int, memo: dict[Node, Node]) -> Iterator[dict[Node, Node]]:
+        if j == len(kernels):
+            yield memo
+            return
+        n = kernels[j]
+        srcs = [memo.get(s, s) for s in n.src]
+        if n.op != KERNEL_OP:
+            try:
+                memo2 = dict(memo)
+                memo2[n] = make_op(n.op, srcs, n.attr_dict, KERNEL)
+            except GraphError:
                 return
-            n = kernels[j]
-            srcs = [memo.get(s, s) for s in n.src]
-            if n.op != KERNEL_OP:
-                try:
-                    memo2 = dict(memo)
-                    memo2[n] = make_op(n.op, srcs, n.attr_dict, KERNEL)
-                except GraphError:
-                    return
-                yield from rec(j + 1, memo2)
-                return
-            bg: BlockGraph = n.attr("graph")
-            iters = [b for b in bg.nodes if b.op == ITER]
-            axis_opts: list[list[int]] = []
-            for ax in range(3):
-                if bg.grid[ax] == 1:
-                    axis_opts.append([1])
+            yield from rec(j + 1, memo2)
+            return
+        bg: BlockGraph = n.attr("graph")
+        iters = [b for b in bg.nodes if b.op == ITER]
+        axis_opts: list[list[int]] = []
+        for ax in range(3):
+            if bg.grid[ax] == 1:
+                axis_opts.append([1])
+                continue
+            opts = []
+            for s in cfg.grid_sizes:
+                if all(it.attr("imap")[ax] == -1 or srcs[it.attr("input")].shape[it.attr("imap")[ax]] % s == 0
+                       for it in iters):
+                    opts.append(s)
+            axis_opts.append(opts)
+        f_opts = [f for f in cfg.forloop if f > 1] if bg.forloop > 1 else [1]
+        for gx, gy, gz in itertools.product(*axis_opts):
+            for f in f_opts:
+                nb = _rebuild_block(bg, srcs, (gx, gy, gz), f)
+                if nb is None:
                     continue
-                opts = []
-                for s in cfg.grid_sizes:
-                    if all(it.attr("imap")[ax] == -1 or srcs[it.attr("input")].shape[it.attr("imap")[ax]] % s == 0
-                           for it in iters):
-                        opts.append(s)
-                axis_opts.append(opts)
-            f_opts = [f for f in cfg.forloop if f > 1] if bg.forloop > 1 else [1]
-            for gx, gy, gz in itertools.product(*axis_opts):
-                for f in f_opts:
-                    nb = _rebuild_block(bg, srcs, (gx, gy, gz), f)
-                    if nb is None:
-                        continue
-                    gets = make_kernel(nb, srcs)
-                    memo2 = dict(memo)
-                    for old, new in zip(_gets_of(graph, n), gets, strict=False):
-                        if old is not None:
-                            memo2[old] = new
-                    memo2[n] = gets[0]
-                    yield from rec(j + 1, memo2)
+                gets = make_kernel(nb, srcs)
+                memo2 = dict(memo)
+                for old, new in zip(_gets_of(graph, n), gets, strict=False):
+                    if old is not None:
+                        memo2[old] = new
+                memo2[n] = gets[0]
+                yield from rec(j + 1, memo2)
 
-        for count, memo in enumerate(rec(0, {}), 1):
-            yield KernelGraph(graph.inputs, tuple(memo.get(o, o) for o in graph.outputs))
-            if count >= cfg.max_variants:
-                return
+    for count, memo in enumerate(rec(0, {}), 1):
+        yield KernelGraph(graph.inputs, tuple(memo.get(o, o) for o in graph.outputs))
+        if count >= cfg.max_variants:
+            return
 
 
 def _gets_of(graph: KernelGraph, kn: Node) -> list[Node | None]:

@@ -25,7 +25,7 @@ from mirage_formal.search.canon import structure_key
 from mirage_formal.search.config import SearchConfig
 from mirage_formal.search.cost import Cost, estimate, smem_bytes
 from mirage_formal.search.protocols import Checker, Pruner
-from mirage_formal.search.space import Enumerator, Stats, Stop
+from mirage_formal.search.space import Enumerator, Stats, Stop, size_variants
 
 
 @dataclass
@@ -110,19 +110,12 @@ class SearchState:
             self.stats.pruned_dedup += 1
             return
         self._seen_structures.add(rep.key)
-        ranked: list[tuple[float, str, KernelGraph, Cost]] = []
-        for v in self.enumerator_for_variants.variants(rep):
-            self.stats.variants += 1
-            if any(smem_bytes(n.attr("graph")) > self.config.smem_limit
-                   for n in v.nodes if n.op == KERNEL_OP):
-                continue
-            c = estimate(v, self.config.target)
-            ranked.append((c.seconds, v.key, v, c))
+        ranked = ranked_variants(self.config, rep, self.stats)
         if not ranked:
             return
         # the cheapest variant only: the others are the same structure (kept once, ``canon``) at a
         # higher estimated cost, and a rejected variant rejects its structure
-        _, _, v, c = min(ranked, key=lambda r: (r[0], r[1]))
+        v, c = ranked[0]
         if self.max_candidates is not None and self.stats.verified >= self.max_candidates:
             raise Stop("candidate budget spent")
         self._check_deadline()
@@ -134,17 +127,26 @@ class SearchState:
         else:
             self.stats.rejected += 1
 
-    @property
-    def enumerator_for_variants(self) -> Enumerator:
-        e = getattr(self, "_venum", None)
-        if e is None:
-            e = self.enumerator()
-            object.__setattr__(self, "_venum", e)
-        return e
-
     def best(self) -> list[Accepted]:
         """Accepted μGraphs, best (lowest estimated time) first."""
         return sorted(self.accepted.values(), key=lambda a: (a.cost.seconds, a.graph.key))
+
+
+def ranked_variants(cfg: SearchConfig, rep: KernelGraph,
+                    stats: Stats | None = None) -> list[tuple[KernelGraph, Cost]]:
+    """The size variants of ``rep`` (``space.size_variants``: every grid size and loop range of
+    the space ``cfg``) that fit in shared memory, cheapest first by the analytic cost (ties:
+    graph key). All compute ``rep``'s function; they differ in tiles and blocks only."""
+    ranked: list[tuple[float, str, KernelGraph, Cost]] = []
+    for v in size_variants(cfg, rep):
+        if stats is not None:
+            stats.variants += 1
+        if any(smem_bytes(n.attr("graph")) > cfg.smem_limit for n in v.nodes if n.op == KERNEL_OP):
+            continue
+        c = estimate(v, cfg.target)
+        ranked.append((c.seconds, v.key, v, c))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    return [(v, c) for _, _, v, c in ranked]
 
 
 def merge_accepted(into: dict[str, Accepted], new: Sequence[Accepted]) -> None:

@@ -1,0 +1,83 @@
+"""The GPU stage's size variants (``optimize.variants_to_measure`` / ``_gpu_rank``), on the CPU:
+which variants are measured, that each is the same structure and verifies, and that a faster
+one replaces its structure's entry (the autotuner replaced by a stand-in with made-up times)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from mirage_formal import optimize as opt
+from mirage_formal import superoptimize, workloads
+from mirage_formal.ir.graph import KernelGraph
+from mirage_formal.search.canon import structure_key
+from mirage_formal.verify import Verifier
+from mirage_formal.verify.float64 import FloatRecheck
+
+SPACE = {"grid_sizes": [2, 4, 8, 16], "forloop": [1, 2, 4], "max_block_ops": 6}
+
+
+def program() -> KernelGraph:
+    return workloads.program("rmsnorm", 1, rows=2, h=64, n=64)
+
+
+@pytest.fixture(scope="module")
+def result() -> Any:
+    return superoptimize(program(), "norm", budget_s=120, overrides=SPACE, gpu=False)
+
+
+def grids(g: KernelGraph) -> tuple[Any, ...]:
+    return tuple(gr for gr, _ in opt._kernel_grids(g))
+
+
+def test_variants_are_the_same_structure_with_other_grids_and_verify(result: Any) -> None:
+    cfg = opt.make_config(program(), "norm", SPACE)
+    verifier = Verifier(program(), seed=3)
+    recheck = FloatRecheck(program())
+    tried = 0
+    for a in result.accepted:
+        vs = opt.variants_to_measure(cfg, a.graph, limit=3)
+        assert len(vs) <= 3
+        seen = {grids(a.graph)}
+        for v, cost in vs:
+            assert v.key != a.graph.key
+            assert structure_key(v) == structure_key(a.graph)
+            assert grids(v) not in seen  # one per tile shape
+            seen.add(grids(v))
+            verdict = verifier.check(v)
+            assert verdict.accepted
+            assert recheck.error(v, verdict.output_map) < 1e-9
+            assert cost.seconds > 0
+            tried += 1
+    assert tried, "the fused structure has size variants in this space"
+
+
+def _fake_tune(times: dict[tuple[Any, ...], float]) -> Any:
+    def tune_one(graph: KernelGraph, program: KernelGraph, seed: Any, estimated_us: float) -> Any:
+        us = times.get(grids(graph), 50.0)
+        return SimpleNamespace(us=us, trials=[], compiled=("kernel", graph.key), from_cache=False,
+                               default_us=None, describe=lambda: "stand-in")
+    return tune_one
+
+
+def test_a_faster_variant_replaces_its_structure_and_a_slower_one_does_not(
+        result: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = opt.make_config(program(), "norm", SPACE)
+    accepted = [opt.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+                for a in result.accepted]
+    best = accepted[0]
+    vs = opt.variants_to_measure(cfg, best.graph, limit=2)
+    assert len(vs) == 2
+    faster, slower = vs[0][0], vs[1][0]
+    times = {grids(best.graph): 20.0, grids(faster): 10.0, grids(slower): 30.0}
+    monkeypatch.setattr(opt, "_tune_one", _fake_tune(times))
+    ctx = opt.VariantContext(cfg, Verifier(program(), seed=5), FloatRecheck(program()))
+    ranked, kernel, notes = opt._gpu_rank(program(), accepted, 1, 0, None, ctx)
+    assert not [n for n in notes if "FAILED" in n or "failed" in n]
+    assert ranked[0] is best and best.graph.key == faster.key  # replaced in place
+    assert best.measured_us == 10.0 and kernel == ("kernel", faster.key)
+    assert "size variant" in (best.validation or "")
+    keys = [structure_key(a.graph) for a in ranked]
+    assert len(keys) == len(set(keys))  # still one entry per structure
