@@ -55,8 +55,6 @@ from mirage_formal.ir.ops import REGISTRY
 
 #: the most dynamic shared memory a block may use on sm_90 (227 KiB)
 SMEM_LIMIT_BYTES = 227 * 1024
-#: vectors (16 bytes) a gemv thread loads per pipelined chunk when it loads B itself
-GEMV_CHUNK = 8
 #: the (original, unsplit) block index of the block graph, as declared at kernel entry
 BLOCK_IDX = ("bx", "by", "bz")
 
@@ -584,10 +582,10 @@ class _Emitter(KernelLayout):
         when B is staged, else loaded here) is multiplied by the matching A column (fp32 tile
         in shared memory) into ``ga{id}[m*8 + j]``.
 
-        Loaded here, a thread's P vectors are read in chunks of at most GEMV_CHUNK, software
-        pipelined (chunk c+1's loads are issued before chunk c's products): a long K slice
-        (a whole 2048-row tile per iteration) then needs 2 x GEMV_CHUNK vector registers, not
-        P, and still keeps GEMV_CHUNK loads in flight per thread."""
+        Loaded here, a thread's P vectors are read in chunks of at most ``gemv_chunk``, software
+        pipelined through a ring of ``gemv_depth`` chunks (chunks c+1 .. c+depth-1 are in
+        flight while chunk c's products run): a long K slice (a whole 2048-row tile per
+        iteration) then needs depth x chunk vector registers, not P."""
         B = n.src[1]
         K, N = B.shape
         nc = N // 8
@@ -613,23 +611,26 @@ class _Emitter(KernelLayout):
                 return ["{", f"  const int e = (threadIdx.x + ({p}) * {self.T}) * 8;",
                         *[f"  {d}" for d in decls],
                         f"  {dst} = mf::ld_raw(&{self.iter_ref(B, idx)});", "}"]
-        C = max(d for d in range(1, min(P, GEMV_CHUNK) + 1) if P % d == 0)
+        C = max(d for d in range(1, min(P, self.opts.gemv_chunk) + 1) if P % d == 0)
         NCH = P // C
+        R = min(self.opts.gemv_depth, NCH)  # ring slots: R - 1 chunks ahead of the products
         j2 = ind + "  "
         if NCH == 1:
             lines += [f"{j2}uint4 gw{i}[{P}];", f"{j2}#pragma unroll",
                       f"{j2}for (int p = 0; p < {P}; ++p) {{",
                       *[f"{j2}  {x}" for x in load(f"gw{i}[p]", "p")], f"{j2}}}"]
             return lines + self._gemv_products(n, f"gw{i}", "p", P, j2) + [f"{ind}}}"]
-        lines += [f"{j2}uint4 gw{i}[2][{C}];", f"{j2}#pragma unroll",
-                  f"{j2}for (int p = 0; p < {C}; ++p) {{",
-                  *[f"{j2}  {x}" for x in load(f"gw{i}[0][p]", "p")], f"{j2}}}",
-                  f"{j2}#pragma unroll", f"{j2}for (int c = 0; c < {NCH}; ++c) {{",
-                  f"{j2}  if (c + 1 < {NCH}) {{", f"{j2}    #pragma unroll",
+        lines.append(f"{j2}uint4 gw{i}[{R}][{C}];")
+        for c0 in range(R - 1):  # the ring's first R - 1 chunks
+            lines += [f"{j2}#pragma unroll", f"{j2}for (int p = 0; p < {C}; ++p) {{",
+                      *[f"{j2}  {x}" for x in load(f"gw{i}[{c0}][p]", f"{c0 * C} + p")], f"{j2}}}"]
+        lines += [f"{j2}#pragma unroll", f"{j2}for (int c = 0; c < {NCH}; ++c) {{",
+                  f"{j2}  if (c + {R - 1} < {NCH}) {{", f"{j2}    #pragma unroll",
                   f"{j2}    for (int p = 0; p < {C}; ++p) {{",
-                  *[f"{j2}      {x}" for x in load(f"gw{i}[(c + 1) & 1][p]", f"(c + 1) * {C} + p")],
+                  *[f"{j2}      {x}" for x in load(f"gw{i}[(c + {R - 1}) % {R}][p]",
+                                                   f"(c + {R - 1}) * {C} + p")],
                   f"{j2}    }}", f"{j2}  }}"]
-        lines += self._gemv_products(n, f"gw{i}[c & 1]", f"c * {C} + p", C, j2 + "  ")
+        lines += self._gemv_products(n, f"gw{i}[c % {R}]", f"c * {C} + p", C, j2 + "  ")
         return [*lines, f"{j2}}}", f"{ind}}}"]
 
     def _gemv_products(self, n: Node, src: str, row: str, count: int, ind: str) -> list[str]:

@@ -64,6 +64,11 @@ class Schedule:
     #: with the register pipeline) and keep the accumulator in registers for the whole loop,
     #: reduced across threads once after it: no shared-memory staging, no tensor cores
     gemv: bool = False
+    #: a gemv thread that loads its B vectors itself reads them in chunks of ``gemv_chunk``
+    #: 16-byte vectors through a register ring of ``gemv_depth`` chunks (depth - 1 chunks in
+    #: flight while one is multiplied; depth x chunk x 4 registers)
+    gemv_chunk: int = 8
+    gemv_depth: int = 2
     #: elementwise tiles read only by tensor-core matmuls (as operand A) and accumulators —
     #: attention's exp(QK) — are stored as fp16 in shared memory (rows padded by 8 halves),
     #: so the matmul reads them with ldmatrix: half the shared-memory traffic of fp32 tiles
@@ -75,6 +80,8 @@ class Schedule:
                              f"got {self.threads}")
         if self.split < 1:
             raise GraphError(f"schedule: split must be >= 1, got {self.split}")
+        if self.gemv_chunk < 1 or self.gemv_depth < 2:
+            raise GraphError("schedule: gemv_chunk >= 1 and gemv_depth >= 2 are required")
         if self.async_stages < 2 or self.prefetch_depth < 1 or self.prefetch_regs < 0:
             raise GraphError("schedule: async_stages >= 2, prefetch_depth >= 1 and "
                              "prefetch_regs >= 0 are required")
@@ -147,13 +154,15 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       warps busy (>= 2048 elements in the largest tile); 512 and 1024 too for a kernel without
       matmuls on fewer blocks than SMs (>= 4 elements per thread in the largest tile);
     - split: when the grid has fewer blocks than about 1.5 waves over the SMs and the loop is
-      long, the smallest divisors S of F that reach one and two full waves (gx·gy·gz·S >= SMs,
-      >= 2·SMs), each with F/S >= 2 iterations left per block;
+      long, the smallest divisors S of F that reach about one and two full waves
+      (gx·gy·gz·S >= 0.9·SMs, >= 2·SMs), each with F/S >= 2 iterations left per block;
     - gemv (register streaming) for each of these when a matmul has at most 8 rows and reads
       an iterator as B, plus the thread counts that let it (a multiple of N/8 and of 32) when
       neither the block's own nor 256 is one;
     - fp16 intermediate tiles (``half_tiles``) when a matmul reads a computed tile as A
       (attention's exp(QK)·V), tried first;
+    - for gemv, deeper register rings for B vectors the thread loads itself (chunk 4 x depth 4,
+      chunk 8 x depth 3, beside the default 8 x 2);
     - a 2-stage cp.async ring beside the default's 4 (less shared memory, more blocks per SM).
     """
     base = Schedule()
@@ -168,7 +177,7 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         threads += [t for t in (512, 1024) if bg.threads < t and largest >= 4 * t]
     splits = [1]
     if blocks < 1.5 * sm_count and bg.forloop >= 4:
-        for want in (sm_count, 2 * sm_count):
+        for want in (math.ceil(0.9 * sm_count), 2 * sm_count):  # ~one wave (64 x 2 = 128), two
             s = next((d for d in _divisors(bg.forloop)
                       if d > 1 and blocks * d >= want and bg.forloop // d >= 2), None)
             if s is not None and s not in splits and split_ok(bg, s):
@@ -194,6 +203,11 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
                            async_stages=4, async_stage_bytes=72 * 1024))
         out.append(replace(base, threads=threads[-1], split=splits[-1], gemv=True, async_copy=False,
                            prefetch_regs=48, prefetch_depth=6))
+        # B tiles too large to stage (the thread loads them itself in chunks): deeper register
+        # rings, more 16-byte loads in flight per thread
+        for chunk, depth in ((4, 4), (8, 3)):
+            out.append(replace(base, threads=threads[-1], split=splits[-1], gemv=True,
+                               async_copy=False, gemv_chunk=chunk, gemv_depth=depth))
     chained = any(n.op == "matmul" and n.src[0].op not in ("iter", "accum")
                   and any(c.op == "matmul" for c in _consumers(bg, n.src[0])) for n in bg.nodes)
     if chained:
