@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from mirage_formal.codegen.cindex import lin
 from mirage_formal.codegen.plan import Buffer
-from mirage_formal.codegen.schedule import Schedule, split_ok
+from mirage_formal.codegen.schedule import Schedule, gemv_rows_ok, split_ok
 from mirage_formal.codegen.steps import (
     DEFINING,
     Accumulate,
@@ -154,11 +154,13 @@ class KernelLayout:
 
     def _gemv_ok(self, n: Node) -> bool:
         """Matmul ``n`` can stream its B tile through registers (see Schedule.gemv): it folds
-        into a plain accumulator, has at most 8 rows and no batch, and B is a per-iteration
+        into a plain accumulator, has at most 8 rows (16 with at most 256 threads:
+        ``schedule.gemv_rows_ok``) and no batch, and B is a per-iteration
         fp16 iterator tile read only by ``n`` whose 16-byte vectors divide evenly over the
         threads, each thread keeping one column vector (threads % (N/8) == 0; N/8 need not be
         a power of two: see :meth:`gemv_shuffles`)."""
-        if not self.opts.gemv or n not in self.fused or len(n.shape) != 2 or n.shape[0] > 8:
+        if not self.opts.gemv or n not in self.fused or len(n.shape) != 2 or not gemv_rows_ok(
+                n.shape[0], self.T):
             return False
         A, B = n.src
         if B.op != ITER or B.attr("fmap") == -1 or self.bg.forloop < 2 or self.consumers[B] != [n]:

@@ -31,6 +31,16 @@ from mirage_formal.ir.graph import BlockGraph
 
 #: streaming multiprocessors of the H100 SXM / H200 (the default target)
 DEFAULT_SM_COUNT = 132
+#: gemv keeps rows x 8 fp32 accumulators per thread: up to 8 rows at any block size, up to 16
+#: (128 registers of accumulators) only with at most GEMV_WIDE_THREADS threads, so the
+#: compiler has 255 registers a thread for them, the B ring and the rest
+GEMV_MAX_ROWS = 16
+GEMV_WIDE_THREADS = 256
+
+
+def gemv_rows_ok(rows: int, threads: int) -> bool:
+    """Whether a gemv with ``rows`` rows fits a block of ``threads`` threads' registers."""
+    return rows <= 8 or (rows <= GEMV_MAX_ROWS and threads <= GEMV_WIDE_THREADS)
 
 
 @dataclass(frozen=True)
@@ -59,7 +69,7 @@ class Schedule:
     ldmatrix: bool = True
     async_stages: int = 4
     async_stage_bytes: int = 48 * 1024
-    #: skinny matmuls (at most 8 rows, no batch) folded into a sum accumulator stream their
+    #: skinny matmuls (at most 8 rows, 16 at <= 256 threads; no batch) folded into a sum accumulator stream their
     #: fp16 B tile from global memory straight into registers (16-byte loads, prefetched
     #: with the register pipeline) and keep the accumulator in registers for the whole loop,
     #: reduced across threads once after it: no shared-memory staging, no tensor cores
@@ -156,8 +166,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     - split: when the grid has fewer blocks than about 1.5 waves over the SMs and the loop is
       long, the smallest divisors S of F that reach about one and two full waves
       (gx·gy·gz·S >= 0.9·SMs, >= 2·SMs), each with F/S >= 2 iterations left per block;
-    - gemv (register streaming) for each of these when a matmul has at most 8 rows and reads
-      an iterator as B, plus the thread counts that let it (a multiple of N/8 and of 32) when
+    - gemv (register streaming) for each of these when a matmul has at most 8 rows (16 at
+      <= 256 threads: :func:`gemv_rows_ok`) and reads an iterator as B, plus the thread counts that let it (a multiple of N/8 and of 32) when
       neither the block's own nor 256 is one;
     - fp16 intermediate tiles (``half_tiles``) when a matmul reads a computed tile as A
       (attention's exp(QK)·V), tried first;
@@ -183,30 +193,39 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
             if s is not None and s not in splits and split_ok(bg, s):
                 splits.append(s)
     skinny_mms = [n for n in bg.nodes if n.op == "matmul" and len(n.shape) == 2
-                  and n.shape[0] <= 8 and n.src[1].op == "iter" and n.src[1].shape[1] % 8 == 0]
+                  and n.shape[0] <= GEMV_MAX_ROWS and n.src[1].op == "iter"
+                  and n.src[1].shape[1] % 8 == 0]
     skinny = bool(skinny_mms)
+    rows = max((n.shape[0] for n in skinny_mms), default=0)
     for n in skinny_mms:
         threads += [t for t in _gemv_thread_counts(n, bg) if t not in threads]
+
+    def gemv_fits(t: int | None) -> bool:
+        return gemv_rows_ok(rows, t or bg.threads)
+
     out: list[Schedule] = []
     for s in splits:
         for t in threads:
             out.append(replace(base, threads=t, split=s))
-            if skinny and bg.forloop > 1:
+            if skinny and bg.forloop > 1 and gemv_fits(t):
                 out.append(replace(base, threads=t, split=s, gemv=True))
+    wide = [t for t in threads if gemv_fits(t)]
+    skinny = skinny and bool(wide)
     if skinny and bg.forloop > 1:
+        tw = wide[-1]  # the deeper rings below use the widest block the accumulators fit
         # deeper pipelines for the streamed tiles: a long cp.async ring in shared memory (the
         # gemv reads 16-byte vectors from it), or more prefetch registers per thread
         for s in splits[1:] or splits:
-            out.append(replace(base, threads=threads[-1], split=s, gemv=True, async_stages=8,
+            out.append(replace(base, threads=tw, split=s, gemv=True, async_stages=8,
                                async_stage_bytes=160 * 1024))
-        out.append(replace(base, threads=threads[-1], split=splits[-1], gemv=True,
+        out.append(replace(base, threads=tw, split=splits[-1], gemv=True,
                            async_stages=4, async_stage_bytes=72 * 1024))
-        out.append(replace(base, threads=threads[-1], split=splits[-1], gemv=True, async_copy=False,
+        out.append(replace(base, threads=tw, split=splits[-1], gemv=True, async_copy=False,
                            prefetch_regs=48, prefetch_depth=6))
         # B tiles too large to stage (the thread loads them itself in chunks): deeper register
         # rings, more 16-byte loads in flight per thread
         for chunk, depth in ((4, 4), (8, 3)):
-            out.append(replace(base, threads=threads[-1], split=splits[-1], gemv=True,
+            out.append(replace(base, threads=tw, split=splits[-1], gemv=True,
                                async_copy=False, gemv_chunk=chunk, gemv_depth=depth))
     chained = any(n.op == "matmul" and n.src[0].op not in ("iter", "accum")
                   and any(c.op == "matmul" for c in _consumers(bg, n.src[0])) for n in bg.nodes)

@@ -215,11 +215,14 @@ def test_gemv_schedules_compile_and_stream(case: tuple[int, int, int, int], cach
     least one of them streams B through registers (no shared-memory or workspace tile for it),
     also when N/8 is not a power of two."""
     from mirage_formal.codegen import candidate_schedules, launches
+    from mirage_formal.codegen.schedule import gemv_rows_ok
 
     prog = matmul_loop_program(*case)
     (la,) = launches(prog, 128)
     scheds = [s for s in candidate_schedules(la.graph) if s.gemv]
     assert scheds
+    # more than 8 rows: only blocks whose registers hold the rows x 8 accumulators
+    assert all(gemv_rows_ok(case[0], s.threads or la.graph.threads) for s in scheds)
     streamed = []
     for s in scheds:
         cg = compile_graph(prog, arch="sm_90", load=False, cache=cache, schedules={la.graph.key: s})
