@@ -53,6 +53,7 @@ from mirage_formal.search import (
     run_search,
 )
 from mirage_formal.search.cost import estimate
+from mirage_formal.search.derive import H100_SMS
 from mirage_formal.search.driver import check_budget
 from mirage_formal.search.state import ranked_variants
 from mirage_formal.verify import Verdict, Verifier
@@ -263,6 +264,8 @@ class VariantContext:
     config: SearchConfig
     verifier: Verifier
     recheck: FloatRecheck
+    #: the GPU's SM count (which tile widths a split can still spread over the SMs)
+    n_sm: int = H100_SMS
 
 
 def _kernel_grids(g: KernelGraph) -> tuple[tuple[tuple[int, int, int], int], ...]:
@@ -271,21 +274,37 @@ def _kernel_grids(g: KernelGraph) -> tuple[tuple[tuple[int, int, int], int], ...
 
 
 def variants_to_measure(config: SearchConfig, graph: KernelGraph,
-                        limit: int = GPU_VARIANTS) -> list[tuple[KernelGraph, Cost]]:
-    """Up to ``limit`` size variants of ``graph`` besides itself, spread over tile shapes: in
-    the cost model's order, the cheapest variant of each grid not yet taken (a loop range
-    alone changes less than a tile shape, and the autotuner's split covers part of it)."""
+                        limit: int = GPU_VARIANTS, n_sm: int = H100_SMS) -> list[tuple[KernelGraph, Cost]]:
+    """Up to ``limit`` size variants of ``graph`` besides itself, one per grid: half the
+    slots to the cost model's cheapest grids, the rest spread over tile widths from the
+    widest whose loop the autotuner's split can still spread over the SMs (blocks x F/2 >=
+    ``n_sm``: long contiguous rows per block, what the model ranks worst and DRAM may like
+    best) towards the cheapest."""
     taken = {tuple(gr for gr, _ in _kernel_grids(graph))}
-    out: list[tuple[KernelGraph, Cost]] = []
-    for v, c in ranked_variants(config, graph):
+    per_grid: list[tuple[KernelGraph, Cost]] = []
+    for v, c in ranked_variants(config, graph):  # cheapest first: keep each grid's best
         grids = tuple(gr for gr, _ in _kernel_grids(v))
-        if v.key == graph.key or grids in taken:
-            continue
-        taken.add(grids)
-        out.append((v, c))
-        if len(out) >= limit:
-            break
-    return out
+        if v.key != graph.key and grids not in taken:
+            taken.add(grids)
+            per_grid.append((v, c))
+    cheap = per_grid[:max(1, limit // 2)]
+    rest = [vc for vc in per_grid[len(cheap):] if _split_fills(vc[0], n_sm)]
+    rest.sort(key=lambda vc: (_blocks(vc[0]), vc[1].seconds))
+    spread: list[tuple[KernelGraph, Cost]] = []
+    want = limit - len(cheap)
+    if rest and want > 0:
+        step = max(1, len(rest) // want)
+        spread = rest[::step][:want]
+    return cheap + spread
+
+
+def _blocks(g: KernelGraph) -> int:
+    return sum(math.prod(gr) for gr, _ in _kernel_grids(g))
+
+
+def _split_fills(g: KernelGraph, n_sm: int) -> bool:
+    """Every looping kernel of ``g`` reaches ``n_sm`` blocks when split (at most F/2 ways)."""
+    return all(math.prod(gr) * max(1, f // 2) >= n_sm for gr, f in _kernel_grids(g) if f > 1)
 
 
 def _tune_one(graph: KernelGraph, program: KernelGraph, seed: int | None,
@@ -354,7 +373,7 @@ def _try_variants(a: Optimized, program: KernelGraph, seed: int | None, ctx: Var
     notes: list[str] = []
     best: tuple[Any, float] = (None, math.inf)
     base_key = a.graph.key
-    for v, c in variants_to_measure(ctx.config, a.graph):
+    for v, c in variants_to_measure(ctx.config, a.graph, n_sm=ctx.n_sm):
         if out_of_time():
             notes.append(f"budget spent: size variants of {base_key[:12]} not all measured")
             break

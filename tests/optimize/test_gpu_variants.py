@@ -33,12 +33,14 @@ def grids(g: KernelGraph) -> tuple[Any, ...]:
 
 
 def test_variants_are_the_same_structure_with_other_grids_and_verify(result: Any) -> None:
+    """Each measured variant is the structure itself at other sizes, on a grid not yet taken,
+    and passes the same checks as the search's results."""
     cfg = opt.make_config(program(), "norm", SPACE)
     verifier = Verifier(program(), seed=3)
     recheck = FloatRecheck(program())
     tried = 0
     for a in result.accepted:
-        vs = opt.variants_to_measure(cfg, a.graph, limit=3)
+        vs = opt.variants_to_measure(cfg, a.graph, limit=3, n_sm=4)
         assert len(vs) <= 3
         seen = {grids(a.graph)}
         for v, cost in vs:
@@ -68,12 +70,12 @@ def test_a_faster_variant_replaces_its_structure_and_a_slower_one_does_not(
     accepted = [opt.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
                 for a in result.accepted]
     best = accepted[0]
-    vs = opt.variants_to_measure(cfg, best.graph, limit=2)
+    vs = opt.variants_to_measure(cfg, best.graph, limit=2, n_sm=4)
     assert len(vs) == 2
     faster, slower = vs[0][0], vs[1][0]
     times = {grids(best.graph): 20.0, grids(faster): 10.0, grids(slower): 30.0}
     monkeypatch.setattr(opt, "_tune_one", _fake_tune(times))
-    ctx = opt.VariantContext(cfg, Verifier(program(), seed=5), FloatRecheck(program()))
+    ctx = opt.VariantContext(cfg, Verifier(program(), seed=5), FloatRecheck(program()), n_sm=4)
     ranked, kernel, notes = opt._gpu_rank(program(), accepted, 1, 0, None, ctx)
     assert not [n for n in notes if "FAILED" in n or "failed" in n]
     assert ranked[0] is best and best.graph.key == faster.key  # replaced in place
@@ -81,3 +83,18 @@ def test_a_faster_variant_replaces_its_structure_and_a_slower_one_does_not(
     assert "size variant" in (best.validation or "")
     keys = [structure_key(a.graph) for a in ranked]
     assert len(keys) == len(set(keys))  # still one entry per structure
+
+
+def test_half_the_variants_spread_towards_wide_tiles(result: Any) -> None:
+    """Beyond the cost model's cheapest grids, the widest tiles whose split still fills the
+    SMs are measured (the model ranks them worst)."""
+    cfg = opt.make_config(program(), "norm", SPACE)
+    looped = [a for a in result.accepted if any(f > 1 for _, f in opt._kernel_grids(a.graph))]
+    assert looped
+    g = looped[0].graph
+    vs = opt.variants_to_measure(cfg, g, limit=4, n_sm=4)
+    cheap, spread = vs[:2], vs[2:]
+    assert spread, [opt._kernel_grids(v) for v, _ in vs]
+    for v, _ in spread:
+        assert opt._split_fills(v, 4)
+    assert min(opt._blocks(v) for v, _ in spread) <= min(opt._blocks(v) for v, _ in cheap)
