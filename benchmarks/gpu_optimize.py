@@ -159,6 +159,10 @@ def main() -> int:
         if p.returncode:
             (Path(args.save_dir) / f"{slug(name, b)}.err").write_text(p.stdout + p.stderr)
             print(p.stderr[-1500:], flush=True)
+        rowf = Path(args.save_dir) / slug(name, b) / "row.json"
+        if rowf.is_file():  # the product's own measurements, kept even if a later row is cut off
+            with open(out / "superoptimize_rows.jsonl", "a") as f:
+                f.write(json.dumps(json.loads(rowf.read_text())) + "\n")
     import torch
     import triton
 
