@@ -98,15 +98,18 @@ def _candidates(prog: KernelGraph, cfg: SearchConfig, whole: bool) -> list[str]:
     ("rmsnorm", dict(rows=2, h=64, n=64)), ("gated_mlp", dict(m=2, k=64, n=64)),
 ])
 def test_units_partition_the_space(name: str, sizes: dict[str, int]) -> None:
-    """Splitting a kernel's unit by its block graphs (round robin) loses no candidate and
-    produces none twice: the units' candidates equal those of the unsplit kernel moves."""
+    """Splitting a kernel's unit by its block graphs, and a pre-defined op's unit by the moves
+    after it (round robin), loses no candidate and produces none twice: the units'
+    candidates equal those of the unsplit moves."""
     prog = workloads.program(name, 1, **sizes)
     from mirage_formal.optimize import make_config
 
     cfg = make_config(prog, None, dict(grid_sizes=[2, 16], forloop=[1, 4], max_block_ops=5))
     split = _candidates(prog, cfg, whole=False)
     assert split and split == _candidates(prog, cfg, whole=True)
-    assert any(m.parts > 1 for m in SearchState(prog, cfg, KeepAll(), None).enumerator().moves())  # type: ignore[arg-type]
+    moves = SearchState(prog, cfg, KeepAll(), None).enumerator().moves()  # type: ignore[arg-type]
+    assert any(m.parts > 1 for m in moves if m.kind == "kernel")
+    assert any(m.parts > 1 for m in moves if m.kind == "op")  # split over the moves after it
 
 
 @pytest.mark.parametrize("fname, names, workload", [
