@@ -31,7 +31,7 @@ import socket
 import tempfile
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from mirage_formal.checkpoints import check_checkpoint
 from mirage_formal.errors import CacheWarning, MirageError
 from mirage_formal.formal import DEFAULT_SETS, Oracle
 from mirage_formal.formal.cache import DiskCache
-from mirage_formal.ir.graph import KernelGraph
+from mirage_formal.ir.graph import KERNEL_OP, KernelGraph
 from mirage_formal.ir.serialize import atomic_write_text, dumps_ugraphs, ugraph_to_json
 from mirage_formal.search import (
     Accepted,
@@ -269,8 +269,13 @@ class VariantContext:
 
 
 def _kernel_grids(g: KernelGraph) -> tuple[tuple[tuple[int, int, int], int], ...]:
+    """(grid, forloop) of each graph-defined kernel of ``g``."""
     return tuple((n.attr("graph").grid, n.attr("graph").forloop) for n in g.nodes
-                 if n.op == "kernel")
+                 if n.op == KERNEL_OP)
+
+
+def _grids(g: KernelGraph) -> tuple[tuple[int, int, int], ...]:
+    return tuple(gr for gr, _ in _kernel_grids(g))
 
 
 def variants_to_measure(config: SearchConfig, graph: KernelGraph,
@@ -280,12 +285,11 @@ def variants_to_measure(config: SearchConfig, graph: KernelGraph,
     widest whose loop the autotuner's split can still spread over the SMs (blocks x F/2 >=
     ``n_sm``: long contiguous rows per block, what the model ranks worst and DRAM may like
     best) towards the cheapest."""
-    taken = {tuple(gr for gr, _ in _kernel_grids(graph))}
+    taken = {_grids(graph)}
     per_grid: list[tuple[KernelGraph, Cost]] = []
     for v, c in ranked_variants(config, graph):  # cheapest first: keep each grid's best
-        grids = tuple(gr for gr, _ in _kernel_grids(v))
-        if v.key != graph.key and grids not in taken:
-            taken.add(grids)
+        if _grids(v) not in taken:
+            taken.add(_grids(v))
             per_grid.append((v, c))
     cheap = per_grid[:max(1, limit // 2)]
     rest = [vc for vc in per_grid[len(cheap):] if _split_fills(vc[0], n_sm)]
@@ -299,7 +303,7 @@ def variants_to_measure(config: SearchConfig, graph: KernelGraph,
 
 
 def _blocks(g: KernelGraph) -> int:
-    return sum(math.prod(gr) for gr, _ in _kernel_grids(g))
+    return sum(math.prod(gr) for gr in _grids(g))
 
 
 def _split_fills(g: KernelGraph, n_sm: int) -> bool:
@@ -366,7 +370,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
 
 
 def _try_variants(a: Optimized, program: KernelGraph, seed: int | None, ctx: VariantContext,
-                  out_of_time: Any) -> tuple[Any, float, list[str]]:
+                  out_of_time: Callable[[], bool]) -> tuple[Any, float, list[str]]:
     """Measure :func:`variants_to_measure` of ``a``; the fastest, if faster than ``a``,
     replaces ``a``'s graph, verdict, cost and measurements (same structure: it stays one
     entry). Returns its compiled kernel and time (None, inf when none was faster)."""

@@ -69,10 +69,11 @@ class Schedule:
     ldmatrix: bool = True
     async_stages: int = 4
     async_stage_bytes: int = 48 * 1024
-    #: skinny matmuls (at most 8 rows, 16 at <= 256 threads; no batch) folded into a sum accumulator stream their
-    #: fp16 B tile from global memory straight into registers (16-byte loads, prefetched
-    #: with the register pipeline) and keep the accumulator in registers for the whole loop,
-    #: reduced across threads once after it: no shared-memory staging, no tensor cores
+    #: skinny matmuls (at most 8 rows, 16 at <= 256 threads; no batch) folded into a sum
+    #: accumulator stream their fp16 B tile from global memory straight into registers
+    #: (16-byte loads, prefetched with the register pipeline) and keep the accumulator in
+    #: registers for the whole loop, reduced across threads once after it: no shared-memory
+    #: staging, no tensor cores
     gemv: bool = False
     #: a gemv thread that loads its B vectors itself reads them in chunks of ``gemv_chunk``
     #: 16-byte vectors through a register ring of ``gemv_depth`` chunks (depth - 1 chunks in
@@ -167,8 +168,9 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       long, the smallest divisors S of F that reach about one and two full waves
       (gx·gy·gz·S >= 0.9·SMs, >= 2·SMs), each with F/S >= 2 iterations left per block;
     - gemv (register streaming) for each of these when a matmul has at most 8 rows (16 at
-      <= 256 threads: :func:`gemv_rows_ok`) and reads an iterator as B, plus the thread counts that let it (a multiple of N/8 and of 32) when
-      neither the block's own nor 256 is one;
+      <= 256 threads: :func:`gemv_rows_ok`) and reads an iterator as B, plus the thread
+      counts that let it (a multiple of N/8 and of 32) when neither the block's own nor 256
+      is one;
     - fp16 intermediate tiles (``half_tiles``) when a matmul reads a computed tile as A
       (attention's exp(QK)·V), tried first;
     - for gemv, deeper register rings for B vectors the thread loads itself (chunk 4 x depth 4,
@@ -195,24 +197,20 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     skinny_mms = [n for n in bg.nodes if n.op == "matmul" and len(n.shape) == 2
                   and n.shape[0] <= GEMV_MAX_ROWS and n.src[1].op == "iter"
                   and n.src[1].shape[1] % 8 == 0]
-    skinny = bool(skinny_mms)
     rows = max((n.shape[0] for n in skinny_mms), default=0)
     for n in skinny_mms:
         threads += [t for t in _gemv_thread_counts(n, bg) if t not in threads]
-
-    def gemv_fits(t: int | None) -> bool:
-        return gemv_rows_ok(rows, t or bg.threads)
-
+    # the block sizes whose registers hold the gemv accumulators (none: no gemv schedules)
+    gemv_threads = ([t for t in threads if gemv_rows_ok(rows, t or bg.threads)]
+                    if skinny_mms and bg.forloop > 1 else [])
     out: list[Schedule] = []
     for s in splits:
         for t in threads:
             out.append(replace(base, threads=t, split=s))
-            if skinny and bg.forloop > 1 and gemv_fits(t):
+            if t in gemv_threads:
                 out.append(replace(base, threads=t, split=s, gemv=True))
-    wide = [t for t in threads if gemv_fits(t)]
-    skinny = skinny and bool(wide)
-    if skinny and bg.forloop > 1:
-        tw = wide[-1]  # the deeper rings below use the widest block the accumulators fit
+    if gemv_threads:
+        tw = gemv_threads[-1]  # the deeper rings below use the widest block that fits
         # deeper pipelines for the streamed tiles: a long cp.async ring in shared memory (the
         # gemv reads 16-byte vectors from it), or more prefetch registers per thread
         for s in splits[1:] or splits:

@@ -294,15 +294,16 @@ class Enumerator:
             # kernels over more inputs have many more block graphs: split them into more parts;
             # only when later kernels can follow (a space of one kernel op has no work after the
             # kernel to divide: every part would repeat the whole unit's enumeration, its
-            # pruner queries included, for a 1/n share of its candidates; ntrans: 3/28 units
-            # in 180 s unsplit, 1/28 split)
-            n = len(m.args) if m.kind == "kernel" and self.cfg.max_kernel_ops > 1 else 1
-            if m.kind == "op" and self.cfg.max_kernel_ops > 1:
-                # a pre-defined op first: everything else of the program follows it, split
-                # round robin over the moves after it (on 16 cores mha b=1, gqa b=8 and mqa
-                # b=8 each had one unit of 1195 still running at the budget; these units come
-                # last in the order, so likely one of them — not yet confirmed)
-                n = OP_UNIT_PARTS
+            # pruner queries included, for a 1/n share of its candidates; on ntrans, whose
+            # units are bound by the pruner's ~60 ms queries, neither finishes more units on 2
+            # cores: 1/28 in 180 s split, 1/20 in 158 s unsplit)
+            # A pre-defined op first: everything else of the program follows it, split round
+            # robin over the moves after it (on 16 cores mha b=1, gqa b=8 and mqa b=8 each had
+            # one unit of 1195 still running at the budget; these units come last in the
+            # order, so likely one of them — not yet confirmed).
+            n = 1
+            if self.cfg.max_kernel_ops > 1:
+                n = len(m.args) if m.kind == "kernel" else OP_UNIT_PARTS if m.kind == "op" else 1
             split += ([dataclasses.replace(m, part=j, parts=n) for j in range(n)]
                       if n > 1 else [m])
         return direct + split
