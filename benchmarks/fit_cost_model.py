@@ -122,17 +122,30 @@ BOX = 10.0
 BOX_NOW = [BOX]
 
 
+#: the hardware's peak rates (data sheets): a fitted rate above its peak would fit noise or
+#: stand in for a term the model lacks, and then mis-rank programs the fit has not seen
+PEAKS = {
+    "h100": {"dram_bw": 3.35e12, "l2_bw": 1.2e13, "tc_flops": 9.9e14, "simt_flops": 6.7e13},
+    "h200": {"dram_bw": 4.8e12, "l2_bw": 1.2e13, "tc_flops": 9.9e14, "simt_flops": 6.7e13},
+}
+
+
 def fit(base: Target, ss: Sequence[Sample], iters: int) -> Target:
     """Parameters minimising :func:`loss`, each kept within ``BOX`` of the built-in estimate (a
-    rate of 100x the hardware's would fit noise, not the GPU)."""
+    rate of 100x the hardware's would fit noise, not the GPU) and rates at most the
+    hardware's peak (``PEAKS``)."""
     x0 = np.array([math.log(getattr(base, k)) for k in FITTED])
     lim = math.log(BOX_NOW[0])
+    peaks = PEAKS.get(base.name, {})
+    hi = np.array([min(x0[i] + lim, math.log(peaks[k])) if k in peaks else x0[i] + lim
+                   for i, k in enumerate(FITTED)])
+    lo = np.minimum(x0 - lim, hi)
 
     def f(x: np.ndarray) -> float:
-        return loss(with_params(base, np.clip(x, x0 - lim, x0 + lim)), ss)
+        return loss(with_params(base, np.clip(x, lo, hi)), ss)
 
-    x = nelder_mead(f, x0, iters=iters)
-    return with_params(base, np.clip(x, x0 - lim, x0 + lim))
+    x = nelder_mead(f, np.clip(x0, lo, hi), iters=iters)
+    return with_params(base, np.clip(x, lo, hi))
 
 
 def _rank(a: np.ndarray) -> np.ndarray:

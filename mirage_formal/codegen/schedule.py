@@ -28,6 +28,7 @@ from typing import Any
 
 from mirage_formal.errors import GraphError
 from mirage_formal.ir.graph import BlockGraph
+from mirage_formal.ir.occupancy import loop_splits
 
 #: streaming multiprocessors of the H100 SXM / H200 (the default target)
 DEFAULT_SM_COUNT = 132
@@ -136,10 +137,6 @@ def _consumers(bg: BlockGraph, n: object) -> list[Any]:
     return [c for c in bg.nodes if n in c.src]
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def _gemv_thread_counts(n: Any, bg: BlockGraph) -> list[int]:
     """Thread counts under which skinny matmul ``n`` can stream B through registers when the
     usual ones cannot: each thread keeps one of its N/8 column vectors, so the block needs a
@@ -187,13 +184,7 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         # row-wise kernels (norms, elementwise chains) on few blocks: every warp of a wide
         # block shares the rows' loads and reductions
         threads += [t for t in (512, 1024) if bg.threads < t and largest >= 4 * t]
-    splits = [1]
-    if blocks < 1.5 * sm_count and bg.forloop >= 4:
-        for want in (math.ceil(0.9 * sm_count), 2 * sm_count):  # ~one wave (64 x 2 = 128), two
-            s = next((d for d in _divisors(bg.forloop)
-                      if d > 1 and blocks * d >= want and bg.forloop // d >= 2), None)
-            if s is not None and s not in splits and split_ok(bg, s):
-                splits.append(s)
+    splits = [1] + [s for s in loop_splits(blocks, bg.forloop, sm_count) if split_ok(bg, s)]
     skinny_mms = [n for n in bg.nodes if n.op == "matmul" and len(n.shape) == 2
                   and n.shape[0] <= GEMV_MAX_ROWS and n.src[1].op == "iter"
                   and n.src[1].shape[1] % 8 == 0]

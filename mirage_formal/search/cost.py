@@ -56,6 +56,7 @@ from mirage_formal.ir.graph import (
     block_phases,
 )
 from mirage_formal.ir.node import Node
+from mirage_formal.ir.occupancy import loop_splits
 from mirage_formal.ir.ops import REGISTRY
 
 
@@ -74,6 +75,7 @@ class Target:
     fixed_s: float = 3.2e-6           # per μGraph replay
     bw_per_block: float = 2.0e10      # bytes/s one resident block can pull
     predefined_scale: float = 1.0     # pre-defined kernel ops' body time multiplier
+    unpipelined_scale: float = 1.5    # memory-time multiplier when two stages do not fit
 
     def with_params(self, **p: float) -> Target:
         """A copy with fitted fields (``FITTED``) replaced."""
@@ -86,7 +88,7 @@ class Target:
 
 #: the fitted fields (``search/cost_model.json`` "params"), in a fixed order
 FITTED = ("dram_bw", "l2_bw", "launch_s", "tc_flops", "simt_flops", "loop_step_s", "fixed_s",
-          "bw_per_block", "predefined_scale")
+          "bw_per_block", "predefined_scale", "unpipelined_scale")
 
 BUILTIN = {
     "h100": Target("h100", 3.0e12, 8.0e12, 50 * 2**20, 132, 228 * 1024, 1.8e-6, 4.0e14, 2.5e13, 1.0e-7),
@@ -94,6 +96,12 @@ BUILTIN = {
 }
 
 COST_MODEL_FILE = "cost_model.json"
+#: a block reads from L2 this many times faster than from DRAM (shorter latency, same loads
+#: in flight), so its per-block cap on L2 re-reads is this multiple of ``bw_per_block``
+L2_BLOCK_RATIO = 4.0
+#: loads per loop iteration above which two pipeline stages no longer fit the largest
+#: staging budget the autotuner tries (160 KB): loads and compute then alternate
+PIPELINE_STAGE_MAX = 80 * 1024
 
 
 def load_targets(path: str | Path | None = None) -> dict[str, Target]:
@@ -174,8 +182,27 @@ def smem_bytes(bg: BlockGraph) -> int:
     return total
 
 
+def stage_bytes(bg: BlockGraph) -> int:
+    """Bytes one block loads per loop iteration: the tiles of its loop-varying iterators
+    (all its iterators' tiles when it has no loop)."""
+    its = [n for n in bg.nodes if n.op == ITER]
+    if bg.forloop > 1:
+        its = [n for n in its if n.attr("fmap") != -1]
+    return sum(math.prod(n.shape) * n.dtype.itemsize for n in its)
+
+
 def kernel_cost(bg: BlockGraph, inputs: list[Node], t: Target) -> Cost:
-    blocks = bg.grid[0] * bg.grid[1] * bg.grid[2]
+    """The cheapest of the kernel under each loop split the autotuner tries (see the module
+    docstring): a μGraph is ranked by the schedules that will really be measured."""
+    splits = [1]
+    if any(n.op == "accum" for n in bg.nodes):
+        splits += loop_splits(math.prod(bg.grid), bg.forloop, t.n_sm)
+    return min((_kernel_cost(bg, inputs, t, s) for s in splits), key=lambda c: c.seconds)
+
+
+def _kernel_cost(bg: BlockGraph, inputs: list[Node], t: Target, split: int) -> Cost:
+    blocks = bg.grid[0] * bg.grid[1] * bg.grid[2] * split
+    steps = bg.forloop // split
     dram = 0.0
     l2 = 0.0
     tc = simt = 0.0
@@ -196,18 +223,24 @@ def kernel_cost(bg: BlockGraph, inputs: list[Node], t: Target) -> Cost:
                 dram += size * (rep - 1)
             continue
         a, b = _op_flops(n)
-        times = blocks * (1 if phases[n] and n.op != "accum" else bg.forloop)
+        times = blocks * (1 if phases[n] and n.op != "accum" else steps)
         tc += a * times
         simt += b * times
+        if split > 1 and n.op == "accum":
+            # the split's combine: each block writes its fp32 partials, the last one reads all
+            l2 += 2.0 * math.prod(n.shape) * 4 * blocks
     for o in bg.outputs:
         dram += math.prod(bg.output_shape(o)) * o.node.dtype.itemsize
     per_sm = max(1, min(8, t.smem_per_sm // max(1, smem_bytes(bg))))
     resident = min(blocks, t.n_sm * per_sm)
-    mem = dram / min(t.dram_bw, resident * t.bw_per_block) + l2 / min(t.l2_bw, resident * t.bw_per_block)
+    block_bw = resident * t.bw_per_block
+    mem = dram / min(t.dram_bw, block_bw) + l2 / min(t.l2_bw, L2_BLOCK_RATIO * block_bw)
+    if stage_bytes(bg) > PIPELINE_STAGE_MAX:
+        mem *= t.unpipelined_scale
     parallel = min(1.0, blocks / t.n_sm)
     arith = (tc / t.tc_flops + simt / t.simt_flops) / parallel
     waves = math.ceil(blocks / (t.n_sm * per_sm))
-    sec = t.launch_s + max(mem, arith) + bg.forloop * t.loop_step_s * waves
+    sec = t.launch_s + max(mem, arith) + steps * t.loop_step_s * waves
     return Cost(sec, 1, dram, l2, tc + simt)
 
 
