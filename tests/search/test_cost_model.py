@@ -4,6 +4,7 @@ dataset loads; the fitting script's statistics are right on known inputs."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -11,7 +12,11 @@ import numpy as np
 import pytest
 
 from mirage_formal import workloads
+from mirage_formal.codegen.schedule import candidate_schedules
 from mirage_formal.errors import MirageError
+from mirage_formal.ir.graph import KERNEL_OP
+from mirage_formal.ir.occupancy import loop_splits
+from mirage_formal.search import cost
 from mirage_formal.search.cost import BUILTIN, FITTED, estimate, input_cost, load_targets, speedup
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -67,3 +72,35 @@ def test_fit_statistics_on_known_inputs() -> None:
                                       np.zeros(2), iters=400)
     assert np.allclose(best, [1.0, -2.0], atol=1e-2)
     assert set(FITTED) <= set(BUILTIN["h100"].__dataclass_fields__)
+
+
+def _fused_kernel(col: int, k_tile: int) -> tuple[object, list[object]]:
+    g = workloads.rmsnorm_fused(1, col_tile=col, k_tile=k_tile)
+    kn = next(n for n in g.nodes if n.op == KERNEL_OP)
+    return kn.attr("graph"), list(kn.src)
+
+
+@pytest.mark.parametrize(("col", "k_tile"), [(64, 128), (256, 64), (512, 32), (1024, 256)])
+def test_a_kernel_is_costed_under_the_splits_the_autotuner_tries(col: int, k_tile: int) -> None:
+    bg, srcs = _fused_kernel(col, k_tile)
+    t = cost.TARGETS["h100"]
+    tuner = sorted({s.split for s in candidate_schedules(bg, t.n_sm)})
+    assert tuner == sorted({1, *loop_splits(math.prod(bg.grid), bg.forloop, t.n_sm)})
+    per_split = [cost._kernel_cost(bg, srcs, t, s).seconds for s in tuner]
+    assert cost.kernel_cost(bg, srcs, t).seconds == min(per_split)
+    if math.prod(bg.grid) < t.n_sm and len(tuner) > 1:
+        # a grid smaller than the SMs with a long loop is cheaper split than not
+        assert min(per_split[1:]) < per_split[0]
+
+
+def test_loads_too_large_to_double_buffer_pay_the_unpipelined_factor() -> None:
+    t = cost.TARGETS["h100"]
+    flat = t.with_params(unpipelined_scale=1.0)
+    deep, srcs = _fused_kernel(64, 1024)  # one iteration loads 64 x 1024 fp16 of W: 128 KB
+    assert cost.stage_bytes(deep) > cost.PIPELINE_STAGE_MAX
+    assert cost.kernel_cost(deep, srcs, t.with_params(unpipelined_scale=2.0)).seconds > \
+        cost.kernel_cost(deep, srcs, flat).seconds
+    shallow, srcs = _fused_kernel(64, 128)
+    assert cost.stage_bytes(shallow) <= cost.PIPELINE_STAGE_MAX
+    assert cost.kernel_cost(shallow, srcs, t.with_params(unpipelined_scale=2.0)).seconds == \
+        cost.kernel_cost(shallow, srcs, flat).seconds
