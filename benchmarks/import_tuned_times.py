@@ -7,7 +7,7 @@ runs, median; the tuned schedule of every kernel):
   candidate (program | handwritten | searched#i | mirage#i), from which the μGraph is rebuilt;
 - ``measurements.jsonl`` tuning logs written by superoptimize's GPU stage (each trial carries
   the μGraph): the fastest valid trial of each μGraph is kept; the workload is recognised by
-  its input shapes.
+  its input names and shapes and, among programs with the same inputs, by its function.
 
 Usage: PYTHONPATH=. python benchmarks/import_tuned_times.py FILE... [--out DATA] [--gpu NAME]
 """
@@ -28,6 +28,7 @@ from kernel_times import DATA, Record, append, ugraph_from_json  # noqa: E402
 
 from mirage_formal import workloads  # noqa: E402
 from mirage_formal.ir.graph import KernelGraph  # noqa: E402
+from mirage_formal.verify.float64 import recheck_float64  # noqa: E402
 
 METHOD = ("autotuner (codegen.autotune): CUDA-graph replay, 256 MB L2 flush before each of 100 "
           "runs, median; tuned schedule per kernel")
@@ -38,11 +39,20 @@ def _signature(g: KernelGraph) -> tuple[Any, ...]:
 
 
 def _workload_of(g: KernelGraph) -> tuple[str, int] | None:
+    """The (workload, batch) whose program has ``g``'s inputs and computes its function: programs
+    with the same inputs (gqa and qknorm_gqa) are told apart by a float64 evaluation on random
+    inputs (outputs in order, normwise error at most 1e-6)."""
     sig = _signature(g)
-    for name in sorted(workloads.PROGRAMS):
-        for b in (1, 8):
-            if _signature(workloads.program(name, b)) == sig:
+    same = [(name, b) for name in sorted(workloads.PROGRAMS) for b in (1, 8)
+            if _signature(workloads.program(name, b)) == sig]
+    if len(same) <= 1:
+        return same[0] if same else None
+    for name, b in same:
+        try:
+            if recheck_float64(workloads.program(name, b), g) <= 1e-6:
                 return name, b
+        except Exception:  # a shape or domain mismatch: not this program
+            continue
     return None
 
 
