@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from kernel_times import DATA, Record, append, ugraph_from_json  # noqa: E402
 
 from mirage_formal import workloads  # noqa: E402
+from mirage_formal.errors import MirageError  # noqa: E402
 from mirage_formal.ir.graph import KernelGraph  # noqa: E402
 from mirage_formal.verify.float64 import recheck_float64  # noqa: E402
 
@@ -51,7 +52,7 @@ def _workload_of(g: KernelGraph) -> tuple[str, int] | None:
         try:
             if recheck_float64(workloads.program(name, b), g) <= 1e-6:
                 return name, b
-        except Exception:  # a shape or domain mismatch: not this program
+        except (MirageError, ValueError, FloatingPointError):  # a mismatch: not this program
             continue
     return None
 

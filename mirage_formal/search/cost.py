@@ -205,54 +205,83 @@ def stage_bytes(bg: BlockGraph) -> int:
 def kernel_cost(bg: BlockGraph, inputs: list[Node], t: Target) -> Cost:
     """The cheapest of the kernel under each loop split the autotuner tries (see the module
     docstring): a μGraph is ranked by the schedules that will really be measured."""
+    parts = _KernelParts(bg, inputs, t)
     splits = [1]
-    if any(n.op == "accum" for n in bg.nodes):
+    if parts.has_accum:
         splits += loop_splits(math.prod(bg.grid), bg.forloop, t.n_sm)
-    return min((_kernel_cost(bg, inputs, t, s) for s in splits), key=lambda c: c.seconds)
+    return min((parts.cost(s) for s in splits), key=lambda c: c.seconds)
 
 
 def _kernel_cost(bg: BlockGraph, inputs: list[Node], t: Target, split: int) -> Cost:
-    blocks = bg.grid[0] * bg.grid[1] * bg.grid[2] * split
-    steps = bg.forloop // split
-    dram = 0.0
-    l2 = 0.0
-    tc = simt = 0.0
-    phases = block_phases(bg.nodes)
-    read: set[int] = set()
-    for n in bg.nodes:
-        if n.op == ITER:
-            i = n.attr("input")
-            if i in read:
+    """The kernel's cost under loop split ``split``."""
+    return _KernelParts(bg, inputs, t).cost(split)
+
+
+class _KernelParts:
+    """What a kernel's cost is made of, independent of the split: its traffic and per-op flops
+    in node order (so every split sums them in the same order), shared-memory residency and
+    whether its loop loads can be double-buffered."""
+
+    def __init__(self, bg: BlockGraph, inputs: list[Node], t: Target) -> None:
+        self.bg, self.t = bg, t
+        #: in node order: ("dram" | "l2", bytes) reads, ("op", tc, simt, runs once) flops and
+        #: ("accum", tc, simt, fp32 partial bytes) accumulators
+        self.terms: list[tuple[Any, ...]] = []
+        phases = block_phases(bg.nodes)
+        read: set[int] = set()
+        for n in bg.nodes:
+            if n.op == ITER:
+                i = n.attr("input")
+                if i in read:
+                    continue
+                read.add(i)
+                size = _nbytes(inputs[i])
+                rep = math.prod(g for g, m in zip(bg.grid, n.attr("imap"), strict=True) if m == -1)
+                self.terms.append(("dram", size))
+                self.terms.append(("l2" if size <= t.l2_bytes else "dram", size * (rep - 1)))
                 continue
-            read.add(i)
-            size = _nbytes(inputs[i])
-            rep = math.prod(g for g, m in zip(bg.grid, n.attr("imap"), strict=True) if m == -1)
-            dram += size
-            if size <= t.l2_bytes:
-                l2 += size * (rep - 1)
+            a, b = _op_flops(n)
+            if n.op == "accum":
+                self.terms.append(("accum", a, b, 2.0 * math.prod(n.shape) * 4))
             else:
-                dram += size * (rep - 1)
-            continue
-        a, b = _op_flops(n)
-        times = blocks * (1 if phases[n] and n.op != "accum" else steps)
-        tc += a * times
-        simt += b * times
-        if split > 1 and n.op == "accum":
-            # the split's combine: each block writes its fp32 partials, the last one reads all
-            l2 += 2.0 * math.prod(n.shape) * 4 * blocks
-    for o in bg.outputs:
-        dram += math.prod(bg.output_shape(o)) * o.node.dtype.itemsize
-    per_sm = max(1, min(8, t.smem_per_sm // max(1, smem_bytes(bg))))
-    resident = min(blocks, t.n_sm * per_sm)
-    block_bw = resident * t.bw_per_block
-    mem = dram / min(t.dram_bw, block_bw) + l2 / min(t.l2_bw, L2_BLOCK_RATIO * block_bw)
-    if stage_bytes(bg) > PIPELINE_STAGE_MAX:
-        mem *= t.unpipelined_scale
-    parallel = min(1.0, blocks / t.n_sm)
-    arith = (tc / t.tc_flops + simt / t.simt_flops) / parallel
-    waves = math.ceil(blocks / (t.n_sm * per_sm))
-    sec = t.launch_s + max(mem, arith) + steps * t.loop_step_s * waves
-    return Cost(sec, 1, dram, l2, tc + simt)
+                self.terms.append(("op", a, b, bool(phases[n])))
+        self.out_bytes = [math.prod(bg.output_shape(o)) * o.node.dtype.itemsize for o in bg.outputs]
+        self.has_accum = any(term[0] == "accum" for term in self.terms)
+        self.per_sm = max(1, min(8, t.smem_per_sm // max(1, smem_bytes(bg))))
+        self.unpipelined = stage_bytes(bg) > PIPELINE_STAGE_MAX
+
+    def cost(self, split: int) -> Cost:
+        t, bg = self.t, self.bg
+        blocks = bg.grid[0] * bg.grid[1] * bg.grid[2] * split
+        steps = bg.forloop // split
+        dram = 0.0
+        l2 = 0.0
+        tc = simt = 0.0
+        for term in self.terms:
+            kind = term[0]
+            if kind == "dram":
+                dram += term[1]
+            elif kind == "l2":
+                l2 += term[1]
+            else:
+                times = blocks * (1 if kind == "op" and term[3] else steps)
+                tc += term[1] * times
+                simt += term[2] * times
+                if split > 1 and kind == "accum":
+                    # the split's combine: each block writes its fp32 partials, the last reads all
+                    l2 += term[3] * blocks
+        for ob in self.out_bytes:
+            dram += ob
+        resident = min(blocks, t.n_sm * self.per_sm)
+        block_bw = resident * t.bw_per_block
+        mem = dram / min(t.dram_bw, block_bw) + l2 / min(t.l2_bw, L2_BLOCK_RATIO * block_bw)
+        if self.unpipelined:
+            mem *= t.unpipelined_scale
+        parallel = min(1.0, blocks / t.n_sm)
+        arith = (tc / t.tc_flops + simt / t.simt_flops) / parallel
+        waves = math.ceil(blocks / (t.n_sm * self.per_sm))
+        sec = t.launch_s + max(mem, arith) + steps * t.loop_step_s * waves
+        return Cost(sec, 1, dram, l2, tc + simt)
 
 
 def estimate(graph: KernelGraph, target: str | Target = "h100") -> Cost:
