@@ -1,0 +1,54 @@
+"""Run a saved superoptimize result's μGraph under its tuned schedules, for Nsight Compute.
+
+Usage (device): ncu --section SpeedOfLight ... python3 benchmarks/profile_saved.py
+    SAVE_DIR/ugraphs.json [INDEX]
+``INDEX`` (default 0, the best) picks the accepted μGraph; its ``schedule`` meta (the
+autotuner's ``Tuned.describe()``: ``KEY8:field=value,...; ...``) is parsed back into one
+Schedule per kernel. Prints each kernel's grid, threads, shared memory and schedule and the
+median µs of a few CUDA-graph replays with the L2 flushed.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from mirage_formal.codegen import Schedule, compile_graph, launches  # noqa: E402
+from mirage_formal.codegen.timing import time_graph  # noqa: E402
+from mirage_formal.ir.serialize import load_ugraph_records  # noqa: E402
+
+
+def parse_schedules(text: str | None, keys: list[str]) -> dict[str, Schedule]:
+    """``Tuned.describe()`` back to {kernel key: Schedule} for the kernels in ``keys``."""
+    out: dict[str, Schedule] = {}
+    for part in (text or "").split(";"):
+        if ":" not in part:
+            continue
+        prefix, short = part.strip().split(":", 1)
+        fields = {}
+        if short != "default":
+            for kv in short.split(","):
+                k, v = kv.split("=", 1)
+                fields[k] = None if v == "None" else ast.literal_eval(v)
+        for k in keys:
+            if k.startswith(prefix):
+                out[k] = Schedule(**fields)
+    return out
+
+
+def main() -> None:
+    records = load_ugraph_records(sys.argv[1])
+    graph, meta = records[int(sys.argv[2]) if len(sys.argv) > 2 else 0]
+    keys = [la.graph.key for la in launches(graph, 128)]
+    sched = parse_schedules(meta.get("schedule"), keys)
+    cg = compile_graph(graph, schedules=sched)
+    print(cg.summary())
+    print("us", time_graph(cg, warmup=2, reps=5, graph=True, flush_l2=True))
+
+
+if __name__ == "__main__":
+    main()
