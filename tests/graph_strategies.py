@@ -142,7 +142,14 @@ MATMUL_LOOP_CASES = [
     (24, 16, 8, 2, 0, False, False), (16, 8, 16, 5, 0, False, False),
     (32, 32, 24, 3, 0, True, False), (16, 32, 32, 2, 0, False, True),
     (2, 128, 64, 4, 0, False, False), (16, 16, 16, 3, 2, False, False),
+    # register-blocked warp tiles (schedule.warp_tiles): both raw, an fp32 A with a partial
+    # last row tile, a batch with K not a multiple of 16, an fp32 B
+    (64, 32, 64, 2, 0, False, False), (40, 48, 64, 2, 0, True, False),
+    (64, 24, 32, 2, 2, False, False), (128, 64, 128, 2, 0, False, True),
 ]
+
+#: (warp_m, warp_n) register blockings forced by a schedule, for the blocked cases above
+WARP_BLOCKINGS = [(1, 1), (2, 2), (4, 1), (1, 8), (4, 4), (2, 8)]
 
 #: (m, k, n, forloop): skinny matmuls the gemv path streams through registers — N/8 column
 #: vectors not a power of two (6, 3, 5: block sizes 192/384, 96/192, 160/320 threads) and long

@@ -37,7 +37,7 @@ from mirage_formal.codegen.cindex import align_idx, fmt_float, multi_index, stri
 from mirage_formal.codegen.layout import KernelLayout
 from mirage_formal.codegen.plan import plan_buffers
 from mirage_formal.codegen.schedule import SIMPLE as SIMPLE
-from mirage_formal.codegen.schedule import Schedule
+from mirage_formal.codegen.schedule import Schedule, warp_tiles
 from mirage_formal.codegen.steps import (
     Accumulate,
     Finalize,
@@ -433,37 +433,67 @@ class _Emitter(KernelLayout):
             s = f"{dst}[{self.addr(dnode, [*bidx, r, c])}] {op} {e};"
             return f"if ({' && '.join(cond)}) {s}" if cond else s
 
-        i2 = ind + "  "
+        i2, i4 = ind + "  ", ind + "      "
         if dnode in self.half and not mk and not nk and not add:
             # fp16 destination, no bounds checks: each row's two adjacent values as one half2
             def st2(r: str, v0: str, v1: str) -> str:
                 a0 = self.addr(dnode, [*bidx, r, "cc"])
-                return (f"{i2}*reinterpret_cast<__half2*>(&{dst}[{a0}]) = __floats2half2_rn("
+                return (f"{i4}*reinterpret_cast<__half2*>(&{dst}[{a0}]) = __floats2half2_rn("
                         f"{self.epilogue(dnode, v0)}, {self.epilogue(dnode, v1)});")
             stores = [st2("r0", "acc[0]", "acc[1]"), st2("r1", "acc[2]", "acc[3]")]
         else:
-            stores = [f"{i2}{st('r0', 'cc', 'acc[0]')}", f"{i2}{st('r0', '(cc + 1)', 'acc[1]')}",
-                      f"{i2}{st('r1', 'cc', 'acc[2]')}", f"{i2}{st('r1', '(cc + 1)', 'acc[3]')}"]
+            stores = [f"{i4}{st('r0', 'cc', 'acc[0]')}", f"{i4}{st('r0', '(cc + 1)', 'acc[1]')}",
+                      f"{i4}{st('r1', 'cc', 'acc[2]')}", f"{i4}{st('r1', '(cc + 1)', 'acc[3]')}"]
         ta = "__half" if ra else "float"
         tb = "__half" if rb else "float"
+        # Register blocking: a warp computes WM x WN output tiles of 16x8 at once, so each
+        # A fragment feeds WN products and each B fragment WM (shared-memory reads per
+        # product fall from 3 fragments to 2/WN + 1/WM).
+        WM, WN = warp_tiles(NB, MT, NT, W, self.opts.warp_m, self.opts.warp_n)
+        MTW, NTW = MT // WM, NT // WN
+        i3, i5 = ind + "    ", ind + "      "
         return [
-            f"{ind}for (int tile = threadIdx.x / 32; tile < {NB * MT * NT}; tile += {W}) {{",
+            f"{ind}for (int tile = threadIdx.x / 32; tile < {NB * MTW * NTW}; tile += {W}) {{",
             f"{i2}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
-            f"{i2}const int tb = tile / {MT * NT}, tm = (tile / {NT}) % {MT}, tn = tile % {NT};",
+            f"{i2}const int tb = tile / {MTW * NTW}, tm0 = (tile / {NTW}) % {MTW} * {WM}, "
+            f"tn0 = tile % {NTW} * {WN};",
             *[i2 + d for d in decls],
             f"{i2}const {ta}* pa = {a} + {ab};",
             f"{i2}const {tb}* pb = {b} + {bb};",
-            f"{i2}const int r0 = tm * 16 + g, r1 = r0 + 8, c0 = tn * 8 + g;",
-            f"{i2}float acc[4] = {{0.f, 0.f, 0.f, 0.f}};",
-            f"{i2}#pragma unroll 4",
+            f"{i2}float accs[{WM}][{WN}][4];",
+            f"{i2}#pragma unroll",
+            f"{i2}for (int x = 0; x < {WM * WN * 4}; ++x) (&accs[0][0][0])[x] = 0.f;",
+            f"{i2}#pragma unroll {max(1, 4 // (WM * WN))}",
             f"{i2}for (int k0 = 0; k0 < {K}; k0 += 16) {{",
             f"{i3}const int ka = k0 + 2 * q, kb = ka + 8;",
-            f"{i3}unsigned fa[4], fb[2];",
-            *frag_a, *frag_b,
-            f"{i3}mf::mma_16816(acc, fa, fb);",
+            f"{i3}unsigned fas[{WM}][4], fbs[{WN}][2];",
+            f"{i3}#pragma unroll",
+            f"{i3}for (int wm = 0; wm < {WM}; ++wm) {{",
+            f"{i3}  const int tm = tm0 + wm, r0 = tm * 16 + g, r1 = r0 + 8;",
+            f"{i3}  unsigned* const fa = fas[wm];",
+            *["  " + x for x in frag_a],
+            f"{i3}}}",
+            f"{i3}#pragma unroll",
+            f"{i3}for (int wn = 0; wn < {WN}; ++wn) {{",
+            f"{i3}  const int tn = tn0 + wn, c0 = tn * 8 + g;",
+            f"{i3}  unsigned* const fb = fbs[wn];",
+            *["  " + x for x in frag_b],
+            f"{i3}}}",
+            f"{i3}#pragma unroll",
+            f"{i3}for (int wm = 0; wm < {WM}; ++wm)",
+            f"{i3}  #pragma unroll",
+            f"{i3}  for (int wn = 0; wn < {WN}; ++wn) mf::mma_16816(accs[wm][wn], fas[wm], fbs[wn]);",
             f"{i2}}}",
-            f"{i2}const int cc = tn * 8 + 2 * q;",
+            f"{i2}#pragma unroll",
+            f"{i2}for (int wm = 0; wm < {WM}; ++wm) {{",
+            f"{i3}const int r0 = (tm0 + wm) * 16 + g, r1 = r0 + 8;",
+            f"{i3}#pragma unroll",
+            f"{i3}for (int wn = 0; wn < {WN}; ++wn) {{",
+            f"{i5}const int cc = (tn0 + wn) * 8 + 2 * q;",
+            f"{i5}const float* const acc = accs[wm][wn];",
             *stores,
+            f"{i3}}}",
+            f"{i2}}}",
             f"{ind}}}"]
 
     def emit_matmul_simple(self, n: Node, dnode: Node, add: bool, ind: str) -> list[str]:

@@ -85,6 +85,12 @@ class Schedule:
     #: attention's exp(QK) — are stored as fp16 in shared memory (rows padded by 8 halves),
     #: so the matmul reads them with ldmatrix: half the shared-memory traffic of fp32 tiles
     half_tiles: bool = False
+    #: tensor-core register blocking: a warp computes ``warp_m`` x ``warp_n`` output tiles of
+    #: 16x8 per pass, reusing each A fragment ``warp_n`` times and each B fragment ``warp_m``
+    #: times (0: chosen by :func:`warp_tiles`; a value that does not divide the tile counts
+    #: falls back to the rule)
+    warp_m: int = 0
+    warp_n: int = 0
 
     def __post_init__(self) -> None:
         if self.threads is not None and not (32 <= self.threads <= 1024 and self.threads % 32 == 0):
@@ -94,6 +100,8 @@ class Schedule:
             raise GraphError(f"schedule: split must be >= 1, got {self.split}")
         if self.gemv_chunk < 1 or self.gemv_depth < 2:
             raise GraphError("schedule: gemv_chunk >= 1 and gemv_depth >= 2 are required")
+        if self.warp_m not in (0, 1, 2, 4) or self.warp_n not in (0, 1, 2, 4, 8):
+            raise GraphError("schedule: warp_m must be 0, 1, 2 or 4 and warp_n 0, 1, 2, 4 or 8")
         if self.async_stages < 2 or self.prefetch_depth < 1 or self.prefetch_regs < 0:
             raise GraphError("schedule: async_stages >= 2, prefetch_depth >= 1 and "
                              "prefetch_regs >= 0 are required")
@@ -119,6 +127,42 @@ class Schedule:
         base = Schedule()
         diff = [f"{k}={v}" for k, v in self.to_dict().items() if getattr(base, k) != v]
         return ",".join(diff) or "default"
+
+
+#: the most 16x8 fp32 accumulator tiles one warp keeps in registers (4 registers each)
+WARP_TILES_MAX = 16
+
+
+def warp_tiles(batch: int, mt: int, nt: int, warps: int, want_m: int = 0,
+               want_n: int = 0) -> tuple[int, int]:
+    """Register blocking (WM, WN) for a tensor-core matmul of ``batch`` x ``mt`` x ``nt``
+    16x8 output tiles on ``warps`` warps.
+
+    An explicit ``want_m``/``want_n`` (the schedule's) is used when it divides the tile counts.
+    Otherwise, among WM in {1, 2, 4} and WN in {1, 2, 4, 8} dividing ``mt`` and ``nt`` (WM·WN
+    <= WARP_TILES_MAX), keep the blockings that still give every warp a warp tile, and take the
+    one that reads the fewest fragment bytes from shared memory in all (each warp tile reads WM
+    A fragments of 512 B and WN B fragments of 256 B per 16-deep step), then the one whose
+    warp tiles spread most evenly over the warps. With fewer tiles than warps: (1, 1).
+    """
+    opts = [(m, n) for m in (1, 2, 4) if mt % m == 0 for n in (1, 2, 4, 8)
+            if nt % n == 0 and m * n <= WARP_TILES_MAX]
+    if want_m or want_n:
+        m = want_m or 1
+        n = want_n or 1
+        if (m, n) in opts:
+            return m, n
+    fits = [(m, n) for m, n in opts if batch * (mt // m) * (nt // n) >= warps]
+    if not fits:
+        return 1, 1
+
+    def score(mn: tuple[int, int]) -> tuple[int, int, int]:
+        m, n = mn
+        tiles = batch * (mt // m) * (nt // n)
+        waves = -(-tiles // warps)
+        return (tiles * (2 * m + n), waves * warps - tiles, m * n)
+
+    return min(fits, key=score)
 
 
 #: the emitter's fallback: no tensor cores, no prefetching, no cp.async (the simplest code)
@@ -172,7 +216,9 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       (attention's exp(QK)·V), tried first;
     - for gemv, deeper register rings for B vectors the thread loads itself (chunk 4 x depth 4,
       chunk 8 x depth 3, beside the default 8 x 2);
-    - a 2-stage cp.async ring beside the default's 4 (less shared memory, more blocks per SM).
+    - a 2-stage cp.async ring beside the default's 4 (less shared memory, more blocks per SM);
+    - for tensor-core matmuls of more than GEMV_MAX_ROWS rows, unblocked warp tiles
+      (``warp_m = warp_n = 1``) beside :func:`warp_tiles`' register blocking.
     """
     base = Schedule()
     blocks = math.prod(bg.grid)
@@ -223,6 +269,10 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
             out.insert(1, replace(base, threads=t, half_tiles=True, split=splits[-1]))
     if bg.forloop >= 4:
         out.append(replace(base, async_stages=2, split=splits[-1]))
+    if any(n.op == "matmul" and n.shape[-2] > GEMV_MAX_ROWS for n in bg.nodes):
+        # the register blocking rule's alternative: one 16x8 tile per warp pass (more warp
+        # tiles to share, three fragment reads per product)
+        out.insert(1, replace(base, warp_m=1, warp_n=1, split=splits[-1]))
     seen: set[str] = set()
     uniq = []
     for sc in out:

@@ -69,6 +69,10 @@ def time_graph(compiled: CompiledGraph, warmup: int = 10, reps: int = 100, graph
         compiled.launch(in_ptrs, out_ptrs, stream)
 
     if graph:
+        # one eager launch first: it allocates the workspace (no allocation may happen while
+        # a stream is being captured)
+        run()
+        rt.ck(rt.drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
         exe = rt.capture(stream, run)
 
         def step() -> None:

@@ -9,8 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from graph_strategies import GEMV_LOOP_CASES, MATMUL_LOOP_CASES, block_programs, matmul_loop_program
+from graph_strategies import (
+    GEMV_LOOP_CASES,
+    MATMUL_LOOP_CASES,
+    WARP_BLOCKINGS,
+    block_programs,
+    matmul_loop_program,
+)
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mirage_formal import workloads
 from mirage_formal.codegen import (
@@ -23,6 +30,7 @@ from mirage_formal.codegen import (
     emit_graph,
     gpu_available,
 )
+from mirage_formal.codegen.schedule import WARP_TILES_MAX, Schedule, warp_tiles
 from mirage_formal.ir.mirage import load_mirage
 from mirage_formal.ir.serialize import load_ugraphs
 
@@ -131,6 +139,15 @@ def test_matmul_loops_compile(case: tuple, opts: str, cache: Path) -> None:
     assert _is_cubin(cg.cubin)
 
 
+@pytest.mark.parametrize("blocking", WARP_BLOCKINGS)
+def test_matmul_warp_blockings_compile(blocking: tuple[int, int], cache: Path) -> None:
+    wm, wn = blocking
+    for case in MATMUL_LOOP_CASES[-4:]:
+        cg = compile_graph(matmul_loop_program(*case), arch="sm_90", load=False, cache=cache,
+                           opts=Schedule(warp_m=wm, warp_n=wn))
+        assert _is_cubin(cg.cubin)
+
+
 def test_tiny_shared_memory_spills_to_workspace(cache: Path) -> None:
     src, _, kernels = emit_graph(workloads.handwritten("gqa", 1), smem_limit=4096)
     assert any(k.ws_floats > 0 for k in kernels)
@@ -229,3 +246,22 @@ def test_gemv_schedules_compile_and_stream(case: tuple[int, int, int, int], cach
         assert _is_cubin(cg.cubin)
         streamed.append("float ga" in cg.source and "wsb" not in cg.source)
     assert any(streamed), [s.short() for s in scheds]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 16), st.integers(1, 32), st.sampled_from([1, 2, 4, 8, 16]),
+       st.sampled_from([0, 1, 2, 4]), st.sampled_from([0, 1, 2, 4, 8]))
+def test_warp_tiles_rule(batch: int, mt: int, nt: int, warps: int, want_m: int, want_n: int) -> None:
+    """The register blocking divides the tile counts, stays within the register budget, keeps
+    every warp busy whenever the unblocked tiles can, honours a dividing explicit choice, and
+    never reads more fragment bytes in all than the unblocked tiles."""
+    wm, wn = warp_tiles(batch, mt, nt, warps, want_m, want_n)
+    assert mt % wm == 0 and nt % wn == 0 and wm * wn <= WARP_TILES_MAX
+    if (want_m or want_n) and mt % (want_m or 1) == 0 and nt % (want_n or 1) == 0 and \
+            (want_m or 1) * (want_n or 1) <= WARP_TILES_MAX:
+        assert (wm, wn) == (want_m or 1, want_n or 1)
+        return
+    tiles = batch * (mt // wm) * (nt // wn)
+    if batch * mt * nt >= warps:
+        assert tiles >= warps
+    assert tiles * (2 * wm + wn) <= batch * mt * nt * 3

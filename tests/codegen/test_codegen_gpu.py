@@ -9,6 +9,7 @@ import pytest
 from graph_strategies import (
     GEMV_LOOP_CASES,
     MATMUL_LOOP_CASES,
+    WARP_BLOCKINGS,
     block_programs,
     kernel_programs,
     matmul_loop_program,
@@ -60,6 +61,18 @@ def test_matmul_loops_validate(case: tuple) -> None:
         cg = compile_graph(prog, opts=o)
         rep = validate(cg, trials=2)
         assert rep.ok, f"{o}: {rep}\n{cg.source}"
+
+
+@pytest.mark.parametrize("case", MATMUL_LOOP_CASES[-4:])
+def test_matmul_warp_blockings_validate(case: tuple) -> None:
+    """Every register blocking a schedule may force computes the same function (a blocking
+    that does not divide the tile counts falls back to the rule)."""
+    prog = matmul_loop_program(*case)
+    for wm, wn in WARP_BLOCKINGS:
+        for threads in (None, 256):
+            cg = compile_graph(prog, opts=Schedule(warp_m=wm, warp_n=wn, threads=threads))
+            rep = validate(cg, trials=2)
+            assert rep.ok, f"warp {wm}x{wn}, threads {threads}: {rep}\n{cg.source}"
 
 
 @pytest.mark.parametrize("name", sorted(workloads.PROGRAMS))
