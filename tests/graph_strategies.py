@@ -109,19 +109,21 @@ def block_programs(draw: Any, max_ops: int = 4) -> mf.KernelGraph:
 
 
 def matmul_loop_program(m: int, k: int, n: int, forloop: int, batch: int = 0,
-                        pre_a: bool = False, pre_b: bool = False) -> mf.KernelGraph:
+                        pre_a: bool = False, pre_b: bool = False,
+                        fixed_a: bool = False) -> mf.KernelGraph:
     """``sum over the loop of A_it @ B_it`` as one graph-defined kernel: X (m, k*F) and
     W (k*F, 2n), fp16, grid 2 over W's columns (and ``batch`` > 0: a leading batch dimension
     also split over grid y). ``pre_a``/``pre_b``: the operand passes through ``neg`` first
-    (an fp32 tile), otherwise it is an iterator tile read only by the matmul (cp.async)."""
+    (an fp32 tile), otherwise it is an iterator tile read only by the matmul (cp.async).
+    ``fixed_a``: X is (m, k), its tile the same in every iteration (fmap -1)."""
     g = mf.Graph()
     lead = (batch,) if batch else ()
-    x = g.input((*lead, m, k * forloop), "f16", "X")
+    x = g.input((*lead, m, k if fixed_a else k * forloop), "f16", "X")
     w = g.input((*lead, k * forloop, 2 * n), "f16", "W")
     r = len(lead)
     kern = g.kernel([x, w], grid=(2, batch or 1, 1), forloop=forloop)
     by = 0 if batch else -1
-    a = kern.iter(x, imap=(-1, by, -1), fmap=r + 1)
+    a = kern.iter(x, imap=(-1, by, -1), fmap=-1 if fixed_a else r + 1)
     b = kern.iter(w, imap=(r + 1, by, -1), fmap=r)
     if pre_a:
         a = kern.op("neg", a)
@@ -146,6 +148,8 @@ MATMUL_LOOP_CASES = [
     # last row tile, a batch with K not a multiple of 16, an fp32 B
     (64, 32, 64, 2, 0, False, False), (40, 48, 64, 2, 0, True, False),
     (64, 24, 32, 2, 2, False, False), (128, 64, 128, 2, 0, False, True),
+    # a loop-invariant A (its fragments loaded into registers once), with a batch
+    (64, 64, 64, 3, 0, False, False, True), (32, 32, 32, 2, 2, False, False, True),
 ]
 
 #: (warp_m, warp_n) register blockings forced by a schedule, for the blocked cases above

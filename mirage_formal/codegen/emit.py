@@ -37,12 +37,13 @@ from mirage_formal.codegen.cindex import align_idx, fmt_float, multi_index, stri
 from mirage_formal.codegen.layout import KernelLayout
 from mirage_formal.codegen.plan import plan_buffers
 from mirage_formal.codegen.schedule import SIMPLE as SIMPLE
-from mirage_formal.codegen.schedule import Schedule, warp_tiles
+from mirage_formal.codegen.schedule import Schedule
 from mirage_formal.codegen.steps import (
     Accumulate,
     Finalize,
     Load,
     MatmulAccumulate,
+    Op,
     Save,
     Step,
     Zero,
@@ -359,7 +360,8 @@ class _Emitter(KernelLayout):
             return self.emit_matmul_mma(n, dst, add, ind)
         return self.emit_matmul_simple(n, dst, add, ind)
 
-    def emit_matmul_mma(self, n: Node, dnode: Node, add: bool, ind: str) -> list[str]:
+    def emit_matmul_mma(self, n: Node, dnode: Node, add: bool, ind: str,
+                        mode: str = "loop") -> list[str]:
         """Warps take 16x8 output tiles; each is a chain of m16n8k16 tensor-core products
         whose fp16 fragments are packed from the fp32 shared-memory tiles (PTX ISA layout:
         A rows g, g+8 and columns 2q, 2q+1, +8; B rows 2q, 2q+1, +8 and column g; C rows g,
@@ -381,7 +383,6 @@ class _Emitter(KernelLayout):
         if rb:
             b = f"{b} + (it % {self.stages}) * {self.stage_halves(B)}"
         batch = n.shape[:-2]
-        NB = math.prod(batch)
         W = self.T // 32
         decls, bidx = multi_index(batch, "tb", "u") if batch else ([], [])
         ab = self.addr(A, [*align_idx(bidx, batch, A.shape[:-2]), "0", "0"]) if batch else "0"
@@ -422,7 +423,7 @@ class _Emitter(KernelLayout):
             frag_b = [f"{i3}fb[0] = {pkb}({lb('ka', 'c0')}, {lb('(ka + 1)', 'c0')});",
                       f"{i3}fb[1] = {pkb}({lb('kb', 'c0')}, {lb('(kb + 1)', 'c0')});"]
 
-        op = "+=" if add else "="
+        op = "+=" if add and mode != "store" else "="
         dst = self.buf[dnode]
 
         def st(r: str, c: str, v: str) -> str:
@@ -434,7 +435,7 @@ class _Emitter(KernelLayout):
             return f"if ({' && '.join(cond)}) {s}" if cond else s
 
         i2, i4 = ind + "  ", ind + "      "
-        if dnode in self.half and not mk and not nk and not add:
+        if dnode in self.half and not mk and not nk and op == "=":
             # fp16 destination, no bounds checks: each row's two adjacent values as one half2
             def st2(r: str, v0: str, v1: str) -> str:
                 a0 = self.addr(dnode, [*bidx, r, "cc"])
@@ -449,30 +450,66 @@ class _Emitter(KernelLayout):
         # Register blocking: a warp computes WM x WN output tiles of 16x8 at once, so each
         # A fragment feeds WN products and each B fragment WM (shared-memory reads per
         # product fall from 3 fragments to 2/WN + 1/WM).
-        WM, WN = warp_tiles(NB, MT, NT, W, self.opts.warp_m, self.opts.warp_n)
+        WM, WN, tiles = self.warp_blocking(n)
         MTW, NTW = MT // WM, NT // WN
+        KS = K // 16
         i3, i5 = ind + "    ", ind + "      "
-        return [
-            f"{ind}for (int tile = threadIdx.x / 32; tile < {NB * MTW * NTW}; tile += {W}) {{",
-            f"{i2}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
-            f"{i2}const int tb = tile / {MTW * NTW}, tm0 = (tile / {NTW}) % {MTW} * {WM}, "
-            f"tn0 = tile % {NTW} * {WN};",
-            *[i2 + d for d in decls],
-            f"{i2}const {ta}* pa = {a} + {ab};",
-            f"{i2}const {tb}* pb = {b} + {bb};",
+        racc = n in self.reg_acc
+        hoist = n in self.hoist_a
+        accs = f"ra{self.ids[n]}" if racc else "accs"
+        head = [f"{i2}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
+                f"{i2}const int tb = tile / {MTW * NTW}, tm0 = (tile / {NTW}) % {MTW} * {WM}, "
+                f"tn0 = tile % {NTW} * {WN};",
+                *[i2 + d for d in decls]]
+        pa_line = f"{i2}const {ta}* pa = {a} + {ab};"
+        pb_line = f"{i2}const {tb}* pb = {b} + {bb};"
+        store = [f"{i2}#pragma unroll",
+                 f"{i2}for (int wm = 0; wm < {WM}; ++wm) {{",
+                 f"{i3}const int r0 = (tm0 + wm) * 16 + g, r1 = r0 + 8;",
+                 f"{i3}#pragma unroll",
+                 f"{i3}for (int wn = 0; wn < {WN}; ++wn) {{",
+                 f"{i5}const int cc = (tn0 + wn) * 8 + 2 * q;",
+                 f"{i5}const float* const acc = {accs}[wm][wn];",
+                 *stores,
+                 f"{i3}}}",
+                 f"{i2}}}"]
+        if mode == "store":  # after the loop: the register sums to the accumulator's tile
+            return [f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
+                    f"{i2}const int tile = threadIdx.x / 32;", *head, *store, f"{ind}}}"]
+        frag_a_loop = [f"{i3}#pragma unroll",
+                       f"{i3}for (int wm = 0; wm < {WM}; ++wm) {{",
+                       f"{i3}  const int tm = tm0 + wm, r0 = tm * 16 + g, r1 = r0 + 8;",
+                       f"{i3}  unsigned* const fa = {'ha' + str(self.ids[n]) + '[wm][ks]' if mode == 'hoist' else 'fas[wm]'};",
+                       *["  " + x for x in frag_a],
+                       f"{i3}}}"]
+        if mode == "hoist":  # before the loop: a loop-invariant A's fragments into registers
+            return [f"{ind}unsigned ha{self.ids[n]}[{WM}][{KS}][4];",
+                    f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
+                    f"{i2}const int tile = threadIdx.x / 32;", *head, pa_line,
+                    f"{i2}#pragma unroll",
+                    f"{i2}for (int ks = 0; ks < {KS}; ++ks) {{",
+                    f"{i3}const int k0 = ks * 16, ka = k0 + 2 * q, kb = ka + 8;",
+                    *frag_a_loop, f"{i2}}}", f"{ind}}}"]
+        if hoist:
+            kloop = [f"{i2}#pragma unroll",
+                     f"{i2}for (int ks = 0; ks < {KS}; ++ks) {{",
+                     f"{i3}const int k0 = ks * 16, ka = k0 + 2 * q, kb = ka + 8;",
+                     f"{i3}unsigned fbs[{WN}][2];"]
+            fa_ref = f"ha{self.ids[n]}[wm][ks]"
+        else:
+            kloop = [f"{i2}#pragma unroll {max(1, 4 // (WM * WN))}",
+                     f"{i2}for (int k0 = 0; k0 < {K}; k0 += 16) {{",
+                     f"{i3}const int ka = k0 + 2 * q, kb = ka + 8;",
+                     f"{i3}unsigned fas[{WM}][4], fbs[{WN}][2];",
+                     *frag_a_loop]
+            fa_ref = "fas[wm]"
+        zero = [] if racc else [
             f"{i2}float accs[{WM}][{WN}][4];",
             f"{i2}#pragma unroll",
-            f"{i2}for (int x = 0; x < {WM * WN * 4}; ++x) (&accs[0][0][0])[x] = 0.f;",
-            f"{i2}#pragma unroll {max(1, 4 // (WM * WN))}",
-            f"{i2}for (int k0 = 0; k0 < {K}; k0 += 16) {{",
-            f"{i3}const int ka = k0 + 2 * q, kb = ka + 8;",
-            f"{i3}unsigned fas[{WM}][4], fbs[{WN}][2];",
-            f"{i3}#pragma unroll",
-            f"{i3}for (int wm = 0; wm < {WM}; ++wm) {{",
-            f"{i3}  const int tm = tm0 + wm, r0 = tm * 16 + g, r1 = r0 + 8;",
-            f"{i3}  unsigned* const fa = fas[wm];",
-            *["  " + x for x in frag_a],
-            f"{i3}}}",
+            f"{i2}for (int x = 0; x < {WM * WN * 4}; ++x) (&accs[0][0][0])[x] = 0.f;"]
+        return [
+            f"{ind}for (int tile = threadIdx.x / 32; tile < {tiles}; tile += {W}) {{",
+            *head, pa_line, pb_line, *zero, *kloop,
             f"{i3}#pragma unroll",
             f"{i3}for (int wn = 0; wn < {WN}; ++wn) {{",
             f"{i3}  const int tn = tn0 + wn, c0 = tn * 8 + g;",
@@ -482,18 +519,9 @@ class _Emitter(KernelLayout):
             f"{i3}#pragma unroll",
             f"{i3}for (int wm = 0; wm < {WM}; ++wm)",
             f"{i3}  #pragma unroll",
-            f"{i3}  for (int wn = 0; wn < {WN}; ++wn) mf::mma_16816(accs[wm][wn], fas[wm], fbs[wn]);",
+            f"{i3}  for (int wn = 0; wn < {WN}; ++wn) mf::mma_16816({accs}[wm][wn], {fa_ref}, fbs[wn]);",
             f"{i2}}}",
-            f"{i2}#pragma unroll",
-            f"{i2}for (int wm = 0; wm < {WM}; ++wm) {{",
-            f"{i3}const int r0 = (tm0 + wm) * 16 + g, r1 = r0 + 8;",
-            f"{i3}#pragma unroll",
-            f"{i3}for (int wn = 0; wn < {WN}; ++wn) {{",
-            f"{i5}const int cc = (tn0 + wn) * 8 + 2 * q;",
-            f"{i5}const float* const acc = accs[wm][wn];",
-            *stores,
-            f"{i3}}}",
-            f"{i2}}}",
+            *([] if racc else store),
             f"{ind}}}"]
 
     def emit_matmul_simple(self, n: Node, dnode: Node, add: bool, ind: str) -> list[str]:
@@ -751,6 +779,20 @@ class _Emitter(KernelLayout):
         lines += ["    if (threadIdx.x == 0) mf_cnt[mf_blk] = 0u;", "    __syncthreads();", "  }"]
         return lines, part + nblk
 
+    def _hoist_ok(self, step: MatmulAccumulate | Op, loop_nodes: set[Node]) -> bool:
+        """Loop step ``step`` is a tensor-core matmul whose A tile is computed before the loop
+        and whose warps each own one warp tile: its A fragments (at most 64 registers) are
+        loaded once before the loop (Schedule.mma_registers)."""
+        n = step.node
+        if n.op != "matmul" or n in self.gemv or not self.opts.mma_registers:
+            return False
+        A = n.src[0]
+        K = A.shape[-1]
+        if not self._mma(n) or A in loop_nodes or A in self.raw or A not in self.buf or K % 16:
+            return False
+        WM, _, tiles = self.warp_blocking(n)
+        return tiles <= self.T // 32 and WM * (K // 16) * 4 <= 64
+
     # ------------------------------------------------------------ whole kernel
     def emit(self) -> EmittedKernel:
         steps, p, q, bufs = self.plan()
@@ -828,6 +870,18 @@ class _Emitter(KernelLayout):
                 lines.append(f"  uint4 pf{self.ids[x]}_{st}[{self.prefetch_regs(x)}];")
                 lines += self.emit_prefetch(x, str(st), "  ", st)
         lines.append("  __syncthreads();")
+        # tiles (re)defined inside the loop: a step's node, its epilogue's and accumulator's
+        loop_nodes = {m for s in steps[p:q] if not isinstance(s, Save)
+                      for m in (s.node, self.epi.get(s.node, s.node), self.fused.get(s.node, s.node))}
+        self.hoist_a = {s.node for s in steps[p:q]
+                        if isinstance(s, MatmulAccumulate | Op) and self._hoist_ok(s, loop_nodes)}
+        for n in sorted(self.reg_acc, key=self.ids.__getitem__):
+            WM, WN, _ = self.warp_blocking(n)
+            lines += [f"  float ra{self.ids[n]}[{WM}][{WN}][4];", "  #pragma unroll",
+                      f"  for (int x = 0; x < {WM * WN * 4}; ++x) (&ra{self.ids[n]}[0][0][0])[x] = 0.f;"]
+        for n in sorted(self.hoist_a, key=self.ids.__getitem__):
+            lines += self.emit_matmul_mma(n, self.fused.get(n, self.epi.get(n, n)), False, "  ",
+                                          mode="hoist")
         if q > p:
             body = [s for s in steps[p:q] if not (isinstance(s, Load) and s.node in staged)]
             # D copies of the body, one per register stage, so stage indices are constants.
@@ -877,6 +931,10 @@ class _Emitter(KernelLayout):
             lines.append("  mf::cp_async_wait<0>();")
         for n in sorted(self.gemv, key=self.ids.__getitem__):
             lines += self.emit_gemv_reduce(n, "  ")
+        for n in sorted(self.reg_acc, key=self.ids.__getitem__):
+            lines += self.emit_matmul_mma(n, self.fused[n], True, "  ", mode="store")
+        if self.reg_acc:
+            lines.append("  __syncthreads();")
         combine_floats = 0
         if SP > 1:
             accs = [n for n in self.nodes if n.op == "accum"]

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from mirage_formal.codegen.cindex import lin
 from mirage_formal.codegen.plan import Buffer
-from mirage_formal.codegen.schedule import Schedule, gemv_rows_ok, split_ok
+from mirage_formal.codegen.schedule import Schedule, gemv_rows_ok, split_ok, warp_tiles
 from mirage_formal.codegen.steps import (
     DEFINING,
     Accumulate,
@@ -90,6 +90,12 @@ class KernelLayout:
         self.gemv_b = set(self.gemv.values())
         #: computed tiles stored as fp16 in shared memory (Schedule.half_tiles)
         self.half = {n for n in self.nodes if self._half_ok(n)}
+        #: tensor-core matmuls whose plain accumulator lives in registers through the loop
+        #: (Schedule.mma_registers; stored to the accumulator's tile after the loop)
+        self.reg_acc = {n for n in self.fused if self._reg_acc_ok(n)}
+        #: tensor-core matmuls whose loop-invariant A fragments are loaded into registers
+        #: once before the loop (decided while printing, from the steps)
+        self.hoist_a: set[Node] = set()
         #: iterator tiles the printer prefetches into registers (chosen while printing the loop)
         self.staged_set: set[Node] = set()
         self.set_layout({n for n in self.nodes if self._raw_ok(n)})
@@ -135,6 +141,21 @@ class KernelLayout:
         """Matmul ``n`` runs on tensor cores (``emit_matmul_mma``)."""
         return (n.op == "matmul" and self.opts.mma and self.warp_ok()
                 and all(s.dtype is DType.F16 for s in n.src))
+
+    def warp_blocking(self, n: Node) -> tuple[int, int, int]:
+        """Tensor-core matmul ``n``'s register blocking (WM, WN) and its number of warp tiles."""
+        NB = math.prod(n.shape[:-2])
+        MT, NT = -(-n.shape[-2] // 16), -(-n.shape[-1] // 8)
+        WM, WN = warp_tiles(NB, MT, NT, self.T // 32, self.opts.warp_m, self.opts.warp_n)
+        return WM, WN, NB * (MT // WM) * (NT // WN)
+
+    def static_warp_tiles(self, n: Node) -> bool:
+        """Each warp owns at most one warp tile of matmul ``n`` (the same in every iteration)."""
+        return self.warp_blocking(n)[2] <= self.T // 32
+
+    def _reg_acc_ok(self, n: Node) -> bool:
+        return (self.opts.mma_registers and self.bg.forloop > 1 and n not in self.gemv
+                and self._mma(n) and self.static_warp_tiles(n))
 
     def _half_ok(self, n: Node) -> bool:
         """Tile ``n`` can be stored as fp16 (Schedule.half_tiles): a materialized elementwise
@@ -230,7 +251,8 @@ class KernelLayout:
         for n in self.nodes:
             # one iteration: an accumulator is written, not added to (a matmul that adds into
             # its accumulator still needs the zeros)
-            if n.op == "accum" and (self.bg.forloop > 1 or n.src[0] in self.fused):
+            if n.op == "accum" and (self.bg.forloop > 1 or n.src[0] in self.fused) \
+                    and n.src[0] not in self.reg_acc:  # register sums are stored, not added
                 pre.append(Zero(n))
         for n in self.nodes:
             if n in self.inline or n in self.fused or n in self.epi_of or n in self.raw:
@@ -295,6 +317,12 @@ class KernelLayout:
                 u = max(u, q - 1)
             bufs[f"b{self.ids[n]}"] = Buffer(f"b{self.ids[n]}", self.buf_size(n), d, u)
             self.buf[n] = f"b{self.ids[n]}"
+        for m in self.reg_acc:
+            # written once after the loop from the warps' registers: free during the loop
+            a = self.fused[m]
+            bufs[f"b{self.ids[a]}"] = Buffer(f"b{self.ids[a]}", self.buf_size(a), q,
+                                             max(last.get(a, q), q))
+            self.buf[a] = f"b{self.ids[a]}"
         for n in self.raw:
             # cp.async writes a raw tile before the loop and during every iteration: it
             # lives from the first step to the end of the loop.

@@ -91,6 +91,11 @@ class Schedule:
     #: falls back to the rule)
     warp_m: int = 0
     warp_n: int = 0
+    #: tensor-core matmuls that add into a plain accumulator keep the running sum in
+    #: registers for the whole loop when each warp owns one warp tile (stored to the
+    #: accumulator's tile once after the loop), and a loop-invariant A operand's fragments
+    #: are loaded into registers once before the loop
+    mma_registers: bool = True
 
     def __post_init__(self) -> None:
         if self.threads is not None and not (32 <= self.threads <= 1024 and self.threads % 32 == 0):

@@ -63,7 +63,7 @@ def test_matmul_loops_validate(case: tuple) -> None:
         assert rep.ok, f"{o}: {rep}\n{cg.source}"
 
 
-@pytest.mark.parametrize("case", MATMUL_LOOP_CASES[-4:])
+@pytest.mark.parametrize("case", MATMUL_LOOP_CASES[-6:])
 def test_matmul_warp_blockings_validate(case: tuple) -> None:
     """Every register blocking a schedule may force computes the same function (a blocking
     that does not divide the tile counts falls back to the rule)."""
