@@ -312,11 +312,11 @@ def _split_fills(g: KernelGraph, n_sm: int) -> bool:
 
 
 def _tune_one(graph: KernelGraph, program: KernelGraph, seed: int | None,
-              estimated_us: float) -> Any:
+              estimated_us: float, deadline: float | None = None) -> Any:
     from mirage_formal.codegen.autotune import tune
 
     # every trial is logged with the μGraph and its estimate: data for the cost model
-    return tune(graph, program, seed=seed or 0,
+    return tune(graph, program, seed=seed or 0, deadline=deadline,
                 context={"ugraph": ugraph_to_json(graph), "estimated_us": estimated_us})
 
 
@@ -339,7 +339,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
         if out_of_time():
             notes.append(f"budget spent: {len(picked) - i} candidate(s) not tuned or timed")
             break
-        tuned = _tune_one(a.graph, program, seed, a.cost.seconds * 1e6)
+        tuned = _tune_one(a.graph, program, seed, a.cost.seconds * 1e6, deadline)
         if tuned is None:
             a.validation = "no schedule validated"
             notes.append(f"candidate {a.graph.key[:12]} FAILED validation under every schedule "
@@ -360,7 +360,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
         fastest = sorted((a for a in picked if a.measured_us is not None and a.graph.key != program.key),
                          key=lambda a: a.measured_us or 0.0)[:GPU_VARIANT_STRUCTURES]
         for a in fastest:
-            cg, us, more = _try_variants(a, program, seed, variants, out_of_time)
+            cg, us, more = _try_variants(a, program, seed, variants, out_of_time, deadline)
             notes += more
             if cg is not None and us < best_us:
                 best_us, best_cg = us, cg
@@ -370,7 +370,8 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
 
 
 def _try_variants(a: Optimized, program: KernelGraph, seed: int | None, ctx: VariantContext,
-                  out_of_time: Callable[[], bool]) -> tuple[Any, float, list[str]]:
+                  out_of_time: Callable[[], bool],
+                  deadline: float | None = None) -> tuple[Any, float, list[str]]:
     """Measure :func:`variants_to_measure` of ``a``; the fastest, if faster than ``a``,
     replaces ``a``'s graph, verdict, cost and measurements (same structure: it stays one
     entry). Returns its compiled kernel and time (None, inf when none was faster)."""
@@ -388,7 +389,7 @@ def _try_variants(a: Optimized, program: KernelGraph, seed: int | None, ctx: Var
             notes.append(f"size variant {v.key[:12]} of {base_key[:12]} failed verification "
                          f"(accepted={verdict.accepted}, float64 error {err:.2g}); not used")
             continue
-        tuned = _tune_one(v, program, seed, c.seconds * 1e6)
+        tuned = _tune_one(v, program, seed, c.seconds * 1e6, deadline)
         if tuned is None:
             notes.append(f"size variant {v.key[:12]} of {base_key[:12]} FAILED validation under "
                          "every schedule (a codegen bug; see the tuning log)")

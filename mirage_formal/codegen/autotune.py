@@ -25,6 +25,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -185,9 +186,15 @@ class Tuned:
 def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = None,
          jobs: int | None = None, cache: TuningCache | None = None, seed: int = 0,
          max_per_kernel: int | None = None, cubin_cache: str | None = None,
-         context: Mapping[str, Any] | None = None) -> Tuned | None:
+         context: Mapping[str, Any] | None = None,
+         deadline: float | None = None) -> Tuned | None:
     """Tune ``graph``'s schedules on this GPU against ``reference``; None if no variant
-    validates (every failure is in the returned trials of the caller's log)."""
+    validates (every failure is in the returned trials of the caller's log).
+
+    ``deadline`` (a ``time.monotonic()`` value): once it has passed, no further variant is
+    compiled, validated or timed; the best measured so far is returned (the first variant,
+    the cached or default schedule, is always measured). A result cut short this way is not
+    stored in the cache."""
     from mirage_formal.codegen.runtime import runtime
 
     rt = runtime()
@@ -199,8 +206,13 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
     keys = list(bgs)
     trials: list[Trial] = []
 
+    def late() -> bool:
+        return deadline is not None and time.monotonic() >= deadline and bool(best_compiled)
+
     def measure(variants: list[dict[str, Schedule]]) -> list[Trial]:
-        out = []
+        out: list[Trial] = []
+        if late():
+            return out
         try:
             compiled = compile_variants(graph, variants, rt.arch, jobs, cubin_cache)
         except MirageError:
@@ -212,6 +224,8 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
                 except MirageError as e:
                     out.append(Trial(v, False, None, f"compile: {str(e).splitlines()[0]}"))
         for cg in compiled:
+            if late():
+                break
             v = {k: _sched_of(cg, k) for k in keys}
             try:
                 cg.load()
@@ -245,6 +259,8 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
     default_us = got[0].us if got and got[0].valid else None
     best_us = default_us
     for k in keys:
+        if late():
+            break
         rules = candidate_schedules(bgs[k], sms)[:max_per_kernel]  # None: every rule's schedule
         cands = [s for s in rules if s != current[k]]
         if not cands:
@@ -257,7 +273,8 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
                 best_us, current = t.us, dict(t.schedules)
     if best_us is None:
         return None
-    cache.store(graph, tc, current, best_us)
+    if not late():
+        cache.store(graph, tc, current, best_us)
     return Tuned(best_compiled[_skey(current)], current, best_us, default_us, trials, False)
 
 

@@ -4,6 +4,8 @@ paths, agree with the float64 reference; device arrays pass without copies."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from graph_strategies import (
@@ -26,6 +28,8 @@ from mirage_formal.codegen import (
     gpu_available,
     launches,
 )
+from mirage_formal.codegen.autotune import Toolchain, TuningCache, tune
+from mirage_formal.codegen.nvrtc import nvrtc_version
 from mirage_formal.codegen.validate import validate
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs a GPU")]
@@ -198,3 +202,23 @@ def test_gemv_schedules_validate(case: tuple[int, int, int, int]) -> None:
         cg = compile_graph(prog, schedules={la.graph.key: s})
         rep = validate(cg, trials=2)
         assert rep.ok, f"{s.short()}: {rep}"
+
+
+def test_tune_stops_at_its_deadline(tmp_path: object) -> None:
+    """A deadline already passed: the tuner measures its first variant (the default schedule)
+    and nothing more, returns it validated, and does not cache the cut-short result."""
+
+    prog = matmul_loop_program(*MATMUL_LOOP_CASES[-6])
+    cache = TuningCache(str(tmp_path))
+    t = tune(prog, prog, cache=cache, deadline=time.monotonic())
+    assert t is not None and len(t.trials) == 1 and t.trials[0].valid
+    assert cache.lookup(prog, _toolchain()) is None
+    full = tune(prog, prog, cache=cache)
+    assert full is not None and len(full.trials) > 1
+
+
+def _toolchain() -> Toolchain:
+    from mirage_formal.codegen.runtime import runtime
+
+    rt = runtime()
+    return Toolchain(rt.arch, nvrtc_version(), rt.driver_version, rt.name)
