@@ -57,7 +57,8 @@ def test_variants_are_the_same_structure_with_other_grids_and_verify(result: Any
 
 
 def _fake_tune(times: dict[tuple[Any, ...], float]) -> Any:
-    def tune_one(graph: KernelGraph, program: KernelGraph, seed: Any, estimated_us: float) -> Any:
+    def tune_one(graph: KernelGraph, program: KernelGraph, seed: Any, estimated_us: float,
+                 deadline: float | None = None) -> Any:
         us = times.get(grids(graph), 50.0)
         return SimpleNamespace(us=us, trials=[], compiled=("kernel", graph.key), from_cache=False,
                                default_us=None, describe=lambda: "stand-in")
