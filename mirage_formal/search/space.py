@@ -136,6 +136,13 @@ class MapConfig:
 
 #: parts a unit whose first move is a pre-defined op is split into (Move.part)
 OP_UNIT_PARTS = 3
+#: registry labels of row-local ops (norms over the last dimension, unary elementwise ops):
+#: applied by the program to its inputs, they are its prologue, whose units go first
+#: (Enumerator.moves). Measured on qknorm_gqa b=1, 2 cores, 240 s (benchmarks/results/
+#: search_order_qknorm.md): with them first the search accepts a two-kernel μGraph (rms_norm(Q),
+#: then one kernel fusing rms_norm(V) into the attention loop) after 36 s; after the
+#: graph-defined kernels it does not reach them within the budget
+PROLOGUE_LABELS = ("norm", "same")
 
 
 @dataclass(frozen=True)
@@ -275,14 +282,26 @@ class Enumerator:
 
     def moves(self) -> list[Move]:
         """The first-move choices from the empty kernel graph (units of work), most promising
-        first: the direct lowering, then graph-defined kernels whose grid splits no normalised row,
-        over more inputs and with more grid axes before smaller ones and before pre-defined ops (a deterministic order, so resume can skip by index)."""
+        first: the direct lowering; the program's own *prologue* ops as pre-defined kernels (a
+        row-local op — a norm or a unary elementwise op — that the program applies to its
+        inputs, with the same attributes: what follows it is the rest of the program, often a
+        familiar fused kernel, e.g. attention after QK-norm's rms_norm(Q)); then graph-defined
+        kernels whose grid splits no normalised row, over more inputs and with more grid axes
+        before smaller ones; then the other pre-defined ops (a deterministic order, so resume can
+        skip by index)."""
         ms = list(self._kernel_moves())
         direct = [Move("direct", ())] if self.direct_lowering() is not None else []
         norm = self.norm_labels
+        inputs = list(self.program.inputs)
+        prologue = {(n.op, tuple(inputs.index(s) for s in n.src), _attr_key(n.attr_dict))
+                    for n in self.program.nodes
+                    if n.op in REGISTRY and REGISTRY[n.op].label in PROLOGUE_LABELS
+                    and n.src and all(s.op == INPUT for s in n.src)}
 
         def promise(im: tuple[int, Move]) -> tuple[int, ...]:
             i, m = im
+            if m.kind == "op" and (m.op, m.args, _attr_key(dict(m.attrs))) in prologue:
+                return (0, -1, 0, 0, 0, i)
             if m.kind != "kernel" or m.config is None:
                 return (1, 0, 0, 0, 0, i)
             splits_norm = sum(1 for lab, _, _ in m.config.axes if lab in norm)
