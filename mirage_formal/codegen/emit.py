@@ -365,7 +365,12 @@ class _Emitter(KernelLayout):
         """Warps take 16x8 output tiles; each is a chain of m16n8k16 tensor-core products
         whose fp16 fragments are packed from the fp32 shared-memory tiles (PTX ISA layout:
         A rows g, g+8 and columns 2q, 2q+1, +8; B rows 2q, 2q+1, +8 and column g; C rows g,
-        g+8 and columns 2q, 2q+1, where g = lane/4, q = lane%4)."""
+        g+8 and columns 2q, 2q+1, where g = lane/4, q = lane%4).
+
+        ``mode``: ``"loop"`` the product itself (into registers ``ra<id>`` for a register
+        accumulator, see KernelLayout.reg_acc); ``"hoist"`` the code before the loop that loads
+        a loop-invariant A's fragments into ``ha<id>``; ``"store"`` the code after the loop that
+        writes a register accumulator to its tile."""
         A, B = n.src
         a, b = self.buf[A], self.buf[B]
         M, N, K = n.shape[-2], n.shape[-1], A.shape[-1]
