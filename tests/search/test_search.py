@@ -207,3 +207,28 @@ def test_chain_stops_at_first_rejection(f64_checker: Any) -> None:
     g.output(g.matmul(x, w))
     assert not ch.check(g.build()).accepted and len(calls) == 1
     assert wrong.key == prog.key
+
+
+@pytest.mark.parametrize("name", sorted(workloads.PROGRAMS))
+def test_prologue_units_come_first(name: str) -> None:
+    """After the direct lowering come exactly the units whose first move is a row-local op
+    (a norm or unary elementwise op) the program itself applies to its inputs; every other
+    pre-defined op's unit comes after every graph-defined kernel's."""
+    from mirage_formal.search import derive, space
+
+    prog = workloads.program(name, 1)
+    e = space.Enumerator(prog, derive.derive_config(prog), lambda *a: True, lambda *a: None,
+                         lambda *a: None, space.Stats())
+    ms = e.moves()
+    assert ms[0].kind == "direct"
+    inputs = list(prog.inputs)
+    own = {(n.op, tuple(inputs.index(s) for s in n.src)) for n in prog.nodes
+           if n.op != INPUT and all(s.op == INPUT for s in n.src)
+           and space.REGISTRY[n.op].label in space.PROLOGUE_LABELS}
+    k = 1
+    while k < len(ms) and ms[k].kind == "op" and (ms[k].op, ms[k].args) in own:
+        k += 1
+    assert {(m.op, m.args) for m in ms[1:k]} == own
+    kinds = [m.kind for m in ms[k:]]
+    if "op" in kinds:
+        assert "kernel" not in kinds[kinds.index("op"):]
