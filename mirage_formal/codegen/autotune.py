@@ -205,6 +205,8 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
     bgs = {la.graph.key: la.graph for la in launches(graph, 128)}  # in launch order
     keys = list(bgs)
     trials: list[Trial] = []
+    best_compiled: dict[str, CompiledGraph] = {}  # valid variants measured, by schedules
+    memo: dict[Any, Any] = {}  # inputs and float64 reference, shared by every variant
 
     def late() -> bool:
         return deadline is not None and time.monotonic() >= deadline and bool(best_compiled)
@@ -245,8 +247,6 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
                 best_compiled[_skey(v)] = cg
         return out
 
-    best_compiled: dict[str, CompiledGraph] = {}
-    memo: dict[Any, Any] = {}  # inputs and float64 reference, shared by every variant
     cached = cache.lookup(graph, tc)
     if cached is not None and set(cached) == set(keys):
         got = measure([cached])

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from mirage_formal.codegen.cindex import align_idx, fmt_float, multi_index, strides
 from mirage_formal.codegen.layout import KernelLayout
@@ -43,7 +44,6 @@ from mirage_formal.codegen.steps import (
     Finalize,
     Load,
     MatmulAccumulate,
-    Op,
     Save,
     Step,
     Zero,
@@ -89,6 +89,12 @@ class EmittedKernel:
     @property
     def ws_bytes(self) -> int:
         return 4 * (self.ws_floats * math.prod(self.grid) + self.extra_ws_floats)
+
+
+def zeroed_accumulators(name: str, wm: int, wn: int, ind: str) -> list[str]:
+    """Declare ``float name[wm][wn][4]`` (a warp tile's mma accumulators) set to zero."""
+    return [f"{ind}float {name}[{wm}][{wn}][4];", f"{ind}#pragma unroll",
+            f"{ind}for (int x = 0; x < {wm * wn * 4}; ++x) (&{name}[0][0][0])[x] = 0.f;"]
 
 
 class _Expr:
@@ -361,7 +367,7 @@ class _Emitter(KernelLayout):
         return self.emit_matmul_simple(n, dst, add, ind)
 
     def emit_matmul_mma(self, n: Node, dnode: Node, add: bool, ind: str,
-                        mode: str = "loop") -> list[str]:
+                        mode: Literal["loop", "hoist", "store"] = "loop") -> list[str]:
         """Warps take 16x8 output tiles; each is a chain of m16n8k16 tensor-core products
         whose fp16 fragments are packed from the fp32 shared-memory tiles (PTX ISA layout:
         A rows g, g+8 and columns 2q, 2q+1, +8; B rows 2q, 2q+1, +8 and column g; C rows g,
@@ -481,10 +487,11 @@ class _Emitter(KernelLayout):
         if mode == "store":  # after the loop: the register sums to the accumulator's tile
             return [f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
                     f"{i2}const int tile = threadIdx.x / 32;", *head, *store, f"{ind}}}"]
+        hoisted = f"ha{self.ids[n]}[wm][ks]"  # the hoisted fragments of warp tile row wm
         frag_a_loop = [f"{i3}#pragma unroll",
                        f"{i3}for (int wm = 0; wm < {WM}; ++wm) {{",
                        f"{i3}  const int tm = tm0 + wm, r0 = tm * 16 + g, r1 = r0 + 8;",
-                       f"{i3}  unsigned* const fa = {'ha' + str(self.ids[n]) + '[wm][ks]' if mode == 'hoist' else 'fas[wm]'};",
+                       f"{i3}  unsigned* const fa = {hoisted if mode == 'hoist' else 'fas[wm]'};",
                        *["  " + x for x in frag_a],
                        f"{i3}}}"]
         if mode == "hoist":  # before the loop: a loop-invariant A's fragments into registers
@@ -500,7 +507,7 @@ class _Emitter(KernelLayout):
                      f"{i2}for (int ks = 0; ks < {KS}; ++ks) {{",
                      f"{i3}const int k0 = ks * 16, ka = k0 + 2 * q, kb = ka + 8;",
                      f"{i3}unsigned fbs[{WN}][2];"]
-            fa_ref = f"ha{self.ids[n]}[wm][ks]"
+            fa_ref = hoisted
         else:
             kloop = [f"{i2}#pragma unroll {max(1, 4 // (WM * WN))}",
                      f"{i2}for (int k0 = 0; k0 < {K}; k0 += 16) {{",
@@ -508,10 +515,7 @@ class _Emitter(KernelLayout):
                      f"{i3}unsigned fas[{WM}][4], fbs[{WN}][2];",
                      *frag_a_loop]
             fa_ref = "fas[wm]"
-        zero = [] if racc else [
-            f"{i2}float accs[{WM}][{WN}][4];",
-            f"{i2}#pragma unroll",
-            f"{i2}for (int x = 0; x < {WM * WN * 4}; ++x) (&accs[0][0][0])[x] = 0.f;"]
+        zero = [] if racc else zeroed_accumulators("accs", WM, WN, i2)
         return [
             f"{ind}for (int tile = threadIdx.x / 32; tile < {tiles}; tile += {W}) {{",
             *head, pa_line, pb_line, *zero, *kloop,
@@ -784,20 +788,6 @@ class _Emitter(KernelLayout):
         lines += ["    if (threadIdx.x == 0) mf_cnt[mf_blk] = 0u;", "    __syncthreads();", "  }"]
         return lines, part + nblk
 
-    def _hoist_ok(self, step: MatmulAccumulate | Op, loop_nodes: set[Node]) -> bool:
-        """Loop step ``step`` is a tensor-core matmul whose A tile is computed before the loop
-        and whose warps each own one warp tile: its A fragments (at most 64 registers) are
-        loaded once before the loop (Schedule.mma_registers)."""
-        n = step.node
-        if n.op != "matmul" or n in self.gemv or not self.opts.mma_registers:
-            return False
-        A = n.src[0]
-        K = A.shape[-1]
-        if not self._mma(n) or A in loop_nodes or A in self.raw or A not in self.buf or K % 16:
-            return False
-        WM, _, tiles = self.warp_blocking(n)
-        return tiles <= self.T // 32 and WM * (K // 16) * 4 <= 64
-
     # ------------------------------------------------------------ whole kernel
     def emit(self) -> EmittedKernel:
         steps, p, q, bufs = self.plan()
@@ -875,15 +865,9 @@ class _Emitter(KernelLayout):
                 lines.append(f"  uint4 pf{self.ids[x]}_{st}[{self.prefetch_regs(x)}];")
                 lines += self.emit_prefetch(x, str(st), "  ", st)
         lines.append("  __syncthreads();")
-        # tiles (re)defined inside the loop: a step's node, its epilogue's and accumulator's
-        loop_nodes = {m for s in steps[p:q] if not isinstance(s, Save)
-                      for m in (s.node, self.epi.get(s.node, s.node), self.fused.get(s.node, s.node))}
-        self.hoist_a = {s.node for s in steps[p:q]
-                        if isinstance(s, MatmulAccumulate | Op) and self._hoist_ok(s, loop_nodes)}
         for n in sorted(self.reg_acc, key=self.ids.__getitem__):
             WM, WN, _ = self.warp_blocking(n)
-            lines += [f"  float ra{self.ids[n]}[{WM}][{WN}][4];", "  #pragma unroll",
-                      f"  for (int x = 0; x < {WM * WN * 4}; ++x) (&ra{self.ids[n]}[0][0][0])[x] = 0.f;"]
+            lines += zeroed_accumulators(f"ra{self.ids[n]}", WM, WN, "  ")
         for n in sorted(self.hoist_a, key=self.ids.__getitem__):
             lines += self.emit_matmul_mma(n, self.fused.get(n, self.epi.get(n, n)), False, "  ",
                                           mode="hoist")

@@ -94,7 +94,7 @@ class KernelLayout:
         #: (Schedule.mma_registers; stored to the accumulator's tile after the loop)
         self.reg_acc = {n for n in self.fused if self._reg_acc_ok(n)}
         #: tensor-core matmuls whose loop-invariant A fragments are loaded into registers
-        #: once before the loop (decided while printing, from the steps)
+        #: once before the loop (decided by :meth:`plan`, from the steps)
         self.hoist_a: set[Node] = set()
         #: iterator tiles the printer prefetches into registers (chosen while printing the loop)
         self.staged_set: set[Node] = set()
@@ -156,6 +156,17 @@ class KernelLayout:
     def _reg_acc_ok(self, n: Node) -> bool:
         return (self.opts.mma_registers and self.bg.forloop > 1 and n not in self.gemv
                 and self._mma(n) and self.static_warp_tiles(n))
+
+    def _hoist_ok(self, n: Node, loop_defined: set[Node]) -> bool:
+        """Loop-step matmul ``n`` runs on tensor cores, its A tile is stored and defined before
+        the loop, and each warp owns one warp tile: its A fragments (at most 64 registers per
+        thread) are loaded once before the loop (Schedule.mma_registers)."""
+        A = n.src[0]
+        K = A.shape[-1]
+        if (not self.opts.mma_registers or n.op != "matmul" or n in self.gemv or not self._mma(n)
+                or A in loop_defined or A in self.raw or A not in self.buf or K % 16):
+            return False
+        return self.static_warp_tiles(n) and self.warp_blocking(n)[0] * (K // 16) * 4 <= 64
 
     def _half_ok(self, n: Node) -> bool:
         """Tile ``n`` can be stored as fp16 (Schedule.half_tiles): a materialized elementwise
@@ -336,6 +347,12 @@ class KernelLayout:
             name = f"g{self.ids[n]}"
             bufs[name] = Buffer(name, self.gemv_rows(n) * math.prod(n.shape), q, q)
             self.buf[n] = name
+        # tiles (re)defined inside the loop: a step's node, its epilogue's and accumulator's
+        loop_defined = {m for st in steps[p:q] if not isinstance(st, Save)
+                        for m in (st.node, self.epi.get(st.node, st.node),
+                                  self.fused.get(st.node, st.node))}
+        self.hoist_a = {st.node for st in steps[p:q] if isinstance(st, Op | MatmulAccumulate)
+                        and self._hoist_ok(st.node, loop_defined)}
         return steps, p, q, bufs
 
     @staticmethod
