@@ -152,6 +152,49 @@ MATMUL_LOOP_CASES = [
     (64, 64, 64, 3, 0, False, False, True), (32, 32, 32, 2, 2, False, False, True),
 ]
 
+def attention_loop_program(m: int, d: int, kv: int, dv: int, forloop: int, batch: int = 0,
+                           scale: bool = False, kind: str | None = "sum") -> mf.KernelGraph:
+    """One graph-defined kernel of the attention shape the register chain takes
+    (Schedule.mma_chain): per iteration S = Q·K_it (Q the same every iteration), E = exp(S)
+    (``scale``: exp(S·0.125)), accumulators sum_it E·V_it and, unless ``kind`` is None, the row
+    reduction of E (``kind`` 'sum' or 'mean', fold 1). Q (2m, d), K (d, kv·F), V (kv·F, dv),
+    fp16, grid 2 over Q's rows (and ``batch`` > 0: a leading batch dimension over grid y)."""
+    g = mf.Graph()
+    lead = (batch,) if batch else ()
+    r = len(lead)
+    q = g.input((*lead, 2 * m, d), "f16", "Q")
+    k = g.input((*lead, d, kv * forloop), "f16", "K")
+    v = g.input((*lead, kv * forloop, dv), "f16", "V")
+    kern = g.kernel([q, k, v], grid=(2, batch or 1, 1), forloop=forloop)
+    by = 0 if batch else -1
+    qt = kern.iter(q, imap=(r, by, -1), fmap=-1)
+    kt = kern.iter(k, imap=(-1, by, -1), fmap=r + 1)
+    vt = kern.iter(v, imap=(-1, by, -1), fmap=r)
+    s = kern.op("matmul", qt, kt)
+    if scale:
+        s = kern.op("mul_scalar", s, scalar=0.125)
+    e = kern.op("exp", s)
+    o = kern.accum(kern.op("matmul", e, vt), kind="sum")
+    kern.output(o, omap=(r, by, -1))
+    if kind is not None:
+        kern.output(kern.accum(e, kind=kind, fold=1), omap=(r, by, -1))
+    outs = kern.build()
+    g.output(*outs)
+    return g.build()
+
+
+#: (m, d, kv, dv, forloop, batch, scale, kind): attention kernels for the register chain —
+#: one 16-row tile per warp, two per warp (128 rows on 4 warps), a batch with 128-column
+#: scores and a mean, head dimension 16, a 24-column output (3 n-tiles), no row sums, and
+#: more row tiles than a block's warps can own (no chain: the stored path)
+CHAIN_CASES = [
+    (64, 64, 64, 64, 4, 0, False, "sum"), (128, 64, 64, 64, 3, 0, True, "sum"),
+    (16, 32, 128, 32, 2, 2, True, "mean"), (32, 16, 32, 16, 2, 0, False, "sum"),
+    (16, 64, 64, 24, 2, 0, False, "sum"), (32, 32, 32, 32, 2, 0, True, None),
+    (512, 16, 16, 16, 2, 0, False, "sum"),
+]
+
+
 #: (warp_m, warp_n) register blockings forced by a schedule, for the blocked cases above
 WARP_BLOCKINGS = [(1, 1), (2, 2), (4, 1), (1, 8), (4, 4), (2, 8)]
 

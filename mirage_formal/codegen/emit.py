@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from mirage_formal.codegen.cindex import align_idx, fmt_float, multi_index, strides
-from mirage_formal.codegen.layout import KernelLayout
+from mirage_formal.codegen.layout import Chain, KernelLayout
 from mirage_formal.codegen.plan import plan_buffers
 from mirage_formal.codegen.schedule import SIMPLE as SIMPLE
 from mirage_formal.codegen.schedule import Schedule
@@ -212,6 +212,8 @@ class _Emitter(KernelLayout):
         if isinstance(step, MatmulAccumulate):
             if x in self.gemv:
                 return self.emit_gemv_step(x, ind)
+            if x in self.chains:
+                return self.emit_chain(x, ind)
             return self.emit_matmul(x, self.fused[x], True, ind)
         if x.op == "matmul":
             return self.emit_matmul(x, self.epi.get(x, x), False, ind)
@@ -367,7 +369,8 @@ class _Emitter(KernelLayout):
         return self.emit_matmul_simple(n, dst, add, ind)
 
     def emit_matmul_mma(self, n: Node, dnode: Node, add: bool, ind: str,
-                        mode: Literal["loop", "hoist", "store"] = "loop") -> list[str]:
+                        mode: Literal["loop", "hoist", "store", "chain_a", "chain_b"] = "loop",
+                        ) -> list[str]:
         """Warps take 16x8 output tiles; each is a chain of m16n8k16 tensor-core products
         whose fp16 fragments are packed from the fp32 shared-memory tiles (PTX ISA layout:
         A rows g, g+8 and columns 2q, 2q+1, +8; B rows 2q, 2q+1, +8 and column g; C rows g,
@@ -376,9 +379,12 @@ class _Emitter(KernelLayout):
         ``mode``: ``"loop"`` the product itself (into registers ``ra<id>`` for a register
         accumulator, see KernelLayout.reg_acc); ``"hoist"`` the code before the loop that loads
         a loop-invariant A's fragments into ``ha<id>``; ``"store"`` the code after the loop that
-        writes a register accumulator to its tile."""
+        writes a register accumulator to its tile; ``"chain_a"`` / ``"chain_b"`` the first and
+        second product of a register chain (:meth:`emit_chain`, which declares the warp tile
+        and the registers): the first into ``cs<id>``, the second with its A fragments from
+        ``ea<id>``."""
         A, B = n.src
-        a, b = self.buf[A], self.buf[B]
+        a, b = self.buf.get(A, ""), self.buf[B]
         M, N, K = n.shape[-2], n.shape[-1], A.shape[-1]
         MT, NT = -(-M // 16), -(-N // 8)
         # Raw fp16 operands (cp.async tiles) are read from the current stage; with ldmatrix
@@ -435,7 +441,7 @@ class _Emitter(KernelLayout):
                       f"{i3}fb[1] = {pkb}({lb('kb', 'c0')}, {lb('(kb + 1)', 'c0')});"]
 
         op = "+=" if add and mode != "store" else "="
-        dst = self.buf[dnode]
+        dst = self.buf.get(dnode, "")
 
         def st(r: str, c: str, v: str) -> str:
             cond = [x for x, need in ((f"{r} < {M}", mk), (f"{c} < {N}", nk)) if need]
@@ -467,11 +473,8 @@ class _Emitter(KernelLayout):
         i3, i5 = ind + "    ", ind + "      "
         racc = n in self.reg_acc
         hoist = n in self.hoist_a
-        accs = f"ra{self.ids[n]}" if racc else "accs"
-        head = [f"{i2}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
-                f"{i2}const int tb = tile / {MTW * NTW}, tm0 = (tile / {NTW}) % {MTW} * {WM}, "
-                f"tn0 = tile % {NTW} * {WN};",
-                *[i2 + d for d in decls]]
+        accs = f"ra{self.ids[n]}" if racc else f"cs{self.ids[n]}" if mode == "chain_a" else "accs"
+        head = self.mma_head(n, i2)
         pa_line = f"{i2}const {ta}* pa = {a} + {ab};"
         pb_line = f"{i2}const {tb}* pb = {b} + {bb};"
         store = [f"{i2}#pragma unroll",
@@ -502,12 +505,12 @@ class _Emitter(KernelLayout):
                     f"{i2}for (int ks = 0; ks < {KS}; ++ks) {{",
                     f"{i3}const int k0 = ks * 16, ka = k0 + 2 * q, kb = ka + 8;",
                     *frag_a_loop, f"{i2}}}", f"{ind}}}"]
-        if hoist:
+        if hoist or mode == "chain_b":
             kloop = [f"{i2}#pragma unroll",
                      f"{i2}for (int ks = 0; ks < {KS}; ++ks) {{",
                      f"{i3}const int k0 = ks * 16, ka = k0 + 2 * q, kb = ka + 8;",
                      f"{i3}unsigned fbs[{WN}][2];"]
-            fa_ref = hoisted
+            fa_ref = hoisted if hoist else f"ea{self.ids[n]}[wm][ks]"
         else:
             kloop = [f"{i2}#pragma unroll {max(1, 4 // (WM * WN))}",
                      f"{i2}for (int k0 = 0; k0 < {K}; k0 += 16) {{",
@@ -515,10 +518,8 @@ class _Emitter(KernelLayout):
                      f"{i3}unsigned fas[{WM}][4], fbs[{WN}][2];",
                      *frag_a_loop]
             fa_ref = "fas[wm]"
-        zero = [] if racc else zeroed_accumulators("accs", WM, WN, i2)
-        return [
-            f"{ind}for (int tile = threadIdx.x / 32; tile < {tiles}; tile += {W}) {{",
-            *head, pa_line, pb_line, *zero, *kloop,
+        product = [
+            *kloop,
             f"{i3}#pragma unroll",
             f"{i3}for (int wn = 0; wn < {WN}; ++wn) {{",
             f"{i3}  const int tn = tn0 + wn, c0 = tn * 8 + g;",
@@ -529,9 +530,97 @@ class _Emitter(KernelLayout):
             f"{i3}for (int wm = 0; wm < {WM}; ++wm)",
             f"{i3}  #pragma unroll",
             f"{i3}  for (int wn = 0; wn < {WN}; ++wn) mf::mma_16816({accs}[wm][wn], {fa_ref}, fbs[wn]);",
-            f"{i2}}}",
+            f"{i2}}}"]
+        if mode == "chain_a":
+            return [f"{ind}{{", pa_line, pb_line, *product, f"{ind}}}"]
+        if mode == "chain_b":
+            return [f"{ind}{{", pb_line, *product, f"{ind}}}"]
+        zero = [] if racc else zeroed_accumulators("accs", WM, WN, i2)
+        return [
+            f"{ind}for (int tile = threadIdx.x / 32; tile < {tiles}; tile += {W}) {{",
+            *head, pa_line, pb_line, *zero, *product,
             *([] if racc else store),
             f"{ind}}}"]
+
+    def mma_head(self, n: Node, ind: str) -> list[str]:
+        """Declarations of tensor-core matmul ``n``'s warp tile ``tile`` (a variable in scope):
+        lane, g, q, the batch index ``tb`` and its batch coordinates, the first 16-row tile
+        ``tm0`` and 8-column tile ``tn0``."""
+        M, N = n.shape[-2], n.shape[-1]
+        MT, NT = -(-M // 16), -(-N // 8)
+        WM, WN, _ = self.warp_blocking(n)
+        MTW, NTW = MT // WM, NT // WN
+        batch = n.shape[:-2]
+        decls, _ = multi_index(batch, "tb", "u") if batch else ([], [])
+        return [f"{ind}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
+                f"{ind}const int tb = tile / {MTW * NTW}, tm0 = (tile / {NTW}) % {MTW} * {WM}, "
+                f"tn0 = tile % {NTW} * {WN};",
+                *[ind + d for d in decls]]
+
+    def emit_chain(self, m2: Node, ind: str) -> list[str]:
+        """One loop iteration of the register chain ending in matmul ``m2`` (layout.Chain):
+        warp ``tile`` computes its whole rows of the first product into ``cs``, passes each
+        value through the chain's elementwise ops, adds it to its row sums ``rs<acc>`` and
+        packs it as fp16 into the second product's A fragments ``ea`` (an m16n8k16 C fragment
+        pair of columns 16k..16k+15 is the A fragment of k-step k: rows g, g+8 and columns
+        2q, 2q+1, +8), then runs the second product into its register accumulator."""
+        ch = self.chains[m2]
+        m1, E = ch.first, ch.tile
+        WM, NT1, tiles = self.warp_blocking(m1)
+        i2, i3, i4, i5 = (ind + "  " * k for k in (1, 2, 3, 4))
+        # every chain tile has E's shape: one index (size-1 dimensions read as 0) for all
+        idx = align_idx([*(f"u{d}" for d in range(len(E.shape) - 2)), "r", "c"], E.shape, E.shape)
+        ex = _Expr(self, i5)
+        ex.memo[(m1, tuple(idx))] = "c[e]"
+        v = ex.val(E, idx, True)
+        sum_lines = [f"{i5}rs{self.ids[a]}[wm][e >> 1] += {ex.val(a.src[0], idx)};"
+                     for a in ch.sums]
+        return [f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
+                f"{i2}const int tile = threadIdx.x / 32;", *self.mma_head(m1, i2),
+                *zeroed_accumulators(f"cs{self.ids[m1]}", WM, NT1, i2),
+                *self.emit_matmul_mma(m1, m1, False, i2, mode="chain_a"),
+                f"{i2}unsigned ea{self.ids[m2]}[{WM}][{NT1 // 2}][4];",
+                f"{i2}#pragma unroll",
+                f"{i2}for (int wm = 0; wm < {WM}; ++wm) {{",
+                f"{i3}#pragma unroll",
+                f"{i3}for (int wn = 0; wn < {NT1}; ++wn) {{",
+                f"{i4}const float* const c = cs{self.ids[m1]}[wm][wn];",
+                f"{i4}float ev[4];",
+                f"{i4}#pragma unroll",
+                f"{i4}for (int e = 0; e < 4; ++e) {{",
+                *ex.code(), f"{i5}ev[e] = {v};", *sum_lines,
+                f"{i4}}}",
+                f"{i4}unsigned* const fa = ea{self.ids[m2]}[wm][wn >> 1] + (wn & 1) * 2;",
+                f"{i4}fa[0] = mf::pack_half2(ev[0], ev[1]);",
+                f"{i4}fa[1] = mf::pack_half2(ev[2], ev[3]);",
+                f"{i3}}}",
+                f"{i2}}}",
+                *self.emit_matmul_mma(m2, self.fused[m2], True, i2, mode="chain_b"),
+                f"{ind}}}"]
+
+    def emit_chain_sums(self, ch: Chain, ind: str) -> list[str]:
+        """After the loop: each row sum of chain ``ch`` is spread over the 4 threads of a quad
+        (lanes 4g..4g+3 hold rows g and g+8 of every warp tile row): shuffles add them and
+        lane q = 0 adds the total into the accumulator's tile."""
+        WM, _, tiles = self.warp_blocking(ch.first)
+        i2, i3, i4 = ind + "  ", ind + "    ", ind + "      "
+        batch = ch.tile.shape[:-2]
+        _, bidx = multi_index(batch, "tb", "u") if batch else ([], [])
+        lines = [f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
+                 f"{i2}const int tile = threadIdx.x / 32;", *self.mma_head(ch.first, i2)]
+        for a in ch.sums:
+            dst = f"{self.buf[a]}[{self.addr(a, [*bidx, 'r', '0'])}]"
+            lines += [f"{i2}#pragma unroll",
+                      f"{i2}for (int wm = 0; wm < {WM}; ++wm) {{",
+                      f"{i3}#pragma unroll",
+                      f"{i3}for (int h = 0; h < 2; ++h) {{",
+                      f"{i4}float s = rs{self.ids[a]}[wm][h];",
+                      f"{i4}s += __shfl_xor_sync(0xffffffffu, s, 1);",
+                      f"{i4}s += __shfl_xor_sync(0xffffffffu, s, 2);",
+                      f"{i4}const int r = (tm0 + wm) * 16 + g + 8 * h;",
+                      f"{i4}if (q == 0) {dst} += s;",
+                      f"{i3}}}", f"{i2}}}"]
+        return [*lines, f"{ind}}}"]
 
     def emit_matmul_simple(self, n: Node, dnode: Node, add: bool, ind: str) -> list[str]:
         A, B = n.src
@@ -868,6 +957,10 @@ class _Emitter(KernelLayout):
         for n in sorted(self.reg_acc, key=self.ids.__getitem__):
             WM, WN, _ = self.warp_blocking(n)
             lines += zeroed_accumulators(f"ra{self.ids[n]}", WM, WN, "  ")
+        for a in sorted(self.chain_sums, key=self.ids.__getitem__):
+            WM = self.chain_wm[self.chains_of_sum(a).first]
+            lines += [f"  float rs{self.ids[a]}[{WM}][2];", "  #pragma unroll",
+                      f"  for (int x = 0; x < {2 * WM}; ++x) (&rs{self.ids[a]}[0][0])[x] = 0.f;"]
         for n in sorted(self.hoist_a, key=self.ids.__getitem__):
             lines += self.emit_matmul_mma(n, self.fused.get(n, self.epi.get(n, n)), False, "  ",
                                           mode="hoist")
@@ -922,6 +1015,9 @@ class _Emitter(KernelLayout):
             lines += self.emit_gemv_reduce(n, "  ")
         for n in sorted(self.reg_acc, key=self.ids.__getitem__):
             lines += self.emit_matmul_mma(n, self.fused[n], True, "  ", mode="store")
+        for n in sorted(self.chains, key=self.ids.__getitem__):
+            if self.chains[n].sums:
+                lines += self.emit_chain_sums(self.chains[n], "  ")
         if self.reg_acc:
             lines.append("  __syncthreads();")
         combine_floats = 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from mirage_formal.codegen.cindex import lin
 from mirage_formal.codegen.plan import Buffer
@@ -37,6 +38,31 @@ from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY
 
 _MAX_ELEMS = 2**31 - 1
+#: registers a thread may spend on a register chain's fragments (first product, second
+#: product's accumulators, loop-invariant A fragments): beyond this the compiler spills
+CHAIN_REGISTERS = 160
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Two tensor-core matmuls joined in registers (Schedule.mma_chain): ``first``'s product
+    passes through the elementwise ``inner`` nodes to ``tile`` (never stored), which is
+    ``second``'s A operand; ``sums`` are row-sum accumulators (fold 1) of chain nodes, kept
+    per thread in registers through the loop. Every warp owns ``wm`` 16-row tiles and all
+    columns of both products."""
+
+    first: Node
+    inner: tuple[Node, ...]
+    tile: Node
+    second: Node
+    sums: tuple[Node, ...]
+    wm: int
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        """The tiles that live only in registers: the first product and its elementwise
+        descendants up to the second matmul's operand."""
+        return (self.first, *self.inner, self.tile)
 
 
 class KernelLayout:
@@ -81,6 +107,18 @@ class KernelLayout:
                     and len(cs) == 1 and len(cs[0].src) == 1 and cs[0] not in self.inline
                     and cs[0].op in REGISTRY and REGISTRY[cs[0].op].elementwise):
                 self.epi[n] = cs[0]
+        #: register chains (Schedule.mma_chain), keyed by their second matmul
+        self.chains: dict[Node, Chain] = {}
+        self.chain_wm: dict[Node, int] = {}
+        for n in self.nodes:
+            ch = self._chain(n)
+            if ch is not None:
+                self.chains[ch.second] = ch
+                self.epi.pop(ch.first, None)
+        #: the register chains' matmuls and their rows of 16 per warp (whole rows per warp)
+        self.chain_wm = {m: ch.wm for ch in self.chains.values() for m in (ch.first, ch.second)}
+        self.chain_nodes = {x for ch in self.chains.values() for x in ch.nodes}
+        self.chain_sums = {a for ch in self.chains.values() for a in ch.sums}
         self.epi_of = {e: m for m, e in self.epi.items()}
         self.buf: dict[Node, str] = {}
         self.nvar = 0
@@ -146,12 +184,86 @@ class KernelLayout:
         """Tensor-core matmul ``n``'s register blocking (WM, WN) and its number of warp tiles."""
         NB = math.prod(n.shape[:-2])
         MT, NT = -(-n.shape[-2] // 16), -(-n.shape[-1] // 8)
+        wm = self.chain_wm.get(n)
+        if wm is not None:  # a register chain's matmul: whole rows per warp
+            return wm, NT, NB * (MT // wm)
         WM, WN = warp_tiles(NB, MT, NT, self.T // 32, self.opts.warp_m, self.opts.warp_n)
         return WM, WN, NB * (MT // WM) * (NT // WN)
 
     def static_warp_tiles(self, n: Node) -> bool:
         """Each warp owns at most one warp tile of matmul ``n`` (the same in every iteration)."""
         return self.warp_blocking(n)[2] <= self.T // 32
+
+    def _chain(self, m2: Node) -> Chain | None:
+        """The register chain ending in matmul ``m2`` (see :class:`Chain`), or None.
+
+        ``m2`` adds into a plain accumulator through a real loop; its A operand ``E`` is an
+        elementwise tile, no output, computed (through elementwise nodes read by nothing
+        else) from one tensor-core matmul ``m1`` alone; ``E``'s other readers are row-sum
+        accumulators (sum or mean, fold 1) of chain nodes. Both products have the same batch
+        and rows (multiples of 16), ``m1``'s columns are a multiple of 16, and every warp can own
+        ``wm`` whole row tiles of both (one warp tile each) within CHAIN_REGISTERS registers."""
+        o = self.opts
+        if not (o.mma_chain and o.mma_registers and self.bg.forloop > 1 and m2.op == "matmul"
+                and m2 in self.fused and self._mma(m2)):
+            return None
+        E, B = m2.src
+        if E is B or E.op == ITER or E.op not in REGISTRY or not REGISTRY[E.op].elementwise:
+            return None
+        # walk E's operands back to the first matmul through elementwise nodes
+        inner: list[Node] = []
+        m1: Node | None = None
+        stack, seen = [E], {E}
+        while stack:
+            x = stack.pop()
+            for s in x.src:
+                if s in seen:
+                    continue
+                seen.add(s)
+                if s.op == "matmul":
+                    if m1 is not None and s is not m1:
+                        return None
+                    m1 = s
+                elif s.op != ITER and s.op in REGISTRY and REGISTRY[s.op].elementwise:
+                    inner.append(s)
+                    stack.append(s)
+                else:
+                    return None
+        if m1 is None or m1 in self.out_nodes or m1 in self.fused or not self._mma(m1):
+            return None
+        chain = {m1, *inner, E}
+        if any(x.shape != E.shape for x in chain) or E in self.out_nodes:
+            return None
+        sums: list[Node] = []
+        for x in chain:
+            if x in self.out_nodes:
+                return None
+            for c in self.consumers[x]:
+                if c in chain or (c is m2 and x is E):
+                    continue
+                if c.op == "accum" and c.attr("fold") == 1 and c.attr("kind") in ("sum", "mean"):
+                    sums.append(c)
+                else:
+                    return None
+        if m2.src.count(E) != 1 or m2.shape[:-2] != E.shape[:-2] or m2.shape[-2] != E.shape[-2]:
+            return None
+        M, N1, N2 = E.shape[-2], E.shape[-1], m2.shape[-1]
+        if M % 16 or N1 % 16 or N2 % 8 or m1.src[0].shape[-1] % 16:
+            return None
+        NB, MT = math.prod(E.shape[:-2]), M // 16
+        W = self.T // 32
+        wm = next((w for w in (1, 2, 4) if MT % w == 0 and NB * (MT // w) <= W), None)
+        if wm is None:
+            return None
+        regs = wm * (N1 // 8 + N2 // 8) * 4 + wm * (m1.src[0].shape[-1] // 16) * 4
+        if regs > CHAIN_REGISTERS:
+            return None
+        return Chain(m1, tuple(sorted(inner, key=self.ids.__getitem__)), E, m2,
+                     tuple(sorted(set(sums), key=self.ids.__getitem__)), wm)
+
+    def chains_of_sum(self, a: Node) -> Chain:
+        """The register chain whose row sums include accumulator ``a``."""
+        return next(ch for ch in self.chains.values() if a in ch.sums)
 
     def _reg_acc_ok(self, n: Node) -> bool:
         return (self.opts.mma_registers and self.bg.forloop > 1 and n not in self.gemv
@@ -172,7 +284,8 @@ class KernelLayout:
         """Tile ``n`` can be stored as fp16 (Schedule.half_tiles): a materialized elementwise
         result (or a matmul epilogue's) with rows of 8-half multiples, no output, read only by
         accumulators and, as operand A, by tensor-core matmuls."""
-        if not self.opts.half_tiles or n.op == ITER or n in self.inline or n in self.out_nodes:
+        if (not self.opts.half_tiles or n.op == ITER or n in self.inline or n in self.out_nodes
+                or n in self.chain_nodes):
             return False
         if n.op not in REGISTRY or not REGISTRY[n.op].elementwise or n in self.fused:
             return False
@@ -191,8 +304,8 @@ class KernelLayout:
         fp16 iterator tile read only by ``n`` whose 16-byte vectors divide evenly over the
         threads, each thread keeping one column vector (threads % (N/8) == 0; N/8 need not be
         a power of two: see :meth:`gemv_shuffles`)."""
-        if not self.opts.gemv or n not in self.fused or len(n.shape) != 2 or not gemv_rows_ok(
-                n.shape[0], self.T):
+        if (not self.opts.gemv or n not in self.fused or n in self.chains or len(n.shape) != 2
+                or not gemv_rows_ok(n.shape[0], self.T)):
             return False
         A, B = n.src
         if B.op != ITER or B.attr("fmap") == -1 or self.bg.forloop < 2 or self.consumers[B] != [n]:
@@ -266,8 +379,9 @@ class KernelLayout:
                     and n.src[0] not in self.reg_acc:  # register sums are stored, not added
                 pre.append(Zero(n))
         for n in self.nodes:
-            if n in self.inline or n in self.fused or n in self.epi_of or n in self.raw:
-                continue
+            if (n in self.inline or n in self.fused or n in self.epi_of or n in self.raw
+                    or n in self.chain_nodes):
+                continue  # (a register chain runs inside its second matmul's step)
             after = self.phase[n]
             if n.op == ITER:
                 if n.attr("fmap") == -1 and self.bg.forloop > 1:
@@ -276,7 +390,10 @@ class KernelLayout:
                     loop.append(Load(n))
             elif n.op == "accum":
                 src = n.src[0]
-                loop.append(MatmulAccumulate(src) if src in self.fused else Accumulate(n))
+                if src in self.fused:
+                    loop.append(MatmulAccumulate(src))
+                elif n not in self.chain_sums:  # (chain row sums: in registers)
+                    loop.append(Accumulate(n))
                 if n.attr("kind") != "sum":
                     post.append(Finalize(n))
             else:
@@ -300,7 +417,7 @@ class KernelLayout:
         stack = roots
         while stack:
             n = stack.pop()
-            if n in self.inline:
+            if n in self.inline or n in self.chain_nodes:
                 stack.extend(n.src)
             else:
                 out.add(n)
@@ -353,6 +470,9 @@ class KernelLayout:
                                   self.fused.get(st.node, st.node))}
         self.hoist_a = {st.node for st in steps[p:q] if isinstance(st, Op | MatmulAccumulate)
                         and self._hoist_ok(st.node, loop_defined)}
+        self.hoist_a |= {ch.first for m, ch in self.chains.items()
+                         if any(isinstance(st, MatmulAccumulate) and st.node is m
+                                for st in steps[p:q]) and self._hoist_ok(ch.first, loop_defined)}
         return steps, p, q, bufs
 
     @staticmethod

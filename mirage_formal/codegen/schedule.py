@@ -96,6 +96,12 @@ class Schedule:
     #: accumulator's tile once after the loop), and a loop-invariant A operand's fragments
     #: are loaded into registers once before the loop
     mma_registers: bool = True
+    #: a tensor-core matmul whose product feeds, through elementwise ops only, the A operand
+    #: of a second tensor-core matmul (and row sums) keeps that tile in registers: each warp
+    #: owns whole rows of both products, turns its product's accumulators into the second
+    #: matmul's A fragments and its row sums in registers (attention's exp(QK)·V and
+    #: sum(exp(QK)): the FlashAttention-2 register path; no shared-memory round trip)
+    mma_chain: bool = True
 
     def __post_init__(self) -> None:
         if self.threads is not None and not (32 <= self.threads <= 1024 and self.threads % 32 == 0):
@@ -217,8 +223,9 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       <= 256 threads: :func:`gemv_rows_ok`) and reads an iterator as B, plus the thread
       counts that let it (a multiple of N/8 and of 32) when neither the block's own nor 256
       is one;
-    - fp16 intermediate tiles (``half_tiles``) when a matmul reads a computed tile as A
-      (attention's exp(QK)·V), tried first;
+    - when a matmul reads a computed tile as A (attention's exp(QK)·V): fp16 intermediate
+      tiles (``half_tiles``, without the register chain) tried first, and a block of one warp
+      per 16-row tile when the register chain would leave warps idle;
     - for gemv, deeper register rings for B vectors the thread loads itself (chunk 4 x depth 4,
       chunk 8 x depth 3, beside the default 8 x 2);
     - a 2-stage cp.async ring beside the default's 4 (less shared memory, more blocks per SM);
@@ -267,11 +274,20 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         for chunk, depth in ((4, 4), (8, 3)):
             out.append(replace(base, threads=tw, split=splits[-1], gemv=True,
                                async_copy=False, gemv_chunk=chunk, gemv_depth=depth))
-    chained = any(n.op == "matmul" and n.src[0].op not in ("iter", "accum")
-                  and any(c.op == "matmul" for c in _consumers(bg, n.src[0])) for n in bg.nodes)
+    chained = [n for n in bg.nodes if n.op == "matmul" and n.src[0].op not in ("iter", "accum")
+               and any(c.op == "matmul" for c in _consumers(bg, n.src[0]))]
     if chained:
+        # the default keeps a matmul-to-matmul tile in registers where it can (mma_chain: a
+        # warp owns whole rows); the alternative stores it as fp16 for ldmatrix, all warps
+        # sharing its columns
         for t in threads:
-            out.insert(1, replace(base, threads=t, half_tiles=True, split=splits[-1]))
+            out.insert(1, replace(base, threads=t, half_tiles=True, mma_chain=False,
+                                  split=splits[-1]))
+        # a chain keeps one warp per 16-row tile busy: with fewer row tiles than warps, a
+        # block of just those warps
+        rows = math.prod(chained[0].shape[:-1]) // 16
+        if 0 < rows < bg.threads // 32:
+            out.insert(1, replace(base, threads=32 * rows, split=splits[-1]))
     if bg.forloop >= 4:
         out.append(replace(base, async_stages=2, split=splits[-1]))
     if any(n.op == "matmul" and n.shape[-2] > GEMV_MAX_ROWS for n in bg.nodes):

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 from graph_strategies import (
+    CHAIN_CASES,
     GEMV_LOOP_CASES,
     MATMUL_LOOP_CASES,
     WARP_BLOCKINGS,
+    attention_loop_program,
     block_programs,
     matmul_loop_program,
 )
@@ -265,3 +267,24 @@ def test_warp_tiles_rule(batch: int, mt: int, nt: int, warps: int, want_m: int, 
     if batch * mt * nt >= warps:
         assert tiles >= warps
     assert tiles * (2 * wm + wn) <= batch * mt * nt * 3
+
+
+@pytest.mark.parametrize("case", CHAIN_CASES)
+def test_register_chain_compiles(case: tuple, cache: Path) -> None:
+    """Attention-shaped kernels keep exp(QK) in registers (Schedule.mma_chain: no score tile
+    in shared memory) when every warp can own whole rows, not when mma_chain is off or the
+    block has more 16-row tiles than warps; every schedule the tuner may try compiles."""
+    from mirage_formal.codegen import candidate_schedules, launches
+
+    prog = attention_loop_program(*case)
+    (la,) = launches(prog, 128)
+    m = case[0]
+    chain = m // 16 <= 4 * (la.graph.threads // 32)  # at most 4 row tiles per warp
+    for sched in [Schedule(), Schedule(mma_chain=False), *candidate_schedules(la.graph)]:
+        cg = compile_graph(prog, arch="sm_90", load=False, cache=cache,
+                           schedules={la.graph.key: sched})
+        assert _is_cubin(cg.cubin)
+        if sched == Schedule():
+            assert ("unsigned ea" in cg.source) == chain, sched
+        if not sched.mma_chain:
+            assert "unsigned ea" not in cg.source
