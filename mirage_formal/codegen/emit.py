@@ -386,7 +386,6 @@ class _Emitter(KernelLayout):
         A, B = n.src
         a, b = self.buf.get(A, ""), self.buf[B]
         M, N, K = n.shape[-2], n.shape[-1], A.shape[-1]
-        MT, NT = -(-M // 16), -(-N // 8)
         # Raw fp16 operands (cp.async tiles) are read from the current stage; with ldmatrix
         # when K is a multiple of 16 (and, for B, N of 8). A's rows past M are clamped to row
         # M - 1: they only feed output rows that are not stored.
@@ -401,7 +400,7 @@ class _Emitter(KernelLayout):
             b = f"{b} + (it % {self.stages}) * {self.stage_halves(B)}"
         batch = n.shape[:-2]
         W = self.T // 32
-        decls, bidx = multi_index(batch, "tb", "u") if batch else ([], [])
+        _, bidx = multi_index(batch, "tb", "u") if batch else ([], [])
         ab = self.addr(A, [*align_idx(bidx, batch, A.shape[:-2]), "0", "0"]) if batch else "0"
         bb = self.addr(B, [*align_idx(bidx, batch, B.shape[:-2]), "0", "0"]) if batch else "0"
         lda, ldb = self.row(A), self.row(B)
@@ -468,7 +467,6 @@ class _Emitter(KernelLayout):
         # A fragment feeds WN products and each B fragment WM (shared-memory reads per
         # product fall from 3 fragments to 2/WN + 1/WM).
         WM, WN, tiles = self.warp_blocking(n)
-        MTW, NTW = MT // WM, NT // WN
         KS = K // 16
         i3, i5 = ind + "    ", ind + "      "
         racc = n in self.reg_acc
