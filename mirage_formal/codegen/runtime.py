@@ -135,10 +135,15 @@ class Runtime:
 
     def function(self, module: Any, name: str, smem: int) -> Any:
         f = self.ck(self.drv.cuModuleGetFunction(module, name.encode()), f"cuModuleGetFunction({name})")
-        if smem > self.max_smem:
-            raise DriverError(f"kernel {name} needs {smem} bytes of shared memory; the device "
-                              f"allows {self.max_smem}")
-        if smem > 48 * 1024:
+        # static shared memory (a split's ticket, block-wide reduction slots) counts too: a
+        # launch whose static + dynamic bytes pass 48 KiB needs the opt-in attribute
+        static = self.ck(self.drv.cuFuncGetAttribute(
+            self.drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f),
+            "cuFuncGetAttribute")
+        if smem + static > self.max_smem:
+            raise DriverError(f"kernel {name} needs {smem + static} bytes of shared memory; the "
+                              f"device allows {self.max_smem}")
+        if smem + static > 48 * 1024:
             attr = self.drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             self.ck(self.drv.cuFuncSetAttribute(f, attr, smem), "cuFuncSetAttribute")
         return f

@@ -240,3 +240,16 @@ def test_register_chain_validates(case: tuple) -> None:
         cg = compile_graph(prog, schedules={la.graph.key: sched})
         rep = validate(cg, trials=2)
         assert rep.ok, f"{sched.short()}: {rep}\n{cg.source}"
+
+
+def test_split_with_48k_dynamic_shared_memory_launches() -> None:
+    """qknorm_gqa's last library matmul uses exactly 48 KiB of dynamic shared memory; split, it
+    also declares a static ticket, so the launch needs the opt-in attribute (it failed with
+    CUDA_ERROR_INVALID_VALUE before the runtime counted static bytes)."""
+    prog = workloads.program("qknorm_gqa", 1)
+    la = launches(prog, 128)[-1]
+    for split in (4, 16):
+        sched = Schedule(split=split)
+        cg = compile_graph(prog, schedules={la.graph.key: sched})
+        assert cg.kernels[-1].smem_bytes == 48 * 1024
+        assert validate(cg, trials=1).ok
