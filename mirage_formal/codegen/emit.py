@@ -839,12 +839,21 @@ class _Emitter(KernelLayout):
 
     def emit_split_combine(self, accs: Sequence[Node], ws_base: int) -> tuple[list[str], int]:
         """Combine the accumulators of the ``split`` blocks of one grid block: each writes its
-        partial accumulators to the workspace; the last to take a ticket sums all partials in
-        the fixed order 0..S-1 (deterministic whichever block is last) into its own
-        accumulators, resets the ticket for the next launch and goes on to the post-loop
-        steps; the others return. Returns the code and the workspace floats it uses (partials,
-        then one unsigned ticket per grid block, zeroed when the workspace is allocated)."""
+        partial accumulators to the workspace and takes a ticket; the last of each group of
+        ``G`` consecutive splits sums its group's partials in the fixed order (a group partial),
+        and the last group sums the group partials in group order into its own accumulators —
+        deterministic whichever blocks are last — resets the tickets for the next launch and
+        goes on to the post-loop steps; the others return. Two levels keep the serial tail
+        (one block reading partials through one SM) at G + S/G partials instead of S
+        (G = the divisor of S nearest sqrt(S); one level, G = S, up to S = 4). Returns the code
+        and the workspace floats it uses (partials, group partials, then one unsigned ticket
+        per grid block and one per group, zeroed when the workspace is allocated)."""
         S = self.split
+        G = min((d for d in range(2, S) if S % d == 0 and S // d >= 2),
+                key=lambda d: (d + S // d, d), default=S)
+        if G + S // G >= S:  # two levels would read as many partials (S <= 4)
+            G = S
+        NG = S // G
         gx, gy, gz = self.bg.grid
         nblk = gx * gy * gz
         offs, acc_floats = [], 0
@@ -852,28 +861,58 @@ class _Emitter(KernelLayout):
             offs.append(acc_floats)
             acc_floats += self.buf_size(a)
         part = nblk * S * acc_floats
+        grp = nblk * NG * acc_floats if NG > 1 else 0
+
+        def add_up(src: str, n: int, dst: Callable[[Node, int], str]) -> list[str]:
+            """Sum ``n`` consecutive partials at ``src`` (each ``acc_floats`` long) in order."""
+            out = []
+            for a, o in zip(accs, offs, strict=True):
+                out += [f"    for (int i = threadIdx.x; i < {self.buf_size(a)}; i += {self.T}) {{",
+                        "      float s = 0.f;", "      #pragma unroll",
+                        f"      for (int k = 0; k < {n}; ++k) s += __ldcg({src} + k * {acc_floats} + {o} + i);",
+                        f"      {dst(a, o)} = s;", "    }"]
+            return out
+
         lines = ["  {  // split combine",
                  f"    float* mf_part = ws + {ws_base};",
-                 f"    unsigned* mf_cnt = reinterpret_cast<unsigned*>(ws + {ws_base + part});",
+                 f"    unsigned* mf_cnt = reinterpret_cast<unsigned*>(ws + {ws_base + part + grp});",
                  f"    const int mf_blk = bx + {gx} * (by + {gy} * bz);",
                  f"    float* mf_mine = mf_part + ((size_t)mf_blk * {S} + mf_split) * {acc_floats};"]
         for a, o in zip(accs, offs, strict=True):
             lines.append(f"    for (int i = threadIdx.x; i < {self.buf_size(a)}; i += {self.T}) "
                          f"mf_mine[{o} + i] = {self.buf[a]}[i];")
         lines += ["    __threadfence();", "    __syncthreads();",
-                  "    __shared__ unsigned mf_ticket;",
-                  "    if (threadIdx.x == 0) mf_ticket = atomicAdd(&mf_cnt[mf_blk], 1u);",
-                  "    __syncthreads();",
-                  f"    if (mf_ticket != {S - 1}u) return;",
-                  "    __threadfence();",
-                  f"    const float* mf_all = mf_part + (size_t)mf_blk * {S} * {acc_floats};"]
-        for a, o in zip(accs, offs, strict=True):
-            lines += [f"    for (int i = threadIdx.x; i < {self.buf_size(a)}; i += {self.T}) {{",
-                      "      float s = 0.f;",
-                      f"      for (int k = 0; k < {S}; ++k) s += __ldcg(mf_all + k * {acc_floats} + {o} + i);",
-                      f"      {self.buf[a]}[i] = s;", "    }"]
+                  "    __shared__ unsigned mf_ticket;"]
+        if NG > 1:
+            lines += [f"    float* mf_grp = ws + {ws_base + part};",
+                      f"    const int mf_g = mf_split / {G};",
+                      f"    unsigned* const mf_gcnt = mf_cnt + {nblk} + mf_blk * {NG} + mf_g;",
+                      "    if (threadIdx.x == 0) mf_ticket = atomicAdd(mf_gcnt, 1u);",
+                      "    __syncthreads();",
+                      f"    if (mf_ticket != {G - 1}u) return;",
+                      "    __threadfence();",
+                      f"    const float* mf_gin = mf_part + ((size_t)mf_blk * {S} + mf_g * {G}) * {acc_floats};",
+                      f"    float* mf_gout = mf_grp + ((size_t)mf_blk * {NG} + mf_g) * {acc_floats};"]
+            lines += add_up("mf_gin", G, lambda a, o: f"mf_gout[{o} + i]")
+            lines += ["    __threadfence();", "    __syncthreads();",
+                      "    if (threadIdx.x == 0) {",
+                      "      *mf_gcnt = 0u;",
+                      "      mf_ticket = atomicAdd(&mf_cnt[mf_blk], 1u);",
+                      "    }",
+                      "    __syncthreads();",
+                      f"    if (mf_ticket != {NG - 1}u) return;",
+                      "    __threadfence();",
+                      f"    const float* mf_all = mf_grp + (size_t)mf_blk * {NG} * {acc_floats};"]
+            lines += add_up("mf_all", NG, lambda a, o: f"{self.buf[a]}[i]")
+        else:
+            lines += ["    if (threadIdx.x == 0) mf_ticket = atomicAdd(&mf_cnt[mf_blk], 1u);",
+                      "    __syncthreads();",
+                      f"    if (mf_ticket != {S - 1}u) return;",
+                      "    __threadfence();",
+                      f"    const float* mf_all = mf_part + (size_t)mf_blk * {S} * {acc_floats};"]
+            lines += add_up("mf_all", S, lambda a, o: f"{self.buf[a]}[i]")
         lines += ["    if (threadIdx.x == 0) mf_cnt[mf_blk] = 0u;", "    __syncthreads();", "  }"]
-        return lines, part + nblk
+        return lines, part + grp + nblk + (nblk * NG if NG > 1 else 0)
 
     # ------------------------------------------------------------ whole kernel
     def emit(self) -> EmittedKernel:

@@ -171,6 +171,25 @@ def test_handwritten_split_is_deterministic(name: str) -> None:
         assert np.array_equal(cg(*xs)[0], first)
 
 
+@pytest.mark.parametrize("split", [6, 8, 16])
+@pytest.mark.parametrize("kind", ["matmul", "attention"])
+def test_two_level_split_combine(kind: str, split: int) -> None:
+    """Splits of 6 and more combine in two levels (groups of G, then the S/G group partials):
+    the result validates and repeats bitwise (the fixed summation order), every launch
+    leaving its tickets at zero for the next."""
+    prog = (matmul_loop_program(32, 32, 16, 48) if kind == "matmul"
+            else attention_loop_program(64, 64, 64, 64, 48))
+    (la,) = launches(prog, 128)
+    cg = compile_graph(prog, schedules={la.graph.key: Schedule(split=split)})
+    assert "mf_gcnt" in cg.source
+    assert validate(cg, trials=2).ok
+    rng = np.random.default_rng(5)
+    xs = [rng.uniform(-0.5, 0.5, n.shape).astype(np.float16) for n in prog.inputs]
+    first = cg(*xs)
+    for _ in range(3):
+        assert all(np.array_equal(a, b) for a, b in zip(cg(*xs), first, strict=True))
+
+
 #: small row-wise programs whose lifts (search/seeds.py) exercise one-iteration accumulators
 #: and block-wide row reductions (few rows per block, rows of >= 64)
 LIFT_CASES = [("ntrans", {"rows": 2, "h": 512}), ("ntrans", {"rows": 8, "h": 256}),
