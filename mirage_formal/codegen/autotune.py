@@ -5,7 +5,9 @@ one block graph at a time (coordinate descent, in launch order), each schedule t
 :func:`candidate_schedules` proposes for it is compiled (NVRTC, in parallel processes),
 validated against the float64 program on fresh random inputs (two launches, so a split's
 ticket reset is exercised), and timed exactly as the benchmarks time PyTorch (CUDA-graph
-replays, L2 flushed before each, median); the fastest valid one stays. A schedule that fails
+replays, L2 flushed before each, median); the fastest valid one stays, and a second round
+(:func:`schedule.refinements`, at most ``REFINE_MAX``) tries the other kinds of choice on the
+winner's thread count and split. A schedule that fails
 validation is a codegen bug: it is reported, never chosen.
 
 Every measurement is appended to a log (JSON lines, with how it was taken) that the cost
@@ -36,7 +38,12 @@ from typing import Any
 from mirage_formal.codegen.compiled import CompiledGraph, emit_graph
 from mirage_formal.codegen.lower import launches
 from mirage_formal.codegen.nvrtc import cache_dir, compile_cubin, nvrtc_version
-from mirage_formal.codegen.schedule import DEFAULT_SM_COUNT, Schedule, candidate_schedules
+from mirage_formal.codegen.schedule import (
+    DEFAULT_SM_COUNT,
+    Schedule,
+    candidate_schedules,
+    refinements,
+)
 from mirage_formal.codegen.timing import time_like_baselines
 from mirage_formal.codegen.validate import validate
 from mirage_formal.errors import MirageError
@@ -271,11 +278,23 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
         for t in res:
             if t.valid and t.us is not None and (best_us is None or t.us < best_us):
                 best_us, current = t.us, dict(t.schedules)
+        # second round: the other kinds of choice on the winner's threads and split
+        more = refinements(current[k], [Schedule(), *rules], bgs[k])[:REFINE_MAX]
+        if more and not late():
+            res = measure([{**current, k: s} for s in more])
+            trials += res
+            for t in res:
+                if t.valid and t.us is not None and (best_us is None or t.us < best_us):
+                    best_us, current = t.us, dict(t.schedules)
     if best_us is None:
         return None
     if not late():
         cache.store(graph, tc, current, best_us)
     return Tuned(best_compiled[_skey(current)], current, best_us, default_us, trials, False)
+
+
+#: the most second-round schedules measured per kernel (see schedule.refinements)
+REFINE_MAX = 8
 
 
 def _skey(v: Mapping[str, Schedule]) -> str:

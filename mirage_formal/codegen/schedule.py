@@ -176,6 +176,36 @@ def warp_tiles(batch: int, mt: int, nt: int, warps: int, want_m: int = 0,
     return min(fits, key=score)
 
 
+def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph) -> list[Schedule]:
+    """The second round of tuning one kernel: each tried schedule's other choices (ring depth,
+    gemv, tiles, chain...) on the winner's thread count and split, where that combination was
+    not tried and is valid for ``bg`` (the first round varies one kind of choice at a time
+    from the default)."""
+    seen = {s.key for s in tried}
+    out = []
+    for s in tried:
+        r = replace(s, threads=best.threads, split=best.split)
+        if r.key in seen or not split_ok(bg, r.split):
+            continue
+        if r.gemv and not _gemv_threads_ok(bg, r.threads or bg.threads):
+            continue
+        seen.add(r.key)
+        out.append(r)
+    return out
+
+
+def _gemv_threads_ok(bg: BlockGraph, threads: int) -> bool:
+    """Some skinny matmul of ``bg`` can stream B through registers with ``threads`` threads."""
+    for n in bg.nodes:
+        if n.op == "matmul" and len(n.shape) == 2 and n.src[1].op == "iter":
+            K, N = n.src[1].shape
+            nc = N // 8
+            if (N % 8 == 0 and gemv_rows_ok(n.shape[0], threads) and threads % nc == 0
+                    and (K * nc) % threads == 0):
+                return True
+    return False
+
+
 #: the emitter's fallback: no tensor cores, no prefetching, no cp.async (the simplest code)
 SIMPLE = Schedule(mma=False, prefetch=False, async_copy=False, ldmatrix=False)
 
@@ -210,7 +240,7 @@ def _gemv_thread_counts(n: Any, bg: BlockGraph) -> list[int]:
 
 
 def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
-                        limit: int = 18) -> list[Schedule]:
+                        limit: int = 24) -> list[Schedule]:
     """A few schedules worth measuring for ``bg``, the default first (rules, not a search).
 
     - threads: the block graph's own, and 256 when a tile has enough elements to keep 8
@@ -230,7 +260,12 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       chunk 8 x depth 3, beside the default 8 x 2);
     - a 2-stage cp.async ring beside the default's 4 (less shared memory, more blocks per SM);
     - for tensor-core matmuls of more than GEMV_MAX_ROWS rows, unblocked warp tiles
-      (``warp_m = warp_n = 1``) beside :func:`warp_tiles`' register blocking.
+      (``warp_m = warp_n = 1``) beside :func:`warp_tiles`' register blocking;
+    - when a matmul streams an iterator tile as B through a loop of >= 4 iterations, a
+      6-stage cp.async ring of up to 160 KB at each split (more bytes in flight per block).
+
+    The default comes first, then one of each other kind, then the rest of the thread x split
+    grid, so that ``limit`` cuts grid points rather than kinds.
     """
     base = Schedule()
     blocks = math.prod(bg.grid)
@@ -252,28 +287,15 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     # the block sizes whose registers hold the gemv accumulators (none: no gemv schedules)
     gemv_threads = ([t for t in threads if gemv_rows_ok(rows, t or bg.threads)]
                     if skinny_mms and bg.forloop > 1 else [])
-    out: list[Schedule] = []
+    # the thread x split grid (default first), and the other kinds of variant, which go
+    # right after the default so that truncation to ``limit`` drops grid points, not kinds
+    grid: list[Schedule] = []
     for s in splits:
         for t in threads:
-            out.append(replace(base, threads=t, split=s))
+            grid.append(replace(base, threads=t, split=s))
             if t in gemv_threads:
-                out.append(replace(base, threads=t, split=s, gemv=True))
-    if gemv_threads:
-        tw = gemv_threads[-1]  # the deeper rings below use the widest block that fits
-        # deeper pipelines for the streamed tiles: a long cp.async ring in shared memory (the
-        # gemv reads 16-byte vectors from it), or more prefetch registers per thread
-        for s in splits[1:] or splits:
-            out.append(replace(base, threads=tw, split=s, gemv=True, async_stages=8,
-                               async_stage_bytes=160 * 1024))
-        out.append(replace(base, threads=tw, split=splits[-1], gemv=True,
-                           async_stages=4, async_stage_bytes=72 * 1024))
-        out.append(replace(base, threads=tw, split=splits[-1], gemv=True, async_copy=False,
-                           prefetch_regs=48, prefetch_depth=6))
-        # B tiles too large to stage (the thread loads them itself in chunks): deeper register
-        # rings, more 16-byte loads in flight per thread
-        for chunk, depth in ((4, 4), (8, 3)):
-            out.append(replace(base, threads=tw, split=splits[-1], gemv=True,
-                               async_copy=False, gemv_chunk=chunk, gemv_depth=depth))
+                grid.append(replace(base, threads=t, split=s, gemv=True))
+    extra: list[Schedule] = []
     chained = [n for n in bg.nodes if n.op == "matmul" and n.src[0].op not in ("iter", "accum")
                and any(c.op == "matmul" for c in _consumers(bg, n.src[0]))]
     if chained:
@@ -281,19 +303,44 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         # warp owns whole rows); the alternative stores it as fp16 for ldmatrix, all warps
         # sharing its columns
         for t in threads:
-            out.insert(1, replace(base, threads=t, half_tiles=True, mma_chain=False,
-                                  split=splits[-1]))
+            extra.append(replace(base, threads=t, half_tiles=True, mma_chain=False,
+                                 split=splits[-1]))
         # a chain keeps one warp per 16-row tile busy: with fewer row tiles than warps, a
         # block of just those warps
-        rows = math.prod(chained[0].shape[:-1]) // 16
-        if 0 < rows < bg.threads // 32:
-            out.insert(1, replace(base, threads=32 * rows, split=splits[-1]))
-    if bg.forloop >= 4:
-        out.append(replace(base, async_stages=2, split=splits[-1]))
+        rows16 = math.prod(chained[0].shape[:-1]) // 16
+        if 0 < rows16 < bg.threads // 32:
+            extra.append(replace(base, threads=32 * rows16, split=splits[-1]))
     if any(n.op == "matmul" and n.shape[-2] > GEMV_MAX_ROWS for n in bg.nodes):
         # the register blocking rule's alternative: one 16x8 tile per warp pass (more warp
         # tiles to share, three fragment reads per product)
-        out.insert(1, replace(base, warp_m=1, warp_n=1, split=splits[-1]))
+        extra.append(replace(base, warp_m=1, warp_n=1, split=splits[-1]))
+    streamed = bg.forloop >= 4 and any(
+        n.op == "matmul" and n.src[1].op == "iter" and n.src[1].attr("fmap") != -1
+        for n in bg.nodes)
+    if streamed:
+        # weights streamed through the cp.async ring: a deeper ring (up to 160 KB in flight
+        # per block) for the tensor-core path too, at each split
+        for s in splits:
+            extra.append(replace(base, split=s, async_stages=6, async_stage_bytes=160 * 1024))
+    if gemv_threads:
+        tw = gemv_threads[-1]  # the deeper rings below use the widest block that fits
+        # deeper pipelines for the streamed tiles: a long cp.async ring in shared memory (the
+        # gemv reads 16-byte vectors from it), or more prefetch registers per thread
+        for s in splits[1:] or splits:
+            extra.append(replace(base, threads=tw, split=s, gemv=True, async_stages=8,
+                                 async_stage_bytes=160 * 1024))
+        extra.append(replace(base, threads=tw, split=splits[-1], gemv=True,
+                             async_stages=4, async_stage_bytes=72 * 1024))
+        extra.append(replace(base, threads=tw, split=splits[-1], gemv=True, async_copy=False,
+                             prefetch_regs=48, prefetch_depth=6))
+        # B tiles too large to stage (the thread loads them itself in chunks): deeper register
+        # rings, more 16-byte loads in flight per thread
+        for chunk, depth in ((4, 4), (8, 3)):
+            extra.append(replace(base, threads=tw, split=splits[-1], gemv=True,
+                                 async_copy=False, gemv_chunk=chunk, gemv_depth=depth))
+    if bg.forloop >= 4:
+        extra.append(replace(base, async_stages=2, split=splits[-1]))
+    out = [grid[0], *extra, *grid[1:]]
     seen: set[str] = set()
     uniq = []
     for sc in out:

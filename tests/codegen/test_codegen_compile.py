@@ -288,3 +288,20 @@ def test_register_chain_compiles(case: tuple, cache: Path) -> None:
             assert ("unsigned ea" in cg.source) == chain, sched
         if not sched.mma_chain:
             assert "unsigned ea" not in cg.source
+
+
+def test_refinements_combine_kinds_with_the_winner() -> None:
+    """The tuner's second round puts each tried kind of choice on the winner's threads and
+    split, skipping combinations already tried or invalid for the kernel."""
+    from mirage_formal.codegen import candidate_schedules, launches
+    from mirage_formal.codegen.schedule import refinements
+
+    for name in ("rmsnorm", "gated_mlp", "gqa"):
+        for la in launches(workloads.program(name, 8 if name != "gated_mlp" else 1), 128):
+            tried = [Schedule(), *candidate_schedules(la.graph)]
+            keys = {s.key for s in tried}
+            for best in tried[:6]:
+                for r in refinements(best, tried, la.graph):
+                    assert r.key not in keys
+                    assert (r.threads, r.split) == (best.threads, best.split)
+                    assert la.graph.forloop % r.split == 0
