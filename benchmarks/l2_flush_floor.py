@@ -3,8 +3,11 @@ after a flush that *writes* 256 MB (triton do_bench's ``cache.zero_()``, what ev
 benchmarks/results uses) and after one that only *reads* 256 MB (the L2 then holds clean
 lines, nothing to write back when the kernel's reads evict them).
 
-Kernels: a read-only reduction over B bytes (``x.sum()``), a device copy of B bytes, and the
-rmsnorm and gated_mlp benchmark matmuls through cuBLAS (``X @ W``). Each: CUDA graph of the
+Kernels: a read-only reduction over B bytes (``x.sum()``), a device copy of B bytes, the
+rmsnorm and gated_mlp benchmark matmuls through cuBLAS (``X @ W``), and the fastest of a few
+Triton streaming reads of the same weight bytes (each program sums ITERS x BLOCK fp16 values
+with 16-byte loads into one partial: the read floor a fused kernel reading those weights could
+reach under each flush). Each: CUDA graph of the
 kernel, median of 100 runs, flush before each, CUDA events around the kernel only.
 Usage (device): python3 benchmarks/l2_flush_floor.py [--out FILE.json]; prints a table.
 """
@@ -73,6 +76,35 @@ def main() -> None:
         "rmsnorm X@W 2x4096x6144 (cuBLAS)": (lambda: X2 @ W, W.numel() * 2),
         "gated_mlp X@[W1|W2] 8x4096x8192 (cuBLAS)": (lambda: X8 @ W12, W12.numel() * 2),
     }
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def stream_sum(x_ptr: Any, out_ptr: Any, BLOCK: tl.constexpr, ITERS: tl.constexpr) -> None:
+        pid = tl.program_id(0)
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        base = pid * BLOCK * ITERS
+        for i in range(ITERS):
+            acc += tl.load(x_ptr + base + i * BLOCK + tl.arange(0, BLOCK)).to(tl.float32)
+        tl.store(out_ptr + pid, tl.sum(acc))
+
+    def streaming(w: Any) -> dict[str, Any]:
+        """Each configuration as a case; the caller keeps the fastest."""
+        flat = w.reshape(-1)
+        out = {}
+        for block, iters, warps in ((4096, 1, 4), (4096, 4, 8), (4096, 16, 8), (8192, 8, 16)):
+            if flat.numel() % (block * iters):
+                continue
+            grid = (flat.numel() // (block * iters),)
+            part = torch.empty(grid, device=dev, dtype=torch.float32)
+            out[f"{block}x{iters},{warps}w"] = (
+                lambda f=flat, p=part, g=grid, b=block, i=iters, nw=warps:
+                stream_sum[g](f, p, BLOCK=b, ITERS=i, num_warps=nw))
+        return out
+
+    for label, w in (("rmsnorm W 50 MB", W), ("gated_mlp W1|W2 67 MB", W12)):
+        for cfg, fn in streaming(w).items():
+            cases[f"streaming read {label} (Triton {cfg})"] = (fn, w.numel() * 2)
     rows = []
     for name, (fn, nbytes) in cases.items():
         g = graphed(fn)
