@@ -312,11 +312,15 @@ def _split_fills(g: KernelGraph, n_sm: int) -> bool:
 
 
 def _tune_one(graph: KernelGraph, program: KernelGraph, seed: int | None,
-              estimated_us: float, deadline: float | None = None) -> Any:
+              estimated_us: float, deadline: float | None = None,
+              start: Any = None) -> Any:
+    """The first tuning round (``start`` None: ranking candidates, no second round), or the
+    second round from ``start``'s schedules (the winner's)."""
     from mirage_formal.codegen.autotune import tune
 
     # every trial is logged with the μGraph and its estimate: data for the cost model
-    return tune(graph, program, seed=seed or 0, deadline=deadline,
+    return tune(graph, program, seed=seed or 0, deadline=deadline, refine=start is not None,
+                start=start,
                 context={"ugraph": ugraph_to_json(graph), "estimated_us": estimated_us})
 
 
@@ -330,6 +334,8 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
     notes: list[str] = []
     best_cg: Any = None
     best_us = math.inf
+    #: the first round's schedules of each μGraph that was the fastest so far
+    best_sched: dict[str, Any] = {}
 
     def out_of_time() -> bool:
         return deadline is not None and time.monotonic() >= deadline
@@ -356,22 +362,36 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
                         + (f"; default schedule {tuned.default_us:.2f} µs" if tuned.default_us else ""))
         if tuned.us < best_us:
             best_us, best_cg = tuned.us, tuned.compiled
+            best_sched[a.graph.key] = tuned.schedules
     if variants is not None:
         fastest = sorted((a for a in picked if a.measured_us is not None and a.graph.key != program.key),
                          key=lambda a: a.measured_us or 0.0)[:GPU_VARIANT_STRUCTURES]
         for a in fastest:
-            cg, us, more = _try_variants(a, program, seed, variants, out_of_time, deadline)
+            cg, us, more = _try_variants(a, program, seed, variants, out_of_time, deadline,
+                                         best_sched)
             notes += more
             if cg is not None and us < best_us:
                 best_us, best_cg = us, cg
+    # the winner alone gets the tuner's second round (every kind of choice on its threads
+    # and split): the first round ranks, the second polishes one μGraph
+    win = min((a for a in picked if a.measured_us is not None), key=lambda a: a.measured_us or 0.0,
+              default=None)
+    if win is not None and win.graph.key in best_sched and not out_of_time():
+        tuned = _tune_one(win.graph, program, seed, win.cost.seconds * 1e6, deadline,
+                          start=best_sched[win.graph.key])
+        if tuned is not None and win.measured_us is not None and tuned.us < win.measured_us:
+            win.measured_us, win.schedule = tuned.us, tuned.describe()
+            win.validation = f"{win.validation or 'validated'}; second tuning round {tuned.us:.2f} µs"
+            if tuned.us < best_us:
+                best_us, best_cg = tuned.us, tuned.compiled
     timed = sorted((a for a in accepted if a.measured_us is not None), key=lambda a: a.measured_us or 0.0)
     rest = [a for a in accepted if a.measured_us is None]
     return timed + rest, best_cg, notes
 
 
 def _try_variants(a: Optimized, program: KernelGraph, seed: int | None, ctx: VariantContext,
-                  out_of_time: Callable[[], bool],
-                  deadline: float | None = None) -> tuple[Any, float, list[str]]:
+                  out_of_time: Callable[[], bool], deadline: float | None = None,
+                  best_sched: dict[str, Any] | None = None) -> tuple[Any, float, list[str]]:
     """Measure :func:`variants_to_measure` of ``a``; the fastest, if faster than ``a``,
     replaces ``a``'s graph, verdict, cost and measurements (same structure: it stays one
     entry). Returns its compiled kernel and time (None, inf when none was faster)."""
@@ -400,6 +420,8 @@ def _try_variants(a: Optimized, program: KernelGraph, seed: int | None, ctx: Var
             a.validation = (f"validated; size variant of {base_key[:12]} (faster on this GPU "
                             f"than the cost model's pick); {len(tuned.trials)} schedules timed")
             best = (tuned.compiled, tuned.us)
+            if best_sched is not None:
+                best_sched[v.key] = tuned.schedules
     return best[0], best[1], notes
 
 

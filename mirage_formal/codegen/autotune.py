@@ -194,9 +194,14 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
          jobs: int | None = None, cache: TuningCache | None = None, seed: int = 0,
          max_per_kernel: int | None = None, cubin_cache: str | None = None,
          context: Mapping[str, Any] | None = None,
-         deadline: float | None = None) -> Tuned | None:
+         deadline: float | None = None, refine: bool = True,
+         start: Mapping[str, Schedule] | None = None) -> Tuned | None:
     """Tune ``graph``'s schedules on this GPU against ``reference``; None if no variant
     validates (every failure is in the returned trials of the caller's log).
+
+    ``refine``: after each kernel's first round, the second (:func:`schedule.refinements`).
+    ``start``: skip the cache and the first round; measure these schedules, then refine them
+    (how superoptimize gives only its winner the second round).
 
     ``deadline`` (a ``time.monotonic()`` value): once it has passed, no further variant is
     compiled, validated or timed; the best measured so far is returned (the first variant,
@@ -254,13 +259,13 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
                 best_compiled[_skey(v)] = cg
         return out
 
-    cached = cache.lookup(graph, tc)
+    cached = cache.lookup(graph, tc) if start is None else None
     if cached is not None and set(cached) == set(keys):
         got = measure([cached])
         trials += got
         if got and got[0].valid and got[0].us is not None:
             return Tuned(best_compiled[_skey(cached)], cached, got[0].us, None, trials, True)
-    current = {k: Schedule() for k in keys}
+    current = dict(start) if start is not None else {k: Schedule() for k in keys}
     got = measure([current])
     trials += got
     default_us = got[0].us if got and got[0].valid else None
@@ -270,16 +275,15 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
             break
         rules = candidate_schedules(bgs[k], sms)[:max_per_kernel]  # None: every rule's schedule
         cands = [s for s in rules if s != current[k]]
-        if not cands:
-            continue
-        variants = [{**current, k: s} for s in cands]
-        res = measure(variants)
-        trials += res
-        for t in res:
-            if t.valid and t.us is not None and (best_us is None or t.us < best_us):
-                best_us, current = t.us, dict(t.schedules)
+        if start is None and cands:
+            variants = [{**current, k: s} for s in cands]
+            res = measure(variants)
+            trials += res
+            for t in res:
+                if t.valid and t.us is not None and (best_us is None or t.us < best_us):
+                    best_us, current = t.us, dict(t.schedules)
         # second round: the other kinds of choice on the winner's threads and split
-        more = refinements(current[k], [Schedule(), *rules], bgs[k])[:REFINE_MAX]
+        more = refinements(current[k], [Schedule(), *rules], bgs[k])[:REFINE_MAX] if refine else []
         if more and not late():
             res = measure([{**current, k: s} for s in more])
             trials += res

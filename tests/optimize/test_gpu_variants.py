@@ -56,12 +56,18 @@ def test_variants_are_the_same_structure_with_other_grids_and_verify(result: Any
     assert tried, "the fused structure has size variants in this space"
 
 
-def _fake_tune(times: dict[tuple[Any, ...], float]) -> Any:
+def _fake_tune(times: dict[tuple[Any, ...], float], calls: list[Any] | None = None,
+               second_round: float = 1.0) -> Any:
+    """A stand-in for the tuner: each μGraph's time by its grids; the second round (``start``
+    given) takes ``second_round`` times as long. ``calls`` records (grids, start)."""
     def tune_one(graph: KernelGraph, program: KernelGraph, seed: Any, estimated_us: float,
-                 deadline: float | None = None) -> Any:
-        us = times.get(grids(graph), 50.0)
-        return SimpleNamespace(us=us, trials=[], compiled=("kernel", graph.key), from_cache=False,
-                               default_us=None, describe=lambda: "stand-in")
+                 deadline: float | None = None, start: Any = None) -> Any:
+        if calls is not None:
+            calls.append((grids(graph), start))
+        us = times.get(grids(graph), 50.0) * (second_round if start is not None else 1.0)
+        return SimpleNamespace(us=us, trials=[], compiled=("kernel", graph.key, start is not None),
+                               from_cache=False, default_us=None, describe=lambda: "stand-in",
+                               schedules={"k": graph.key})
     return tune_one
 
 
@@ -80,7 +86,7 @@ def test_a_faster_variant_replaces_its_structure_and_a_slower_one_does_not(
     ranked, kernel, notes = opt._gpu_rank(program(), accepted, 1, 0, None, ctx)
     assert not [n for n in notes if "FAILED" in n or "failed" in n]
     assert ranked[0] is best and best.graph.key == faster.key  # replaced in place
-    assert best.measured_us == 10.0 and kernel == ("kernel", faster.key)
+    assert best.measured_us == 10.0 and kernel == ("kernel", faster.key, False)
     assert "size variant" in (best.validation or "")
     keys = [structure_key(a.graph) for a in ranked]
     assert len(keys) == len(set(keys))  # still one entry per structure
@@ -99,3 +105,21 @@ def test_half_the_variants_spread_towards_wide_tiles(result: Any) -> None:
     for v, _ in spread:
         assert opt._split_fills(v, 4)
     assert min(opt._blocks(v) for v, _ in spread) <= min(opt._blocks(v) for v, _ in cheap)
+
+
+def test_only_the_winner_gets_the_second_tuning_round(
+        result: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Candidates and size variants are tuned once (first round); the fastest then gets the
+    second round from its own schedules, and its faster time and kernel are what is returned."""
+    cfg = opt.make_config(program(), "norm", SPACE)
+    accepted = [opt.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+                for a in result.accepted]
+    calls: list[Any] = []
+    monkeypatch.setattr(opt, "_tune_one", _fake_tune({}, calls, second_round=0.5))
+    ctx = opt.VariantContext(cfg, Verifier(program(), seed=5), FloatRecheck(program()), n_sm=4)
+    ranked, kernel, _ = opt._gpu_rank(program(), accepted, 2, 0, None, ctx)
+    seconds = [c for c in calls if c[1] is not None]
+    assert len(seconds) == 1 and seconds[0][0] == grids(ranked[0].graph)
+    assert seconds[0][1] == {"k": ranked[0].graph.key}  # from the winner's first-round schedules
+    assert ranked[0].measured_us == 25.0 and kernel == ("kernel", ranked[0].graph.key, True)
+    assert "second tuning round" in (ranked[0].validation or "")
