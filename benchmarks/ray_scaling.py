@@ -136,7 +136,9 @@ def analyse(rows: list[dict[str, Any]]) -> dict[str, Any]:
     finished = [r for r in rows if r["complete"]]
     if not finished:
         return {"note": "no configuration finished the space: speedups are projections only"}
-    ref = max(finished, key=lambda r: r["workers"])
+    # unit times from the fewest workers, the least loaded such run (smallest serial work):
+    # with many workers sharing the cores each unit runs slower than alone
+    ref = min(finished, key=lambda r: (r["workers"], sum(r["unit_seconds"].values())))
     times = [ref["unit_seconds"][i] for i in sorted(ref["unit_seconds"], key=int)]
     W = sum(times)
     q = statistics.quantiles(times, n=100) if len(times) >= 2 else times * 99
@@ -179,8 +181,14 @@ def analyse(rows: list[dict[str, Any]]) -> dict[str, Any]:
         r["schedule_makespan_s"] = round(list_schedule(times, n), 2)
         r["bound_s"] = round(max(W / n, max(times)), 2)
         r["schedule_speedup_limit"] = round(W / r["schedule_makespan_s"], 2)
-    same = {tuple(r["accepted_keys"]) for r in finished}
-    return {"distribution": dist, "finished_configs_agree": len(same) == 1}
+    # configurations measured on different code (a row's "code", when merged from several
+    # runs) may accept different μGraphs; within one code version they must agree
+    by_code: dict[str, set[tuple[str, ...]]] = {}
+    for r in finished:
+        by_code.setdefault(str(r.get("code", "")), set()).add(tuple(r["accepted_keys"]))
+    return {"distribution": dist,
+            "finished_configs_agree": all(len(v) == 1 for v in by_code.values()),
+            "code_versions": sorted(by_code)}
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -225,7 +233,8 @@ def markdown(doc: dict[str, Any]) -> str:
             "with these unit times and zero overhead; the measured time minus it is the "
             "executor's overhead (start-up, oracle construction per worker, dispatch).",
             "",
-            f"Finished configurations accept the same μGraphs: {a['finished_configs_agree']}",
+            "Finished configurations accept the same μGraphs (in the same order) within each "
+            f"code version {a.get('code_versions', [''])}: {a['finished_configs_agree']}",
         ]
     else:
         lines += ["", a.get("note", "")]
