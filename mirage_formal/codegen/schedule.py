@@ -240,7 +240,7 @@ def _gemv_thread_counts(n: Any, bg: BlockGraph) -> list[int]:
 
 
 def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
-                        limit: int = 24) -> list[Schedule]:
+                        limit: int = 18) -> list[Schedule]:
     """A few schedules worth measuring for ``bg``, the default first (rules, not a search).
 
     - threads: the block graph's own, and 256 when a tile has enough elements to keep 8
@@ -262,7 +262,7 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     - for tensor-core matmuls of more than GEMV_MAX_ROWS rows, unblocked warp tiles
       (``warp_m = warp_n = 1``) beside :func:`warp_tiles`' register blocking;
     - when a matmul streams an iterator tile as B through a loop of >= 4 iterations, a
-      6-stage cp.async ring of up to 160 KB at each split (more bytes in flight per block).
+      6-stage cp.async ring of up to 160 KB (more bytes in flight per block).
 
     The default comes first, then one of each other kind, then the rest of the thread x split
     grid, so that ``limit`` cuts grid points rather than kinds.
@@ -319,9 +319,9 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         for n in bg.nodes)
     if streamed:
         # weights streamed through the cp.async ring: a deeper ring (up to 160 KB in flight
-        # per block) for the tensor-core path too, at each split
-        for s in splits:
-            extra.append(replace(base, split=s, async_stages=6, async_stage_bytes=160 * 1024))
+        # per block) for the tensor-core path too (the winner's second round tries it at the
+        # winner's split)
+        extra.append(replace(base, split=splits[-1], async_stages=6, async_stage_bytes=160 * 1024))
     if gemv_threads:
         tw = gemv_threads[-1]  # the deeper rings below use the widest block that fits
         # deeper pipelines for the streamed tiles: a long cp.async ring in shared memory (the
