@@ -2,7 +2,9 @@
 
 Reads ``benchmarks/data/kernel_times.jsonl`` (``kernel_times.py``), keeps the records of one
 timing method (``--method``, a substring; default the method with the most records, so timings
-taken in different ways are never mixed), takes per (workload, batch, μGraph) the median of its records, and fits the
+taken in different ways are never mixed; ``--since`` drops records measured before a time,
+``--latest`` keeps each μGraph's most recent run only, as an emitter change makes older timings
+of the same μGraph stale), takes per (workload, batch, μGraph) the median of its records, and fits the
 parameters of ``mirage_formal.search.cost.Target`` listed in ``cost.FITTED`` by minimising the
 mean squared log ratio estimated/measured, each (program, batch) group weighted equally
 (Nelder-Mead over log parameters, from the built-in values, each kept within a factor ``BOX``
@@ -54,10 +56,17 @@ class Sample:
         self.us = us
 
 
-def samples(records: Sequence[Record]) -> list[Sample]:
+def samples(records: Sequence[Record], latest: bool = False) -> list[Sample]:
+    """One sample per (workload, batch, μGraph): the median of its records, or with ``latest``
+    of its most recent run's records (same date to the hour: an emitter change since makes
+    older timings of the same μGraph stale)."""
     by: dict[tuple[str, int, str], list[Record]] = defaultdict(list)
     for r in records:
         by[r.workload, r.batch, r.graph.key].append(r)
+    if latest:
+        for k, rs in by.items():
+            newest = max(r.date.replace(" ", "T")[:13] for r in rs)
+            by[k] = [r for r in rs if r.date.replace(" ", "T")[:13] == newest]
     return [Sample(w, b, rs[0].graph, float(np.median([r.measured_us for r in rs])))
             for (w, b, _), rs in sorted(by.items())]
 
@@ -206,6 +215,11 @@ def main() -> int:
     ap.add_argument("--method", default="auto",
                     help="keep records whose method contains this; auto (default): the method with "
                          "the most records (never a mix of timing methods)")
+    ap.add_argument("--since", default=None,
+                    help="keep records measured at or after this ISO time (e.g. the first run of "
+                         "the current emitter: older timings of the same μGraphs are stale)")
+    ap.add_argument("--latest", action="store_true",
+                    help="each μGraph's time from its most recent run only (not the median of all)")
     ap.add_argument("--target", default="h100")
     ap.add_argument("--iters", type=int, default=500)
     ap.add_argument("--weight", choices=("groups", "samples"), default="samples",
@@ -221,9 +235,11 @@ def main() -> int:
         args.method = counts.most_common(1)[0][0]
         print(f"fitting on method: {args.method} ({counts[args.method]} of {sum(counts.values())} records)")
     recs = load(args.data, args.method)
+    if args.since:
+        recs = [r for r in recs if r.date.replace(" ", "T") >= args.since]
     WEIGHT["groups"] = args.weight == "groups"
     BOX_NOW[0] = args.box
-    ss = samples(recs)
+    ss = samples(recs, args.latest)
     if len(ss) < 10:
         print(f"only {len(ss)} samples match --method {args.method!r}; nothing to fit", file=sys.stderr)
         return 2
@@ -244,7 +260,8 @@ def main() -> int:
            "fitted_on": {"data": str(Path(args.data).relative_to(ROOT)) if Path(args.data).is_relative_to(ROOT)
                          else args.data, "method": args.method, "records": len(recs), "samples": len(ss),
                          "programs": sorted({s.program for s in ss}), "gpus": gpus,
-                         "date": datetime.date.today().isoformat(),
+                         "date": datetime.date.today().isoformat(), "since": args.since,
+                         "latest": args.latest,
                          "weight": args.weight, "box": args.box,
                          "loss_mean_sq_log_ratio": loss(fitted, ss)},
            "targets": {args.target: params}}
@@ -259,10 +276,15 @@ def main() -> int:
 def markdown(doc: dict[str, Any], params: dict[str, float], res: dict[str, Any], base: Target) -> str:
     fo = doc["fitted_on"]
     out = ["# cost model: fit and ranking quality", "",
-           f"Data: `{fo['data']}`, method contains `{fo['method']}`: {fo['records']} records, "
+           f"Data: `{fo['data']}`, method contains `{fo['method']}`"
+           + (f", measured since {fo['since']}" if fo.get("since") else "")
+           + f": {fo['records']} records, "
            f"{fo['samples']} distinct (program, batch, μGraph) samples over {len(fo['programs'])} programs "
            f"({', '.join(fo['programs'])}); GPU {', '.join(fo['gpus'])}. Fitted {fo['date']} by "
-           "`PYTHONPATH=. python3 benchmarks/fit_cost_model.py` (Nelder-Mead on the mean squared log "
+           "`PYTHONPATH=. python3 benchmarks/fit_cost_model.py"
+           + (f" --since {fo['since']}" if fo.get("since") else "")
+           + (" --latest" if fo.get("latest") else "")
+           + "` (Nelder-Mead on the mean squared log "
            f"ratio estimated/measured, weight `{fo.get('weight')}`, parameters within {fo.get('box')}x "
            "of the built-in estimates). Parameters written to `search/cost_model.json`.", "",
            "| parameters | Spearman ρ | median rel. error | top-1 | top-3 | top-5 | top-8 |",

@@ -52,6 +52,7 @@ from mirage_formal.errors import UnsupportedOpError
 from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import ITER, BlockGraph
 from mirage_formal.ir.node import Node
+from mirage_formal.ir.occupancy import combine_groups
 from mirage_formal.ir.ops import REGISTRY
 
 #: the most dynamic shared memory a block may use on sm_90 (227 KiB)
@@ -849,10 +850,7 @@ class _Emitter(KernelLayout):
         and the workspace floats it uses (partials, group partials, then one unsigned ticket
         per grid block and one per group, zeroed when the workspace is allocated)."""
         S = self.split
-        G = min((d for d in range(2, S) if S % d == 0 and S // d >= 2),
-                key=lambda d: (d + S // d, d), default=S)
-        if G + S // G >= S:  # two levels would read as many partials (S <= 4)
-            G = S
+        G = combine_groups(S)
         NG = S // G
         gx, gy, gz = self.bg.grid
         nblk = gx * gy * gz

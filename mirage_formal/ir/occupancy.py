@@ -35,3 +35,21 @@ def loop_splits(blocks: int, forloop: int, n_sm: int) -> list[int]:
         if s is not None and s not in out:
             out.append(s)
     return out
+
+
+def combine_groups(split: int) -> int:
+    """The group size G of a split's two-level combine (``codegen.emit``): the last block of
+    each group of G consecutive splits sums their partials, the last group sums the S/G group
+    partials, so the serial tail reads G + S/G partials instead of S. G is the divisor of S
+    nearest sqrt(S) (the smaller on a tie); G = S (one level) when two levels would read as
+    many (S <= 4)."""
+    S = split
+    g = min((d for d in range(2, S) if S % d == 0 and S // d >= 2),
+            key=lambda d: (d + S // d, d), default=S)
+    return S if g + S // g >= S else g
+
+
+def combine_reads(split: int) -> int:
+    """Partials the last block of a split's combine reads one after another (G + S/G, or S)."""
+    g = combine_groups(split)
+    return split if g == split else g + split // g

@@ -104,3 +104,18 @@ def test_loads_too_large_to_double_buffer_pay_the_unpipelined_factor() -> None:
     assert cost.stage_bytes(shallow) <= cost.PIPELINE_STAGE_MAX
     assert cost.kernel_cost(shallow, srcs, t.with_params(unpipelined_scale=2.0)).seconds == \
         cost.kernel_cost(shallow, srcs, flat).seconds
+
+
+@pytest.mark.parametrize("split", range(2, 65))
+def test_the_combine_tail_reads_g_plus_s_over_g_partials(split: int) -> None:
+    """A split's combine reads G + S/G partials on its serial tail (the emitter's two levels),
+    never more than S, with G dividing S."""
+    from mirage_formal.ir.occupancy import combine_groups, combine_reads
+
+    g = combine_groups(split)
+    assert split % g == 0
+    assert combine_reads(split) <= split
+    assert combine_reads(split) == (split if g == split else g + split // g)
+    if split >= 9:
+        assert combine_reads(split) < split
+
