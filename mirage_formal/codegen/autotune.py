@@ -259,6 +259,16 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
                 best_compiled[_skey(v)] = cg
         return out
 
+    def keep_fastest(variants: list[dict[str, Schedule]], best_us: float | None,
+                     current: dict[str, Schedule]) -> tuple[float | None, dict[str, Schedule]]:
+        """Measure ``variants``; the fastest valid one if it beats ``best_us``."""
+        res = measure(variants)
+        trials.extend(res)
+        for t in res:
+            if t.valid and t.us is not None and (best_us is None or t.us < best_us):
+                best_us, current = t.us, dict(t.schedules)
+        return best_us, current
+
     cached = cache.lookup(graph, tc) if start is None else None
     if cached is not None and set(cached) == set(keys):
         got = measure([cached])
@@ -276,20 +286,11 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
         rules = candidate_schedules(bgs[k], sms)[:max_per_kernel]  # None: every rule's schedule
         cands = [s for s in rules if s != current[k]]
         if start is None and cands:
-            variants = [{**current, k: s} for s in cands]
-            res = measure(variants)
-            trials += res
-            for t in res:
-                if t.valid and t.us is not None and (best_us is None or t.us < best_us):
-                    best_us, current = t.us, dict(t.schedules)
+            best_us, current = keep_fastest([{**current, k: s} for s in cands], best_us, current)
         # second round: the other kinds of choice on the winner's threads and split
         more = refinements(current[k], [Schedule(), *rules], bgs[k])[:REFINE_MAX] if refine else []
         if more and not late():
-            res = measure([{**current, k: s} for s in more])
-            trials += res
-            for t in res:
-                if t.valid and t.us is not None and (best_us is None or t.us < best_us):
-                    best_us, current = t.us, dict(t.schedules)
+            best_us, current = keep_fastest([{**current, k: s} for s in more], best_us, current)
     if best_us is None:
         return None
     if not late():

@@ -992,10 +992,11 @@ class _Emitter(KernelLayout):
         for n in sorted(self.reg_acc, key=self.ids.__getitem__):
             WM, WN, _ = self.warp_blocking(n)
             lines += zeroed_accumulators(f"ra{self.ids[n]}", WM, WN, "  ")
-        for a in sorted(self.chain_sums, key=self.ids.__getitem__):
-            WM = self.chain_wm[self.chains_of_sum(a).first]
-            lines += [f"  float rs{self.ids[a]}[{WM}][2];", "  #pragma unroll",
-                      f"  for (int x = 0; x < {2 * WM}; ++x) (&rs{self.ids[a]}[0][0])[x] = 0.f;"]
+        for m in sorted(self.chains, key=self.ids.__getitem__):  # the chains' row sums
+            WM = self.chains[m].wm
+            for a in self.chains[m].sums:
+                lines += [f"  float rs{self.ids[a]}[{WM}][2];", "  #pragma unroll",
+                          f"  for (int x = 0; x < {2 * WM}; ++x) (&rs{self.ids[a]}[0][0])[x] = 0.f;"]
         for n in sorted(self.hoist_a, key=self.ids.__getitem__):
             lines += self.emit_matmul_mma(n, self.fused.get(n, self.epi.get(n, n)), False, "  ",
                                           mode="hoist")

@@ -109,7 +109,6 @@ class KernelLayout:
                 self.epi[n] = cs[0]
         #: register chains (Schedule.mma_chain), keyed by their second matmul
         self.chains: dict[Node, Chain] = {}
-        self.chain_wm: dict[Node, int] = {}
         for n in self.nodes:
             ch = self._chain(n)
             if ch is not None:
@@ -229,10 +228,10 @@ class KernelLayout:
                     stack.append(s)
                 else:
                     return None
-        if m1 is None or m1 in self.out_nodes or m1 in self.fused or not self._mma(m1):
+        if m1 is None or m1 in self.fused or not self._mma(m1):
             return None
         chain = {m1, *inner, E}
-        if any(x.shape != E.shape for x in chain) or E in self.out_nodes:
+        if any(x.shape != E.shape for x in chain):
             return None
         sums: list[Node] = []
         for x in chain:
@@ -245,7 +244,7 @@ class KernelLayout:
                     sums.append(c)
                 else:
                     return None
-        if m2.src.count(E) != 1 or m2.shape[:-2] != E.shape[:-2] or m2.shape[-2] != E.shape[-2]:
+        if m2.shape[:-2] != E.shape[:-2] or m2.shape[-2] != E.shape[-2]:
             return None
         M, N1, N2 = E.shape[-2], E.shape[-1], m2.shape[-1]
         if M % 16 or N1 % 16 or N2 % 8 or m1.src[0].shape[-1] % 16:
@@ -260,10 +259,6 @@ class KernelLayout:
             return None
         return Chain(m1, tuple(sorted(inner, key=self.ids.__getitem__)), E, m2,
                      tuple(sorted(set(sums), key=self.ids.__getitem__)), wm)
-
-    def chains_of_sum(self, a: Node) -> Chain:
-        """The register chain whose row sums include accumulator ``a``."""
-        return next(ch for ch in self.chains.values() if a in ch.sums)
 
     def _reg_acc_ok(self, n: Node) -> bool:
         return (self.opts.mma_registers and self.bg.forloop > 1 and n not in self.gemv
