@@ -12,10 +12,12 @@ Usage: python3 benchmarks/outside_chain_check.py [BUDGET_S]
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from search_common import search_and_report
 
 import mirage_formal as mf
 from mirage_formal.codegen import candidate_schedules, compile_graph, launches
@@ -36,14 +38,8 @@ def program() -> mf.KernelGraph:
 def main() -> None:
     budget = float(sys.argv[1]) if len(sys.argv) > 1 else 90.0
     prog = program()
-    t = time.monotonic()
-    res = mf.superoptimize(prog, budget_s=budget, workers=2)
-    s = res.search.summary()
-    print(f"{time.monotonic() - t:.1f} s, units {s.get('units')}, accepted {len(res.accepted)}, "
-          f"complete {res.search.complete}")
+    res = search_and_report(prog, budget, 3)
     for a in res.accepted[:3]:
-        print(f"  {a.cost.seconds * 1e6:8.2f} us est, {len(a.graph.kernels)} kernels, found at "
-              f"{a.found_at_s:.1f} s, bound {a.verdict.bound:.1e}, float64 err {a.float64_error:.1e}")
         print(a.graph)
         for la in launches(a.graph, 128):
             chains = len(KernelLayout(la.graph, "k", 227 * 1024, Schedule()).chains)

@@ -10,10 +10,12 @@ Usage: python3 benchmarks/outside_tanh_attention_check.py [BUDGET_S]
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from search_common import search_and_report
 
 import mirage_formal as mf
 from mirage_formal.codegen import compile_graph
@@ -32,16 +34,9 @@ def program() -> mf.KernelGraph:
 def main() -> None:
     budget = float(sys.argv[1]) if len(sys.argv) > 1 else 180.0
     prog = program()
-    t = time.monotonic()
-    res = mf.superoptimize(prog, budget_s=budget, workers=2)
-    s = res.search.summary()
-    print(f"{time.monotonic() - t:.1f} s, units {s.get('units')}, accepted {len(res.accepted)}, "
-          f"complete {res.search.complete}")
+    res = search_and_report(prog, budget, 5)
     inp = [a for a in res.accepted if a.graph.key == prog.key]
     print("input program estimate:", f"{inp[0].cost.seconds * 1e6:.2f} us" if inp else "not listed")
-    for a in res.accepted[:5]:
-        print(f"  {a.cost.seconds * 1e6:8.2f} us est, {len(a.graph.kernels)} kernels, found at "
-              f"{a.found_at_s:.1f} s, bound {a.verdict.bound:.1e}, float64 err {a.float64_error:.1e}")
     best = res.accepted[0]
     print(best.graph)
     print(compile_graph(best.graph, arch="sm_90", load=False).summary())

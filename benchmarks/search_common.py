@@ -96,3 +96,22 @@ def machine() -> dict[str, Any]:
             "cores": os.cpu_count(), "python": sys.version.split()[0], "numpy": np.__version__,
             "platform": platform.platform(), "commit": commit,
             "load_avg_1m": round(os.getloadavg()[0], 2)}
+
+
+def search_and_report(program: KernelGraph, budget_s: float, top: int, workers: int = 2) -> Any:
+    """``superoptimize`` ``program`` (no GPU) and print coverage and the ``top`` best: their
+    estimates, kernel counts, found-at times, verification bounds and float64 re-check errors.
+    Returns the result (the outside-program check scripts)."""
+    import time
+
+    from mirage_formal import superoptimize
+
+    t = time.monotonic()
+    res = superoptimize(program, budget_s=budget_s, workers=workers)
+    s = res.search.summary()
+    print(f"{time.monotonic() - t:.1f} s, units {s.get('units')}, accepted {len(res.accepted)}, "
+          f"complete {res.search.complete}")
+    for a in res.accepted[:top]:
+        print(f"  {a.cost.seconds * 1e6:8.2f} us est, {len(a.graph.kernels)} kernels, found at "
+              f"{a.found_at_s:.1f} s, bound {a.verdict.bound:.1e}, float64 err {a.float64_error:.1e}")
+    return res
