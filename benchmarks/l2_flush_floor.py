@@ -80,7 +80,8 @@ def main() -> None:
     import triton.language as tl
 
     @triton.jit
-    def stream_sum(x_ptr: Any, out_ptr: Any, BLOCK: tl.constexpr, ITERS: tl.constexpr) -> None:
+    def stream_sum(x_ptr, out_ptr, BLOCK: tl.constexpr, ITERS: tl.constexpr):
+        # (Triton reads the annotations: only tl.constexpr may appear there)
         pid = tl.program_id(0)
         acc = tl.zeros([BLOCK], dtype=tl.float32)
         base = pid * BLOCK * ITERS

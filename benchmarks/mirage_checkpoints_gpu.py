@@ -13,8 +13,9 @@ the μGraphs Mirage's own search accepted, imported by ``ir.mirage.load_mirage``
    as a CUDA graph exactly like the baselines.
 
 Writes OUT/mirage_checkpoints_gpu.json (every μGraph: tuned µs, default-schedule µs,
-schedule, error vs float64, ratio to eager+graph and to torch.compile+graph) and prints a
-table last. Usage (device): PYTHONPATH=/tmp/site:. python3 benchmarks/mirage_checkpoints_gpu.py
+schedule, error vs float64, ratio to eager+graph and to torch.compile+graph; ``candidate``
+names it as benchmarks/import_tuned_times.py reads it) and OUT/measurements.jsonl (every
+autotuner trial), and prints a table last. Usage (device): PYTHONPATH=/tmp/site:. python3 benchmarks/mirage_checkpoints_gpu.py
 --out DIR [--limit-s 400]
 """
 
@@ -24,6 +25,7 @@ import argparse
 import datetime
 import json
 import platform
+import shutil
 import sys
 import time
 import traceback
@@ -64,7 +66,7 @@ def main() -> int:
     import torch
     import triton
 
-    from mirage_formal.codegen.autotune import tune
+    from mirage_formal.codegen.autotune import TuningCache, tune
     from mirage_formal.codegen.nvrtc import nvrtc_version
     from mirage_formal.codegen.runtime import runtime
     from mirage_formal.ir.mirage import load_mirage
@@ -90,8 +92,8 @@ def main() -> int:
         if time.monotonic() - t0 > args.limit_s:
             break
         xs, want, bl = base[name, b]
-        row: dict[str, Any] = {"workload": name, "b": b, "index": i, "kernels": len(g.kernels),
-                               **bl}
+        row: dict[str, Any] = {"workload": name, "b": b, "index": i, "candidate": f"mirage#{i}",
+                               "kernels": len(g.kernels), **bl}
         try:
             tuned = tune(g, prog)
             if tuned is None:
@@ -121,6 +123,9 @@ def main() -> int:
     (out / "mirage_checkpoints_gpu.json").write_text(json.dumps({"env": env, "rows": rows},
                                                                 indent=1) + "\n")
     print(json.dumps(env))
+    log = TuningCache().dir / "measurements.jsonl"  # every trial: cost-model data
+    if log.is_file():
+        shutil.copy(log, out / "measurements.jsonl")
     print("| workload | b | # | kernels | ours µs | default µs | eager+graph | compile+graph "
           "| eager/ours | rel err |")
     for r in rows:

@@ -44,7 +44,7 @@ from mirage_formal.codegen.schedule import (
     candidate_schedules,
     refinements,
 )
-from mirage_formal.codegen.timing import time_like_baselines
+from mirage_formal.codegen.timing import device_inputs, time_like_baselines
 from mirage_formal.codegen.validate import validate
 from mirage_formal.errors import MirageError
 from mirage_formal.ir.graph import KernelGraph
@@ -212,13 +212,14 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
     rt = runtime()
     tc = Toolchain(rt.arch, nvrtc_version(), rt.driver_version, rt.name)
     sms = sm_count or _sm_count(rt)
-    jobs = jobs if jobs is not None else max(1, min(8, (os.cpu_count() or 2) - 1))
+    jobs = jobs if jobs is not None else max(1, min(16, (os.cpu_count() or 2) - 1))
     cache = cache or TuningCache()
     bgs = {la.graph.key: la.graph for la in launches(graph, 128)}  # in launch order
     keys = list(bgs)
     trials: list[Trial] = []
     best_compiled: dict[str, CompiledGraph] = {}  # valid variants measured, by schedules
     memo: dict[Any, Any] = {}  # inputs and float64 reference, shared by every variant
+    timing_inputs: list[Any] = []  # the device inputs every variant is timed on, drawn once
 
     def late() -> bool:
         return deadline is not None and time.monotonic() >= deadline and bool(best_compiled)
@@ -244,7 +245,9 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
             try:
                 cg.load()
                 rep = validate(cg, reference, trials=2, seed=seed, memo=memo)
-                us = time_like_baselines(cg, seed=seed) if rep.ok else None
+                if rep.ok and not timing_inputs:
+                    timing_inputs.extend(device_inputs(cg, seed))
+                us = time_like_baselines(cg, seed=seed, inputs=timing_inputs) if rep.ok else None
                 t = Trial(v, rep.ok, us, "" if rep.ok else f"validation: {rep}")
             except MirageError as e:
                 t = Trial(v, False, None, f"{type(e).__name__}: {str(e).splitlines()[0]}")

@@ -48,18 +48,24 @@ def _flush_buffer(rt: Runtime) -> DeviceArray:
 
 
 def time_graph(compiled: CompiledGraph, warmup: int = 10, reps: int = 100, graph: bool = False,
-               seed: int | None = None, flush_l2: bool = False) -> float:
+               seed: int | None = None, flush_l2: bool = False,
+               inputs: Sequence[DeviceArray] | None = None) -> float:
     """Median microseconds per run of ``compiled`` on random device inputs.
 
     ``graph``: replay a CUDA graph of the launches; ``flush_l2``: overwrite a 256 MB buffer
     before each timed run, outside the timed region (as triton's ``do_bench`` does), so
     inputs come from device memory, not the L2. The product and the benchmarks time with
     both on (:func:`time_like_baselines`), so their numbers agree.
+    ``inputs``: device arrays to run on instead of fresh ones from ``seed`` (a caller timing
+    many schedules of one graph draws them once: :func:`device_inputs` costs ~0.5 s of host
+    time per 50 MB of inputs, more than the timing itself).
     """
     compiled.load()
     rt = compiled._rt
     assert rt is not None
-    ins = device_inputs(compiled, seed)
+    ins = list(inputs) if inputs is not None else device_inputs(compiled, seed)
+    if [tuple(x.shape) for x in ins] != [tuple(n.shape) for n in compiled.graph.inputs]:
+        raise ValueError("time_graph: the given inputs do not match the graph's input shapes")
     outs = [DeviceArray(n.shape, n.dtype, rt) for n in compiled.graph.outputs]
     in_ptrs = [x.ptr for x in ins]
     out_ptrs = [o.ptr for o in outs]
@@ -94,9 +100,11 @@ def time_graph(compiled: CompiledGraph, warmup: int = 10, reps: int = 100, graph
     return float(statistics.median(times))
 
 
-def time_like_baselines(compiled: CompiledGraph, seed: int | None = None, reps: int = 100) -> float:
+def time_like_baselines(compiled: CompiledGraph, seed: int | None = None, reps: int = 100,
+                        inputs: Sequence[DeviceArray] | None = None) -> float:
     """Median µs as the benchmarks time PyTorch: CUDA-graph replays, L2 flushed before each."""
-    return time_graph(compiled, warmup=10, reps=reps, graph=True, seed=seed, flush_l2=True)
+    return time_graph(compiled, warmup=10, reps=reps, graph=True, seed=seed, flush_l2=True,
+                      inputs=inputs)
 
 
 @dataclass
