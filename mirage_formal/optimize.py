@@ -302,6 +302,40 @@ def variants_to_measure(config: SearchConfig, graph: KernelGraph,
     return cheap + spread
 
 
+#: the GPU stage also measures this many structures at their cheapest size whose grid alone
+#: fills the SMs (no loop split): the cost model ranks a loop split by the schedule (S x the
+#: blocks, fp32 partials and a serial combine) against a loop split by the grid (inputs re-read
+#: through the L2 by more blocks) least reliably — gqa b=1: grid-split μGraphs estimated 27-30 µs
+#: measured 16.7-18, schedule-split ones estimated 22.5 measured 22
+GPU_GRID_FILLING = 2
+#: ... found among this many of the cost model's best structures
+GPU_GRID_FILLING_POOL = 32
+
+
+def _grid_fills(g: KernelGraph, n_sm: int) -> bool:
+    """Every looping kernel of ``g`` has at least ``n_sm`` blocks without a loop split."""
+    return all(math.prod(gr) >= n_sm for gr, f in _kernel_grids(g) if f > 1)
+
+
+def grid_filling_variants(config: SearchConfig, accepted: Sequence[Optimized],
+                          limit: int = GPU_GRID_FILLING, pool: int = GPU_GRID_FILLING_POOL,
+                          n_sm: int = H100_SMS) -> list[tuple[Optimized, KernelGraph, Cost]]:
+    """Up to ``limit`` (structure, size variant, cost): among the first ``pool`` structures of
+    ``accepted`` (best-first by cost) whose own size leaves some loop to a schedule split, each
+    one's cheapest size variant whose grid fills ``n_sm`` SMs by itself; the cheapest
+    ``limit`` of those."""
+    found: list[tuple[Optimized, KernelGraph, Cost]] = []
+    for a in accepted[:pool]:
+        if _grid_fills(a.graph, n_sm):
+            continue  # already fills the GPU at the size the model picked
+        for v, c in ranked_variants(config, a.graph):  # cheapest first
+            if _grid_fills(v, n_sm):
+                found.append((a, v, c))
+                break
+    found.sort(key=lambda t: (t[2].seconds, t[1].key))
+    return found[:limit]
+
+
 def _blocks(g: KernelGraph) -> int:
     return sum(math.prod(gr) for gr in _grids(g))
 
@@ -364,7 +398,13 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
             best_us, best_cg = tuned.us, tuned.compiled
             best_sched[a.graph.key] = tuned.schedules
     if variants is not None:
-        fastest = sorted((a for a in picked if a.measured_us is not None and a.graph.key != program.key),
+        for a, v, c in grid_filling_variants(variants.config, accepted, n_sm=variants.n_sm):
+            cg, us, more = _measure_variants(a, [(v, c)], program, seed, variants, out_of_time,
+                                             deadline, best_sched, "grid-filling size")
+            notes += more
+            if cg is not None and us < best_us:
+                best_us, best_cg = us, cg
+        fastest = sorted((a for a in accepted if a.measured_us is not None and a.graph.key != program.key),
                          key=lambda a: a.measured_us or 0.0)[:GPU_VARIANT_STRUCTURES]
         for a in fastest:
             cg, us, more = _try_variants(a, program, seed, variants, out_of_time, deadline,
@@ -374,7 +414,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
                 best_us, best_cg = us, cg
     # the winner alone gets the tuner's second round (every kind of choice on its threads
     # and split): the first round ranks, the second polishes one μGraph
-    win = min((a for a in picked if a.measured_us is not None), key=lambda a: a.measured_us or 0.0,
+    win = min((a for a in accepted if a.measured_us is not None), key=lambda a: a.measured_us or 0.0,
               default=None)
     if win is not None and win.graph.key in best_sched and not out_of_time():
         tuned = _tune_one(win.graph, program, seed, win.cost.seconds * 1e6, deadline,
@@ -392,33 +432,44 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
 def _try_variants(a: Optimized, program: KernelGraph, seed: int | None, ctx: VariantContext,
                   out_of_time: Callable[[], bool], deadline: float | None = None,
                   best_sched: dict[str, Any] | None = None) -> tuple[Any, float, list[str]]:
-    """Measure :func:`variants_to_measure` of ``a``; the fastest, if faster than ``a``,
-    replaces ``a``'s graph, verdict, cost and measurements (same structure: it stays one
-    entry). Returns its compiled kernel and time (None, inf when none was faster)."""
+    """Measure :func:`variants_to_measure` of ``a`` (see :func:`_measure_variants`)."""
+    return _measure_variants(a, variants_to_measure(ctx.config, a.graph, n_sm=ctx.n_sm), program,
+                             seed, ctx, out_of_time, deadline, best_sched)
+
+
+def _measure_variants(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], program: KernelGraph,
+                      seed: int | None, ctx: VariantContext, out_of_time: Callable[[], bool],
+                      deadline: float | None = None, best_sched: dict[str, Any] | None = None,
+                      kind: str = "size") -> tuple[Any, float, list[str]]:
+    """Verify, re-check and tune each size variant of ``vcs``; the fastest, if faster than
+    ``a`` (or ``a`` was not measured), replaces ``a``'s graph, verdict, cost and measurements
+    (same structure: it stays one entry). Returns its compiled kernel and time (None, inf when
+    none was faster)."""
     notes: list[str] = []
     best: tuple[Any, float] = (None, math.inf)
     base_key = a.graph.key
-    for v, c in variants_to_measure(ctx.config, a.graph, n_sm=ctx.n_sm):
+    for v, c in vcs:
         if out_of_time():
-            notes.append(f"budget spent: size variants of {base_key[:12]} not all measured")
+            notes.append(f"budget spent: {kind} variants of {base_key[:12]} not all measured")
             break
         verdict = ctx.verifier.check(v)
         err = ctx.recheck.error(v, verdict.output_map) if verdict.accepted else math.inf
         if not verdict.accepted or err > RECHECK_RTOL:
             # cannot happen for a sound structure: its variants compute the same function
-            notes.append(f"size variant {v.key[:12]} of {base_key[:12]} failed verification "
+            notes.append(f"{kind} variant {v.key[:12]} of {base_key[:12]} failed verification "
                          f"(accepted={verdict.accepted}, float64 error {err:.2g}); not used")
             continue
         tuned = _tune_one(v, program, seed, c.seconds * 1e6, deadline)
         if tuned is None:
-            notes.append(f"size variant {v.key[:12]} of {base_key[:12]} FAILED validation under "
+            notes.append(f"{kind} variant {v.key[:12]} of {base_key[:12]} FAILED validation under "
                          "every schedule (a codegen bug; see the tuning log)")
             continue
-        if a.measured_us is not None and tuned.us < a.measured_us:
+        if a.measured_us is None or tuned.us < a.measured_us:
+            why = ("measured instead of" if a.measured_us is None else "faster on this GPU than")
             a.graph, a.verdict, a.cost, a.float64_error = v, verdict, c, err
             a.measured_us, a.schedule = tuned.us, tuned.describe()
-            a.validation = (f"validated; size variant of {base_key[:12]} (faster on this GPU "
-                            f"than the cost model's pick); {len(tuned.trials)} schedules timed")
+            a.validation = (f"validated; {kind} variant of {base_key[:12]} ({why} the cost "
+                            f"model's pick); {len(tuned.trials)} schedules timed")
             best = (tuned.compiled, tuned.us)
             if best_sched is not None:
                 best_sched[v.key] = tuned.schedules

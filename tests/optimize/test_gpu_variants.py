@@ -123,3 +123,39 @@ def test_only_the_winner_gets_the_second_tuning_round(
     assert seconds[0][1] == {"k": ranked[0].graph.key}  # from the winner's first-round schedules
     assert ranked[0].measured_us == 25.0 and kernel == ("kernel", ranked[0].graph.key, True)
     assert "second tuning round" in (ranked[0].validation or "")
+
+
+def test_grid_filling_variants_are_measured_and_can_win(
+        result: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Structures whose cheapest size leaves a loop to a schedule split are also measured at
+    their cheapest size whose grid fills the SMs alone; a faster one replaces its entry (also
+    when the structure was not among the picked candidates)."""
+    n_sm = 8
+    cfg = opt.make_config(program(), "norm", SPACE)
+    accepted = [opt.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+                for a in result.accepted]
+    # the model picks the widest grids of this small space; make the best looping structure's
+    # entry its smallest-grid size (as the model picks for long loops on large programs)
+    best = next(a for a in accepted if any(f > 1 for _, f in opt._kernel_grids(a.graph)))
+    small = min((vc for vc in opt.ranked_variants(cfg, best.graph) if not opt._grid_fills(vc[0], n_sm)),
+                key=lambda vc: opt._blocks(vc[0]))
+    verifier = Verifier(program(), seed=5)
+    best.graph, best.cost, best.verdict = small[0], small[1], verifier.check(small[0])
+    hedges = opt.grid_filling_variants(cfg, accepted, limit=2, n_sm=n_sm)
+    assert hedges and hedges[0][0] is best
+    for a, v, c in hedges:
+        assert not opt._grid_fills(a.graph, n_sm) and opt._grid_fills(v, n_sm)
+        assert structure_key(v) == structure_key(a.graph) and v.key != a.graph.key
+        cheaper = [w for w, cw in opt.ranked_variants(cfg, a.graph)
+                   if cw.seconds < c.seconds and opt._grid_fills(w, n_sm)]
+        assert not cheaper  # the model's cheapest grid-filling size of that structure
+    a, v, _ = hedges[-1]
+    monkeypatch.setattr(opt, "_tune_one", _fake_tune({grids(v): 5.0}))
+    ctx = opt.VariantContext(cfg, verifier, FloatRecheck(program()), n_sm=n_sm)
+    ranked, kernel, notes = opt._gpu_rank(program(), accepted, 1, 0, None, ctx)
+    assert not [n for n in notes if "FAILED" in n or "failed" in n]
+    assert ranked[0] is a and a.graph.key == v.key and a.measured_us == 5.0
+    assert kernel == ("kernel", v.key, False)
+    assert "grid-filling size variant" in (a.validation or "")
+    keys = [structure_key(x.graph) for x in ranked]
+    assert len(keys) == len(set(keys))
