@@ -67,6 +67,11 @@ POST_SEARCH_GPU_SHARE = 0.4
 """With a GPU to tune on, the share kept for the float64 re-check and the GPU stage (every
 candidate's schedules compiled, validated and timed: tens of seconds for ``gpu_top`` 8) ..."""
 POST_SEARCH_GPU_MAX_S = 180.0
+GPU_START_MARGIN_SHARE = 0.04
+"""The GPU stage starts no tuning after ``deadline`` minus this share of the budget (at most
+:data:`GPU_START_MARGIN_MAX_S`): a tuning always measures its first schedule (compile,
+validate, time: seconds), so one begun just before the deadline would overrun it."""
+GPU_START_MARGIN_MAX_S = 8.0
 """... but at most this many seconds."""
 
 
@@ -636,7 +641,10 @@ def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: 
 
         out.gpu = runtime().name
         ctx = VariantContext(cfg, verifier, recheck or FloatRecheck(program))
-        out.accepted, out.kernel, notes = _gpu_rank(program, accepted, gpu_top, seed, deadline, ctx)
+        gpu_deadline = (None if deadline is None or budget is None else
+                        deadline - min(GPU_START_MARGIN_SHARE * budget, GPU_START_MARGIN_MAX_S))
+        out.accepted, out.kernel, notes = _gpu_rank(program, accepted, gpu_top, seed, gpu_deadline,
+                                                    ctx)
         out.codegen_notes += notes
         timings["gpu"] = time.monotonic() - t
     elif compile_best:

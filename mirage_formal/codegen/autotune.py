@@ -226,8 +226,17 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
 
     def measure(variants: list[dict[str, Schedule]]) -> list[Trial]:
         out: list[Trial] = []
-        if late():
-            return out
+        # with a deadline, compile ``jobs`` variants at a time and look at the clock between
+        # chunks: a whole batch compiled past the deadline overran budgets by seconds
+        step = jobs if deadline is not None else max(1, len(variants))
+        for i in range(0, len(variants), step):
+            if late():
+                break
+            out += measure_chunk(variants[i:i + step])
+        return out
+
+    def measure_chunk(variants: list[dict[str, Schedule]]) -> list[Trial]:
+        out: list[Trial] = []
         try:
             compiled = compile_variants(graph, variants, rt.arch, jobs, cubin_cache)
         except MirageError:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -555,8 +556,11 @@ class Enumerator:
 
 def size_variants(cfg: SearchConfig, graph: KernelGraph) -> Iterator[KernelGraph]:
     """``graph`` rebuilt with every choice of grid sizes and loop ranges from the space
-    ``cfg`` (the axes and loops it uses stay used), in a deterministic order (at most
-    ``cfg.max_variants``)."""
+    ``cfg`` (the axes and loops it uses stay used), at most ``cfg.max_variants``: ``graph``
+    itself first, then in a fixed pseudo-random order per kernel (seeded by the graph's key),
+    so a cut-off list samples every kernel's every axis (a nested product cut at 256 kept the
+    first kernel's first sizes: gqa's cheapest size of a structure estimated 25.1 µs instead of
+    22.9)."""
     kernels = [n for n in graph.nodes if n.op not in (INPUT, GET)]
 
     def rec(j: int, memo: dict[Node, Node]) -> Iterator[dict[Node, Node]]:
@@ -587,18 +591,23 @@ def size_variants(cfg: SearchConfig, graph: KernelGraph) -> Iterator[KernelGraph
                     opts.append(s)
             axis_opts.append(opts)
         f_opts = [f for f in cfg.forloop if f > 1] if bg.forloop > 1 else [1]
-        for gx, gy, gz in itertools.product(*axis_opts):
-            for f in f_opts:
-                nb = _rebuild_block(bg, srcs, (gx, gy, gz), f)
-                if nb is None:
-                    continue
-                gets = make_kernel(nb, srcs)
-                memo2 = dict(memo)
-                for old, new in zip(_gets_of(graph, n), gets, strict=False):
-                    if old is not None:
-                        memo2[old] = new
-                memo2[n] = gets[0]
-                yield from rec(j + 1, memo2)
+        combos = [(g3, f) for g3 in itertools.product(*axis_opts) for f in f_opts]
+        # the graph's own sizes first, the rest in a fixed pseudo-random order: a depth-first
+        # product cut at ``max_variants`` would only ever vary the last kernel's last axis
+        own = (tuple(bg.grid), bg.forloop)
+        rest = [c for c in combos if c != own]
+        random.Random(f"{graph.key}:{j}").shuffle(rest)
+        for (gx, gy, gz), f in ([own] if own in combos else []) + rest:
+            nb = _rebuild_block(bg, srcs, (gx, gy, gz), f)
+            if nb is None:
+                continue
+            gets = make_kernel(nb, srcs)
+            memo2 = dict(memo)
+            for old, new in zip(_gets_of(graph, n), gets, strict=False):
+                if old is not None:
+                    memo2[old] = new
+            memo2[n] = gets[0]
+            yield from rec(j + 1, memo2)
 
     for count, memo in enumerate(rec(0, {}), 1):
         yield KernelGraph(graph.inputs, tuple(memo.get(o, o) for o in graph.outputs))

@@ -232,3 +232,35 @@ def test_prologue_units_come_first(name: str) -> None:
     kinds = [m.kind for m in ms[k:]]
     if "op" in kinds:
         assert "kernel" not in kinds[kinds.index("op"):]
+
+
+def test_size_variants_cut_off_still_vary_every_kernel_axis() -> None:
+    """``size_variants`` cut at ``max_variants`` starts with the graph itself and samples every
+    grid axis and loop range of every kernel (a nested product cut off early varies only the
+    last kernel), so the cheapest size of a structure is looked for everywhere."""
+    import dataclasses
+
+    from mirage_formal.optimize import make_config
+    from mirage_formal.search.space import size_variants
+
+    g = workloads.handwritten("gqa", 1)
+    cfg = make_config(workloads.program("gqa", 1))
+    full = list(size_variants(dataclasses.replace(cfg, max_variants=10**6), g))
+    cut = list(size_variants(dataclasses.replace(cfg, max_variants=len(full) // 10), g))
+    assert cut[0].key == g.key and len(cut) == len(full) // 10
+
+    def sizes(gs: list[KernelGraph]) -> list[set[Any]]:
+        per: list[set[Any]] = []
+        for v in gs:
+            ks = [n.attr("graph") for n in v.nodes if n.op == KERNEL_OP]
+            per = per or [set() for _ in range(4 * len(ks))]
+            for i, bg in enumerate(ks):
+                for ax in range(3):
+                    per[4 * i + ax].add(bg.grid[ax])
+                per[4 * i + 3].add(bg.forloop)
+        return per
+
+    for seen_full, seen_cut in zip(sizes(full), sizes(cut), strict=True):
+        assert len(seen_cut) > 1 or len(seen_full) == 1
+    assert [v.key for v in cut] == [v.key for v in size_variants(
+        dataclasses.replace(cfg, max_variants=len(full) // 10), g)]  # deterministic
