@@ -5,7 +5,8 @@ runs, median; the tuned schedule of every kernel):
 
 - ``tune_bench.json`` files (benchmarks/tune_bench.py): each row names its workload, batch and
   candidate (program | handwritten | searched#i | mirage#i), from which the μGraph is rebuilt;
-- ``measurements.jsonl`` tuning logs written by superoptimize's GPU stage (each trial carries
+- ``measurements.jsonl`` tuning logs (or ``.jsonl.gz``: the repository keeps them compressed)
+  written by superoptimize's GPU stage (each trial carries
   the μGraph): the fastest valid trial of each μGraph is kept; the workload is recognised by
   its input names and shapes and, among programs with the same inputs, by its function.
 
@@ -15,6 +16,7 @@ Usage: PYTHONPATH=. python benchmarks/import_tuned_times.py FILE... [--out DATA]
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -80,7 +82,8 @@ def from_tune_bench(path: Path, gpu: str) -> list[Record]:
 
 def from_tuning_log(path: Path, gpu: str) -> list[Record]:
     best: dict[str, tuple[float, dict[str, Any], str, str]] = {}
-    for line in path.read_text().splitlines():
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    for line in text.splitlines():
         t = json.loads(line)
         if not t.get("valid") or t.get("us") is None or "ugraph" not in t:
             continue
@@ -104,7 +107,8 @@ def main() -> int:
     args = ap.parse_args()
     recs: list[Record] = []
     for f in map(Path, args.files):
-        got = from_tuning_log(f, args.gpu) if f.suffix == ".jsonl" else from_tune_bench(f, args.gpu)
+        log = f.suffix == ".jsonl" or f.name.endswith(".jsonl.gz")
+        got = from_tuning_log(f, args.gpu) if log else from_tune_bench(f, args.gpu)
         print(f"{f}: {len(got)} records")
         recs += got
     append(recs, args.out)
