@@ -1,6 +1,7 @@
 """The oracle's fast paths give the same answers as the plain ones they replace: compiled
 e-matching and instantiation against the generic recursive matcher (same matches in the same
-order, so the same e-graph and instances)."""
+order, so the same e-graph and instances), and the Z3 term/fact caches and the unguarded
+solver against the guarded solver alone with nothing cached."""
 
 from __future__ import annotations
 
@@ -134,3 +135,26 @@ def test_compiled_saturation_equals_generic(name: str, monkeypatch: pytest.Monke
         assert states[0] == states[1], e.text
         a, b = fast.decide_expr(e), slow.decide_expr(e)
         assert (a.keep, a.reason, a.axioms) == (b.keep, b.reason, b.axioms), e.text
+
+
+@pytest.mark.parametrize("name", ["rmsnorm", "gqa"])
+def test_z3_caches_and_unguarded_solver_agree(name: str) -> None:
+    """Decisions with the term/fact caches and the unguarded solver equal those of an
+    oracle that empties its caches before every query and asks the guarded solver on every
+    query too (``cross_check`` raises when the two solvers disagree)."""
+    prog = workloads.program(name)
+    cached = Oracle(prog)
+    plain = Oracle(prog)
+    plain.cross_check = True
+    plain.z.CACHE_LIMIT = -1  # cleared before every query
+    stream = search_stream(prog, [workloads.handwritten(name)], depth=2, cap=15)
+    exprs = list(dict.fromkeys(cached.expr_of(*q) for q in stream))
+    random.Random(0).shuffle(exprs)
+    keeps = 0
+    for e in exprs[:150]:
+        a, b = cached.decide_expr(e), plain.decide_expr(e)
+        assert (a.keep, a.tier, a.reason, a.axioms) == (b.keep, b.tier, b.reason, b.axioms), e.text
+        keeps += a.keep and a.tier == "z3"
+    assert cached.stats.z3_prunes > 10 and keeps > 10
+    assert cached.z.cache_size() > 0
+    assert cached.stats.z3_unknown == 0 == plain.stats.z3_unknown
