@@ -165,10 +165,14 @@ class _Z3:
     from the assumptions at every check (~8 ms of ~11 on ntrans).
 
     The caches map a term or fact to the z3py object built for it the first time (a query's
-    terms and instances mostly recur in later queries). Keys are ``id()`` of z3py objects,
-    and every entry holds the objects its key names, so an id is never reused while a key
-    naming it exists, and any entry may be dropped at any time (:class:`_Cache` drops those
-    unused for a generation)."""
+    terms and instances mostly recur in later queries). Keys are the addresses of Z3 ASTs
+    (and of function declarations, held forever, and ids of rules, held by the oracle): the
+    cached AST has every AST its key names as an argument (an instance's equality contains
+    every tensor of its match), so Z3 keeps them alive and no address is reused while a key
+    names it; any entry may be dropped at any time (:class:`_Cache` drops those unused for a
+    generation). Keys are tuples of ints and values single z3py objects, so the garbage
+    collector has little to walk (its full passes over tuple-valued caches cost ~4% on
+    ntrans and single pauses of 200+ ms)."""
 
     #: entries in the caches' current generation above which :meth:`age_caches` starts a new
     #: one (at most twice this many are held: ~0.7 KB each)
@@ -179,7 +183,7 @@ class _Z3:
         self.ref = self.ctx.ref()
         self.T = z3.DeclareSort("T", self.ctx)
         self.up = z3.Function("sub_of_E", self.T, z3.BoolSort(self.ctx))
-        self.funcs: dict[tuple[str, Data, int], z3.FuncDeclRef] = {}
+        self.funcs: dict[tuple[str, Data, int], tuple[z3.FuncDeclRef, int]] = {}
         self.labels: dict[str, z3.BoolRef] = {}
         self.label_names: dict[str, str] = {}
         self.solver = z3.SolverFor("QF_UF", ctx=self.ctx)
@@ -191,8 +195,6 @@ class _Z3:
 
     def clear_caches(self) -> None:
         """Forget every cached term and fact."""
-        # values: (term, (func, *args)), (up(t), t), (fact, kid, t), (fact, (rule, args)),
-        # (guarded fact, fact): each holds the objects its key names
         self.terms, self.ups, self.sub_facts, self.inst_facts, self.guarded = (
             _Cache(), _Cache(), _Cache(), _Cache(), _Cache())
 
@@ -208,23 +210,24 @@ class _Z3:
         for c in self.caches():
             c.age()
 
-    def func(self, op: str, data: Data, arity: int) -> z3.FuncDeclRef:
+    def func(self, op: str, data: Data, arity: int) -> tuple[z3.FuncDeclRef, int]:
+        """The declaration of ``op|data`` and its address."""
         k = (op, data, arity)
         f = self.funcs.get(k)
         if f is None:
             name = op if data is None else f"{op}|{data}"
-            f = z3.Function(name, *([self.T] * arity), self.T)
-            self.funcs[k] = f
+            d = z3.Function(name, *([self.T] * arity), self.T)
+            f = self.funcs[k] = (d, d.ast.value)
         return f
 
     def term(self, op: str, data: Data, args: Sequence[z3.ExprRef]) -> z3.ExprRef:
-        """``op|data(args)``, built once per distinct function and argument objects."""
-        f = self.func(op, data, len(args))
-        key = (id(f), *map(id, args))
-        got = self.terms.get(key)
-        if got is None:
-            got = self.terms.new[key] = (self.app(f, args), (f, *args))
-        return got[0]
+        """``op|data(args)`` (cached)."""
+        f, fp = self.func(op, data, len(args))
+        key = (fp, *[a.ast.value for a in args])
+        t = self.terms.get(key)
+        if t is None:
+            t = self.terms.new[key] = self.app(f, args)
+        return t
 
     def app(self, f: z3.FuncDeclRef, args: Sequence[z3.ExprRef]) -> z3.ExprRef:
         n = len(args)
@@ -243,12 +246,12 @@ class _Z3:
 
     def guard_of(self, name: str, fact: z3.ExprRef) -> z3.ExprRef:
         """``label(name) -> fact`` (cached)."""
-        key = (name, id(fact))
-        got = self.guarded.get(key)
-        if got is None:
-            got = self.guarded.new[key] = (z3.BoolRef(z3.Z3_mk_implies(
-                self.ref, self.label(name).as_ast(), fact.as_ast()), self.ctx), fact)
-        return got[0]
+        key = (name, fact.ast.value)
+        g = self.guarded.get(key)
+        if g is None:
+            g = self.guarded.new[key] = z3.BoolRef(z3.Z3_mk_implies(
+                self.ref, self.label(name).as_ast(), fact.as_ast()), self.ctx)
+        return g
 
     def assert_fast(self, fact: z3.ExprRef) -> None:
         z3.Z3_solver_assert(self.ref, self.fast.solver, fact.as_ast())
@@ -263,21 +266,23 @@ class _Z3:
         return z3.BoolRef(z3.Z3_mk_implies(self.ref, a.as_ast(), b.as_ast()), self.ctx)
 
     def up_of(self, t: z3.ExprRef) -> z3.ExprRef:
-        got = self.ups.get(id(t))
-        if got is None:
+        """``up(t)`` (cached)."""
+        key = t.ast.value
+        u = self.ups.get(key)
+        if u is None:
             arr = (z3.Ast * 1)()
             arr[0] = t.as_ast()
-            got = self.ups.new[id(t)] = (
-                z3.BoolRef(z3.Z3_mk_app(self.ref, self.up.ast, 1, arr), self.ctx), t)
-        return got[0]
+            u = self.ups.new[key] = z3.BoolRef(
+                z3.Z3_mk_app(self.ref, self.up.ast, 1, arr), self.ctx)
+        return u
 
     def sub_fact(self, kid: z3.ExprRef, t: z3.ExprRef) -> z3.ExprRef:
         """``up(kid) -> up(t)`` (cached)."""
-        key = (id(kid), id(t))
-        got = self.sub_facts.get(key)
-        if got is None:
-            got = self.sub_facts.new[key] = (self.implies(self.up_of(kid), self.up_of(t)), kid, t)
-        return got[0]
+        key = (kid.ast.value, t.ast.value)
+        f = self.sub_facts.get(key)
+        if f is None:
+            f = self.sub_facts.new[key] = self.implies(self.up_of(kid), self.up_of(t))
+        return f
 
 
 class Oracle:
@@ -364,16 +369,15 @@ class Oracle:
         """The fact ``lhs = rhs`` of a ground instance (cached by rule and Z3 arguments)."""
         rule = inst.rule
         sizes = rule.axiom.sizes
-        args = tuple(v if k in sizes else self._zterm(v) for k, v in inst.env)
-        key = (id(rule), *(a if isinstance(a, int) else id(a) for a in args))
-        got = self.z.inst_facts.get(key)
-        if got is None:
+        key = (id(rule), *[v if k in sizes else self._zterm(v).ast.value for k, v in inst.env])
+        fact = self.z.inst_facts.get(key)
+        if fact is None:
             env: dict[str, Any] = dict(inst.env)
             szs = set(sizes)
             lhs = self._ground(rule.src, env, szs)
             rhs = self._ground(rule.dst, env, szs)
-            got = self.z.inst_facts.new[key] = (self.z.eq(lhs, rhs), (rule, args))
-        return got[0]
+            fact = self.z.inst_facts.new[key] = self.z.eq(lhs, rhs)
+        return fact
 
     def _ground(self, p: Any, env: dict[str, Any], sizes: set[str]) -> z3.ExprRef:
         from mirage_formal.formal.axioms import PApp, PNum, PVar, SVar, eval_size
