@@ -114,8 +114,10 @@ def render(res: OptimizeResult, drawing: str | None = None) -> str:
     lines += _table(("stage", "count"), [
         ("partial μGraphs visited", s["visited"]), ("pruned: shapes do not fit", s["pruned_shape"]),
         ("pruned: duplicate of one seen", s["pruned_dedup"]),
-        ("pruned: cost above the best so far", s["pruned_bound"]),
+        ("pruned: more dangling tensors than the ops left can consume", s["pruned_bound"]),
         ("pruned: the oracle proved it cannot lead to the output", s["pruned_oracle"]),
+        ("complete but not verified: estimated slower than the input program",
+         s.get("pruned_cost", 0)),
     ])
     tiers = [(_TIERS.get(k, k.replace("_", " ")), v) for k, v in res.oracle_stats.items()
              if isinstance(v, int) and v]

@@ -87,6 +87,8 @@ class Stats:
     pruned_bound: int = 0
     pruned_oracle: int = 0
     pruned_copy: int = 0
+    #: complete candidates not verified: estimated slower than the input program's own lowering
+    pruned_cost: int = 0
     candidates: int = 0
     variants: int = 0
     verified: int = 0

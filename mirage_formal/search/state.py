@@ -23,9 +23,16 @@ from mirage_formal.ir.graph import KERNEL_OP, KernelGraph
 from mirage_formal.ir.node import Node
 from mirage_formal.search.canon import structure_key
 from mirage_formal.search.config import SearchConfig
-from mirage_formal.search.cost import Cost, estimate, smem_bytes
+from mirage_formal.search.cost import Cost, estimate, input_cost, smem_bytes
 from mirage_formal.search.protocols import Checker, Pruner
 from mirage_formal.search.space import Enumerator, Stats, Stop, size_variants
+
+#: a complete candidate estimated slower than this multiple of the input program's own cost is
+#: not verified (``SearchState.on_candidate``): the input's direct lowering is always a result,
+#: so such a candidate is never the answer by the model. Measured on this 2-core CPU (mqa b=1,
+#: 180 s): a quarter to a third of the accepted μGraphs of the attention programs lay above it,
+#: and each verification costs 0.4-1 s.
+COST_CEILING = 1.0
 
 
 @dataclass
@@ -77,6 +84,7 @@ class SearchState:
     _memo: dict[tuple[Any, ...], bool] = field(default_factory=dict)
     _ticks: int = 0
     _seen_structures: set[str] = field(default_factory=set)
+    _ceiling: float | None = None
 
     # ------------------------------------------------------------ wrapped predicates
 
@@ -116,6 +124,11 @@ class SearchState:
         # the cheapest variant only: the others are the same structure (kept once, ``canon``) at a
         # higher estimated cost, and a rejected variant rejects its structure
         v, c = ranked[0]
+        if c.seconds > self.cost_ceiling():
+            # slower than the input program's own lowering (a unit of the space, so always a
+            # result) by the model: never the answer, and verifying it costs ~1 s
+            self.stats.pruned_cost += 1
+            return
         if self.max_candidates is not None and self.stats.verified >= self.max_candidates:
             raise Stop("candidate budget spent")
         self._check_deadline()
@@ -126,6 +139,13 @@ class SearchState:
             merge_accepted(self.accepted, [Accepted(v, verdict, c, time.monotonic() - self.start, self.unit)])
         else:
             self.stats.rejected += 1
+
+    def cost_ceiling(self) -> float:
+        """Estimated seconds above which a candidate is not verified: the input program's own
+        cost (its direct lowering, ``cost.input_cost``) times :data:`COST_CEILING`."""
+        if self._ceiling is None:
+            self._ceiling = COST_CEILING * input_cost(self.program, self.config.target).seconds
+        return self._ceiling
 
     def best(self) -> list[Accepted]:
         """Accepted μGraphs, best (lowest estimated time) first."""

@@ -264,3 +264,34 @@ def test_size_variants_cut_off_still_vary_every_kernel_axis() -> None:
         assert len(seen_cut) > 1 or len(seen_full) == 1
     assert [v.key for v in cut] == [v.key for v in size_variants(
         dataclasses.replace(cfg, max_variants=len(full) // 10), g)]  # deterministic
+
+
+def test_candidates_estimated_slower_than_the_input_are_not_verified(
+        f64_checker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checker is asked only about candidates estimated at most ``COST_CEILING`` times the
+    input program's own cost; the others are counted (``pruned_cost``), never accepted."""
+    from mirage_formal.search import state as state_mod
+    from mirage_formal.search.cost import input_cost
+
+    prog = tiny_rmsnorm()
+    calls: list[float] = []
+
+    class Counting(f64_checker):  # type: ignore[misc, valid-type]
+        def check(self, candidate: KernelGraph) -> Any:
+            calls.append(estimate(candidate).seconds)
+            return super().check(candidate)
+
+    full = run_search(prog, norm_cfg(), ExprPruner(prog), Counting(prog), progress=False)
+    assert full.complete and full.stats.pruned_cost >= 0
+    ceiling = input_cost(prog).seconds
+    assert all(c <= ceiling for c in calls)
+    assert all(a.cost.seconds <= ceiling for a in full.accepted)
+    # a ceiling just above the cheapest verified candidate: the rest are counted, not checked
+    calls.clear()
+    cheapest = min(a.cost.seconds for a in full.accepted)
+    monkeypatch.setattr(state_mod, "COST_CEILING", cheapest * 1.0001 / ceiling)
+    cut = run_search(prog, norm_cfg(), ExprPruner(prog), Counting(prog), progress=False)
+    assert calls and all(c <= cheapest * 1.0001 for c in calls)
+    assert cut.stats.pruned_cost > full.stats.pruned_cost
+    assert [a.graph.key for a in cut.accepted] == [a.graph.key for a in full.accepted
+                                                   if a.cost.seconds <= cheapest * 1.0001]
