@@ -69,6 +69,9 @@ class SearchConfig:
     #: kept for old presets and checkpoints and no longer read)
     max_variants: int = 256
     verify_variants: int = 2
+    #: a complete candidate estimated slower than this multiple of the input program's own cost
+    #: is not verified (``state.SearchState.on_candidate``; ``inf`` verifies every candidate)
+    cost_ceiling: float = 1.0
     #: cost-model target (cost.TARGETS)
     target: str = "h100"
     #: a time-stamp interval for checkpoints (seconds)
@@ -138,6 +141,10 @@ class SearchConfig:
             v = getattr(self, k)
             if not isinstance(v, int) or isinstance(v, bool) or v < lo:
                 raise SearchConfigError(f"{n}: {k}={v!r} must be an integer >= {lo}")
+        c = self.cost_ceiling
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not c > 0:
+            raise SearchConfigError(f"{n}: cost_ceiling={c!r} must be a number > 0 (inf: verify "
+                                    "every candidate)")
         if self.max_grid_axes > 3:
             raise SearchConfigError(f"{n}: max_grid_axes={self.max_grid_axes}; a grid has 3 axes")
         if self.threads > 1024:

@@ -14,6 +14,7 @@ Imports ``ir`` and the rest of ``search`` only.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,13 +27,6 @@ from mirage_formal.search.config import SearchConfig
 from mirage_formal.search.cost import Cost, estimate, input_cost, smem_bytes
 from mirage_formal.search.protocols import Checker, Pruner
 from mirage_formal.search.space import Enumerator, Stats, Stop, size_variants
-
-#: a complete candidate estimated slower than this multiple of the input program's own cost is
-#: not verified (``SearchState.on_candidate``): the input's direct lowering is always a result,
-#: so such a candidate is never the answer by the model. Measured on this 2-core CPU (mqa b=1,
-#: 180 s): a quarter to a third of the accepted μGraphs of the attention programs lay above it,
-#: and each verification costs 0.4-1 s.
-COST_CEILING = 1.0
 
 
 @dataclass
@@ -142,9 +136,14 @@ class SearchState:
 
     def cost_ceiling(self) -> float:
         """Estimated seconds above which a candidate is not verified: the input program's own
-        cost (its direct lowering, ``cost.input_cost``) times :data:`COST_CEILING`."""
+        cost (its direct lowering, ``cost.input_cost``) times ``config.cost_ceiling``. The
+        input's lowering is always a result, so such a candidate is never the answer by the
+        model; measured on this 2-core CPU (mqa b=1, 180 s), a quarter to a third of the
+        attention programs' accepted μGraphs lay above it, and a verification costs 0.4-1 s."""
         if self._ceiling is None:
-            self._ceiling = COST_CEILING * input_cost(self.program, self.config.target).seconds
+            c = self.config.cost_ceiling
+            self._ceiling = (math.inf if math.isinf(c) else
+                             c * input_cost(self.program, self.config.target).seconds)
         return self._ceiling
 
     def best(self) -> list[Accepted]:

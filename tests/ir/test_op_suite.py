@@ -12,6 +12,7 @@ declarations lacking a facet are refused when declared.
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import numpy as np
@@ -138,7 +139,7 @@ def test_one_kernel_search_finds_a_fused_ugraph_that_compiles(name: str, tmp_pat
     cfg = SearchConfig(kernel_ops=(), block_ops=(name,), accums=("sum",), max_kernel_ops=2,
                        max_graph_kernels=1, max_block_ops=6, max_kernel_inputs=3,
                        max_kernel_outputs=1, max_grid_axes=1, grid_sizes=(2,), forloop=(1,),
-                       verify_variants=1, max_variants=4)
+                       verify_variants=1, max_variants=4, cost_ceiling=math.inf)
     r = run_search(prog, cfg, Oracle(prog, axioms=sorted({"eq", "sub", *d.axioms})),
                    Verifier(prog, seed=1, float_check=False), progress=False)
     fused = [a.graph for a in r.accepted if [k.op for k in a.graph.kernels] == ["kernel"]]

@@ -3,6 +3,7 @@ soundly with the stand-in pruner, ranks by cost, and rejects bad input before st
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -266,11 +267,10 @@ def test_size_variants_cut_off_still_vary_every_kernel_axis() -> None:
         dataclasses.replace(cfg, max_variants=len(full) // 10), g)]  # deterministic
 
 
-def test_candidates_estimated_slower_than_the_input_are_not_verified(
-        f64_checker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The checker is asked only about candidates estimated at most ``COST_CEILING`` times the
-    input program's own cost; the others are counted (``pruned_cost``), never accepted."""
-    from mirage_formal.search import state as state_mod
+def test_candidates_estimated_slower_than_the_input_are_not_verified(f64_checker: Any) -> None:
+    """The checker is asked only about candidates estimated at most ``cost_ceiling`` times the
+    input program's own cost; the others are counted (``pruned_cost``), never accepted; with
+    ``inf`` every candidate is checked."""
     from mirage_formal.search.cost import input_cost
 
     prog = tiny_rmsnorm()
@@ -289,9 +289,15 @@ def test_candidates_estimated_slower_than_the_input_are_not_verified(
     # a ceiling just above the cheapest verified candidate: the rest are counted, not checked
     calls.clear()
     cheapest = min(a.cost.seconds for a in full.accepted)
-    monkeypatch.setattr(state_mod, "COST_CEILING", cheapest * 1.0001 / ceiling)
-    cut = run_search(prog, norm_cfg(), ExprPruner(prog), Counting(prog), progress=False)
+    cut = run_search(prog, norm_cfg(cost_ceiling=cheapest * 1.0001 / ceiling), ExprPruner(prog),
+                     Counting(prog), progress=False)
     assert calls and all(c <= cheapest * 1.0001 for c in calls)
     assert cut.stats.pruned_cost > full.stats.pruned_cost
     assert [a.graph.key for a in cut.accepted] == [a.graph.key for a in full.accepted
                                                    if a.cost.seconds <= cheapest * 1.0001]
+    calls.clear()
+    every = run_search(prog, norm_cfg(cost_ceiling=math.inf), ExprPruner(prog), Counting(prog),
+                       progress=False)
+    assert every.stats.pruned_cost == 0 and len(calls) >= len(cut.accepted)
+    with pytest.raises(MirageError, match="cost_ceiling"):
+        norm_cfg(cost_ceiling=0)
