@@ -162,6 +162,15 @@ def compile_matcher(src: PApp) -> Matcher | None:
         kind.add(name)
         bound.append(name)
 
+    def var(prefix: str, name: str, value: str, kind: set[str], other: set[str], ind: int) -> int:
+        """Variable ``name`` against ``value``: compared when already bound, else bound."""
+        if name in kind:
+            line(ind, f"if {prefix}_{name} == {value}:")
+            return ind + 1
+        line(ind, f"{prefix}_{name} = {value}")
+        bind(name, kind, other)
+        return ind
+
     def root(expr: str, ind: int) -> str:
         c = fresh("c")
         line(ind, f"{c} = {expr}")
@@ -173,12 +182,7 @@ def compile_matcher(src: PApp) -> Matcher | None:
             line(ind, f"if {v} == {const(s.value)}:")
             return ind + 1
         if isinstance(s, SVar):
-            if s.name in sizes:
-                line(ind, f"if s_{s.name} == {v}:")
-                return ind + 1
-            line(ind, f"s_{s.name} = {v}")
-            bind(s.name, sizes, tensor)
-            return ind
+            return var("s", s.name, v, sizes, tensor, ind)
         known = ["1"]
         free: list[str] = []
         for f in s.factors:
@@ -226,12 +230,7 @@ def compile_matcher(src: PApp) -> Matcher | None:
 
     def arg(a: Pattern, c: str, ind: int) -> int:
         if isinstance(a, PVar):
-            if a.name in tensor:
-                line(ind, f"if v_{a.name} == {c}:")
-                return ind + 1
-            line(ind, f"v_{a.name} = {c}")
-            bind(a.name, tensor, sizes)
-            return ind
+            return var("v", a.name, c, tensor, sizes, ind)
         e = fresh("e")
         line(ind, f"for {e} in cnodes[{c}]:")
         if isinstance(a, PNum):
@@ -501,14 +500,8 @@ class EGraph:
             yield {**env, free[0]: rest}
         else:  # two unknowns: one of them is a size at hand
             a, b = free[0], free[1]
-            seen: set[tuple[int, int]] = set()
-            for d in sorted(self.sizes):
-                if rest % d:
-                    continue
-                for pair in ((d, rest // d), (rest // d, d)):
-                    if pair not in seen:
-                        seen.add(pair)
-                        yield {**env, a: pair[0], b: pair[1]}
+            for x, y in self._pairs(rest):
+                yield {**env, a: x, b: y}
 
     def _match(self, p: Pattern, c: int, env: Env) -> Iterator[Env]:
         c = self.find(c)
