@@ -67,12 +67,12 @@ POST_SEARCH_GPU_SHARE = 0.4
 """With a GPU to tune on, the share kept for the float64 re-check and the GPU stage (every
 candidate's schedules compiled, validated and timed: tens of seconds for ``gpu_top`` 8) ..."""
 POST_SEARCH_GPU_MAX_S = 180.0
+"""... but at most this many seconds."""
 GPU_START_MARGIN_SHARE = 0.04
 """The GPU stage starts no tuning after ``deadline`` minus this share of the budget (at most
 :data:`GPU_START_MARGIN_MAX_S`): a tuning always measures its first schedule (compile,
 validate, time: seconds), so one begun just before the deadline would overrun it."""
 GPU_START_MARGIN_MAX_S = 8.0
-"""... but at most this many seconds."""
 
 
 def _gpu_likely(gpu: bool | None) -> bool:
@@ -403,20 +403,22 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
             best_us, best_cg = tuned.us, tuned.compiled
             best_sched[a.graph.key] = tuned.schedules
     if variants is not None:
-        for a, v, c in grid_filling_variants(variants.config, accepted, n_sm=variants.n_sm):
-            cg, us, more = _measure_variants(a, [(v, c)], program, seed, variants, out_of_time,
-                                             deadline, best_sched, "grid-filling size")
-            notes += more
+        ctx = variants
+
+        def measure(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], kind: str) -> None:
+            nonlocal best_us, best_cg
+            cg, us, more = _measure_variants(a, vcs, program, seed, ctx, out_of_time, deadline,
+                                             best_sched, kind)
+            notes.extend(more)
             if cg is not None and us < best_us:
                 best_us, best_cg = us, cg
+
+        for a, v, c in grid_filling_variants(ctx.config, accepted, n_sm=ctx.n_sm):
+            measure(a, [(v, c)], "grid-filling size")
         fastest = sorted((a for a in accepted if a.measured_us is not None and a.graph.key != program.key),
                          key=lambda a: a.measured_us or 0.0)[:GPU_VARIANT_STRUCTURES]
         for a in fastest:
-            cg, us, more = _try_variants(a, program, seed, variants, out_of_time, deadline,
-                                         best_sched)
-            notes += more
-            if cg is not None and us < best_us:
-                best_us, best_cg = us, cg
+            measure(a, variants_to_measure(ctx.config, a.graph, n_sm=ctx.n_sm), "size")
     # the winner alone gets the tuner's second round (every kind of choice on its threads
     # and split): the first round ranks, the second polishes one μGraph
     win = min((a for a in accepted if a.measured_us is not None), key=lambda a: a.measured_us or 0.0,
@@ -432,14 +434,6 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
     timed = sorted((a for a in accepted if a.measured_us is not None), key=lambda a: a.measured_us or 0.0)
     rest = [a for a in accepted if a.measured_us is None]
     return timed + rest, best_cg, notes
-
-
-def _try_variants(a: Optimized, program: KernelGraph, seed: int | None, ctx: VariantContext,
-                  out_of_time: Callable[[], bool], deadline: float | None = None,
-                  best_sched: dict[str, Any] | None = None) -> tuple[Any, float, list[str]]:
-    """Measure :func:`variants_to_measure` of ``a`` (see :func:`_measure_variants`)."""
-    return _measure_variants(a, variants_to_measure(ctx.config, a.graph, n_sm=ctx.n_sm), program,
-                             seed, ctx, out_of_time, deadline, best_sched)
 
 
 def _measure_variants(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], program: KernelGraph,

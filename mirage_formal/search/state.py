@@ -14,7 +14,6 @@ Imports ``ir`` and the rest of ``search`` only.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -141,9 +140,7 @@ class SearchState:
         model; measured on this 2-core CPU (mqa b=1, 180 s), a quarter to a third of the
         attention programs' accepted μGraphs lay above it, and a verification costs 0.4-1 s."""
         if self._ceiling is None:
-            c = self.config.cost_ceiling
-            self._ceiling = (math.inf if math.isinf(c) else
-                             c * input_cost(self.program, self.config.target).seconds)
+            self._ceiling = self.config.cost_ceiling * input_cost(self.program, self.config.target).seconds
         return self._ceiling
 
     def best(self) -> list[Accepted]:
