@@ -1,10 +1,11 @@
 """Run a saved superoptimize result's μGraph under its tuned schedules, for Nsight Compute.
 
 Usage (device): ncu --section SpeedOfLight ... python3 benchmarks/profile_saved.py
-    SAVE_DIR/ugraphs.json [INDEX]
+    SAVE_DIR/ugraphs.json [INDEX [FIELD=VALUE,...]]
 ``INDEX`` (default 0, the best) picks the accepted μGraph; its ``schedule`` meta (the
 autotuner's ``Tuned.describe()``: ``KEY8:field=value,...; ...``) is parsed back into one
-Schedule per kernel. Prints each kernel's grid, threads, shared memory and schedule and the
+Schedule per kernel; ``FIELD=VALUE,...`` (e.g. ``half_tiles=True``) overrides those fields in
+every kernel's schedule. Prints each kernel's grid, threads, shared memory and schedule and the
 median µs of a few CUDA-graph replays with the L2 flushed.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,6 +47,9 @@ def main() -> None:
     graph, meta = records[int(sys.argv[2]) if len(sys.argv) > 2 else 0]
     keys = [la.graph.key for la in launches(graph, 128)]
     sched = parse_schedules(meta.get("schedule"), keys)
+    if len(sys.argv) > 3:
+        over = {k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in sys.argv[3].split(","))}
+        sched = {k: replace(sched.get(k, Schedule()), **over) for k in keys}
     cg = compile_graph(graph, schedules=sched)
     print(cg.summary())
     print("us", time_graph(cg, warmup=2, reps=5, graph=True, flush_l2=True))

@@ -153,12 +153,15 @@ MATMUL_LOOP_CASES = [
 ]
 
 def attention_loop_program(m: int, d: int, kv: int, dv: int, forloop: int, batch: int = 0,
-                           scale: bool = False, kind: str | None = "sum") -> mf.KernelGraph:
+                           scale: bool = False, kind: str | None = "sum",
+                           norms: str = "") -> mf.KernelGraph:
     """One graph-defined kernel of the attention shape the register chain takes
     (Schedule.mma_chain): per iteration S = Q·K_it (Q the same every iteration), E = exp(S)
     (``scale``: exp(S·0.125)), accumulators sum_it E·V_it and, unless ``kind`` is None, the row
     reduction of E (``kind`` 'sum' or 'mean', fold 1). Q (2m, d), K (d, kv·F), V (kv·F, dv),
-    fp16, grid 2 over Q's rows (and ``batch`` > 0: a leading batch dimension over grid y)."""
+    fp16, grid 2 over Q's rows (and ``batch`` > 0: a leading batch dimension over grid y).
+    ``norms``: the tiles (letters q, k, v) that pass through rms_norm (eps 0.01) before their
+    product: Q's before the loop, K's and V's every iteration (qknorm_gqa's in-loop norm)."""
     g = mf.Graph()
     lead = (batch,) if batch else ()
     r = len(lead)
@@ -170,6 +173,9 @@ def attention_loop_program(m: int, d: int, kv: int, dv: int, forloop: int, batch
     qt = kern.iter(q, imap=(r, by, -1), fmap=-1)
     kt = kern.iter(k, imap=(-1, by, -1), fmap=r + 1)
     vt = kern.iter(v, imap=(-1, by, -1), fmap=r)
+    qt = kern.op("rms_norm", qt, eps=0.01) if "q" in norms else qt
+    kt = kern.op("rms_norm", kt, eps=0.01) if "k" in norms else kt
+    vt = kern.op("rms_norm", vt, eps=0.01) if "v" in norms else vt
     s = kern.op("matmul", qt, kt)
     if scale:
         s = kern.op("mul_scalar", s, scalar=0.125)
@@ -192,6 +198,17 @@ CHAIN_CASES = [
     (16, 32, 128, 32, 2, 2, True, "mean"), (32, 16, 32, 16, 2, 0, False, "sum"),
     (16, 64, 64, 24, 2, 0, False, "sum"), (32, 32, 32, 32, 2, 0, True, None),
     (512, 16, 16, 16, 2, 0, False, "sum"),
+]
+
+
+#: attention_loop_program cases with rms_norms on the operands: an in-loop norm of the B
+#: operand (raw fp16 ring in, fp16 or padded fp32 tile out), Q's norm before the loop (read
+#: straight from global memory), K's rows of 96 (pairs of columns not possible: 32-column
+#: steps), a batch, and a row length above the row-wise limit (the two-pass norm)
+NORM_CHAIN_CASES = [
+    (64, 64, 64, 64, 2, 0, False, "sum", "v"), (32, 64, 64, 64, 3, 0, False, "sum", "qv"),
+    (16, 32, 96, 32, 2, 2, True, "mean", "kv"), (16, 64, 64, 64, 2, 0, False, None, "q"),
+    (16, 16, 16, 576, 2, 0, False, "sum", "v"),
 ]
 
 

@@ -391,13 +391,13 @@ class _Emitter(KernelLayout):
         # when K is a multiple of 16 (and, for B, N of 8). A's rows past M are clamped to row
         # M - 1: they only feed output rows that are not stored.
         # fp16 tiles (raw cp.async stages, or half_tiles) are read as halves
-        ra, rb = A in self.raw or A in self.half, B in self.raw
+        ra, rb = A in self.raw or A in self.half, B in self.raw or B in self.half
         ldsm = self.opts.ldmatrix
         xa = ra and ldsm and K % 16 == 0 and A.shape[-2] == M
         xb = rb and ldsm and K % 16 == 0 and N % 8 == 0 and B.shape[-1] == N
         if A in self.raw:
             a = f"{a} + (it % {self.stages}) * {self.stage_halves(A)}"
-        if rb:
+        if B in self.raw:
             b = f"{b} + (it % {self.stages}) * {self.stage_halves(B)}"
         batch = n.shape[:-2]
         W = self.T // 32
@@ -700,7 +700,94 @@ class _Emitter(KernelLayout):
                 f"{ind}  for (int r = 0; r < {R}; ++r) s += {xb}[{self.addr(x, xi)}];",
                 f"{ind}  {dst}[o] = s{scale};", f"{ind}}}"]
 
+    def rms_norm_rows(self, n: Node, ind: str) -> list[str]:
+        """Row-wise rms_norm ``n`` (KernelLayout.rms_rowwise): warp w normalizes rows w, w + W,
+        ...; lane l holds columns 2l + 64j, 2l + 1 + 64j (pairs, when the row is a multiple of
+        64) or l + 32j, sums their squares, and after one warp_sum writes them scaled. The
+        source is read as fp16 from this iteration's cp.async stage (a raw tile), as fp16 (a
+        half tile) or as fp32; the result is written padded, or as fp16 (a half tile)."""
+        x = n.src[0]
+        L = x.shape[-1]
+        rows = math.prod(x.shape[:-1])
+        W = self.T // 32
+        direct = x in self.direct
+        xs = "" if direct else self.buf[x]
+        if x in self.raw:
+            xs = f"({xs} + (it % {self.stages}) * {self.stage_halves(x)})"
+        xh = x in self.raw or x in self.half
+        decls, ridx = multi_index(x.shape[:-1], "o", "t")
+        gshape, gdt = self.bg.inputs[x.attr("input")] if direct else ((), DType.F32)
+        dst, dh = self.buf[n], n in self.half
+        gain = self.buf[n.src[1]] if len(n.src) == 2 else None
+        gh = len(n.src) == 2 and n.src[1] in self.half
+        pair = L % 64 == 0
+        J = L // 64 if pair else -(-L // 32)
+        eps = fmt_float(n.attr("eps"))
+        i2, i3 = ind + "  ", ind + "    "
+
+        def rd(buf: str, at: str, half: bool) -> str:
+            return f"__half2float({buf}[{at}])" if half else f"{buf}[{at}]"
+
+        lines = [f"{ind}for (int o = threadIdx.x / 32; o < {rows}; o += {W}) {{",
+                 f"{i2}const int lane = threadIdx.x % 32;",
+                 *([i2 + d for d in decls] if direct else []),
+                 f"{i2}float u[{2 * J if pair else J}];", f"{i2}float s = 0.f;",
+                 f"{i2}#pragma unroll", f"{i2}for (int j = 0; j < {J}; ++j) {{"]
+        if pair and direct:
+            c = "2 * lane + 64 * j"
+            if gdt is DType.F16 and gshape[-1] % 2 == 0:
+                lines.append(f"{i3}const float2 w = __half22float2(*reinterpret_cast<const "
+                             f"__half2*>(&{self.iter_ref(x, [*ridx, c])}));")
+            else:
+                lines.append(f"{i3}const float2 w = make_float2(mf::to_f("
+                             f"{self.iter_ref(x, [*ridx, c])}), mf::to_f("
+                             f"{self.iter_ref(x, [*ridx, c + ' + 1'])}));")
+            lines += [f"{i3}u[2 * j] = w.x; u[2 * j + 1] = w.y;",
+                      f"{i3}s += w.x * w.x + w.y * w.y;"]
+        elif direct:
+            lines += [f"{i3}const int c = lane + 32 * j;",
+                      f"{i3}u[j] = c < {L} ? mf::to_f({self.iter_ref(x, [*ridx, 'c'])}) : 0.f;",
+                      f"{i3}s += u[j] * u[j];"]
+        elif pair:
+            at = f"o * {self.row(x)} + 2 * lane + 64 * j"
+            if xh:
+                lines.append(f"{i3}const float2 w = __half22float2(*reinterpret_cast<const __half2*>"
+                             f"(&{xs}[{at}]));")
+            else:
+                lines.append(f"{i3}const float2 w = make_float2({xs}[{at}], {xs}[{at} + 1]);")
+            lines += [f"{i3}u[2 * j] = w.x; u[2 * j + 1] = w.y;",
+                      f"{i3}s += w.x * w.x + w.y * w.y;"]
+        else:
+            at = f"o * {self.row(x)} + c"
+            lines += [f"{i3}const int c = lane + 32 * j;",
+                      f"{i3}u[j] = c < {L} ? {rd(xs, at, xh)} : 0.f;", f"{i3}s += u[j] * u[j];"]
+        lines += [f"{i2}}}", f"{i2}s = mf::warp_sum(s);",
+                  f"{i2}const float r = 1.0f / sqrtf(s * {fmt_float(1.0 / L)}f + {eps}f);",
+                  f"{i2}#pragma unroll", f"{i2}for (int j = 0; j < {J}; ++j) {{"]
+
+        def scaled(k: str, c: str) -> str:
+            g = f" * {rd(gain, c, gh)}" if gain is not None else ""
+            return f"u[{k}] * r{g}"
+
+        if pair:
+            c = "(2 * lane + 64 * j)"
+            at = f"o * {self.row(n)} + {c}"
+            v0, v1 = scaled("2 * j", c), scaled("2 * j + 1", f"{c} + 1")
+            if dh:
+                lines.append(f"{i3}*reinterpret_cast<__half2*>(&{dst}[{at}]) = "
+                             f"__floats2half2_rn({v0}, {v1});")
+            else:
+                lines += [f"{i3}{dst}[{at}] = {v0};", f"{i3}{dst}[{at} + 1] = {v1};"]
+        else:
+            v = scaled("j", "c")
+            lines += [f"{i3}const int c = lane + 32 * j;",
+                      f"{i3}if (c < {L}) {dst}[o * {self.row(n)} + c] = "
+                      f"{f'__float2half_rn({v})' if dh else v};"]
+        return [*lines, f"{i2}}}", f"{ind}}}"]
+
     def emit_rms_norm(self, n: Node, ind: str) -> list[str]:
+        if self.rms_rowwise(n):
+            return self.rms_norm_rows(n, ind)
         x = n.src[0]
         xb = self.buf[x]
         L = x.shape[-1]

@@ -135,6 +135,10 @@ class KernelLayout:
         self.hoist_a: set[Node] = set()
         #: iterator tiles the printer prefetches into registers (chosen while printing the loop)
         self.staged_set: set[Node] = set()
+        self.alias: dict[Node, Node] = {}  # (set by plan)
+        #: loop-invariant iterator tiles that a row-wise rms_norm alone reads straight from
+        #: global memory (no shared-memory copy, no load step and barrier of their own)
+        self.direct = {n for n in self.nodes if self._direct_ok(n)}
         self.set_layout({n for n in self.nodes if self._raw_ok(n)})
 
     def set_layout(self, raw: set[Node]) -> None:
@@ -156,11 +160,12 @@ class KernelLayout:
                 for s in n.src:
                     if s in raw:
                         self.ld[s] = s.shape[-1] + 8
-                    elif ((s.op == ITER or REGISTRY[s.op].elementwise) and s not in self.inline
-                            and s.shape[-1] % 4 == 0 and s.shape[-1] >= 8):
+                    elif ((s.op == ITER or REGISTRY[s.op].elementwise or self.rms_rowwise(s))
+                            and s not in self.inline and s.shape[-1] % 4 == 0
+                            and s.shape[-1] >= 8):
                         self.ld[s] = s.shape[-1] + 4
-        for n in self.half:  # fp16 rows padded by 8 halves, like the raw tiles (ldmatrix)
-            self.ld[n] = n.shape[-1] + 8
+        for n in self.half | raw:  # fp16 rows padded by 8 halves (ldmatrix; raw tiles that
+            self.ld[n] = n.shape[-1] + 8  # only rms_norms read get the same stages)
 
     # ------------------------------------------------------------ decisions
     def _inlinable(self, n: Node) -> bool:
@@ -275,22 +280,36 @@ class KernelLayout:
             return False
         return self.static_warp_tiles(n) and self.warp_blocking(n)[0] * (K // 16) * 4 <= 64
 
+    def rms_rowwise(self, n: Node) -> bool:
+        """rms_norm ``n`` runs one warp per row in one step (:meth:`emit.rms_norm_rows`): each
+        lane keeps its at most 16 values of the row in registers between the row's sum of
+        squares and the scaled writes, so there is no second pass, no barrier between the two
+        and no scratch row buffer; its source may be a raw fp16 ring (cp.async) or an fp16 tile,
+        its result stored padded or as fp16 (``half_tiles``) for tensor-core reads."""
+        return n.op == "rms_norm" and self.warp_ok() and n.shape[-1] <= 512
+
     def _half_ok(self, n: Node) -> bool:
         """Tile ``n`` can be stored as fp16 (Schedule.half_tiles): a materialized elementwise
-        result (or a matmul epilogue's) with rows of 8-half multiples, no output, read only by
-        accumulators and, as operand A, by tensor-core matmuls."""
+        result (or a matmul epilogue's), or a row-wise rms_norm's, with rows of 8-half
+        multiples, no output, read only by accumulators and by tensor-core matmuls (an
+        elementwise result as operand A, an rms_norm's as either operand)."""
         if (not self.opts.half_tiles or n.op == ITER or n in self.inline or n in self.out_nodes
                 or n in self.chain_nodes):
             return False
-        if n.op not in REGISTRY or not REGISTRY[n.op].elementwise or n in self.fused:
+        norm = self.rms_rowwise(n)
+        if not norm and (n.op not in REGISTRY or not REGISTRY[n.op].elementwise or n in self.fused):
             return False
         if len(n.shape) < 2 or n.shape[-1] % 8 or n.shape[-1] < 16:
             return False
         cs = self.consumers[n]
+
+        def reads(c: Node) -> bool:
+            if not self._mma(c) or c in self.epi or c.src[0] is c.src[1]:
+                return False
+            return c.src[0] is n or (norm and c.src[1] is n)
+
         return bool(cs) and any(c.op == "matmul" for c in cs) and all(
-            c.op == "accum" or (self._mma(c) and c.src[0] is n and c.src[1] is not n
-                                and c not in self.epi)
-            for c in cs)
+            c.op == "accum" or reads(c) for c in cs)
 
     def _gemv_ok(self, n: Node) -> bool:
         """Matmul ``n`` can stream its B tile through registers (see Schedule.gemv): it folds
@@ -313,6 +332,17 @@ class KernelLayout:
         return (dt is DType.F16 and B.dtype is DType.F16 and N % 8 == 0 and shape[-1] % 8 == 0
                 and self.T % nc == 0 and (K * nc) % self.T == 0)
 
+    def _direct_ok(self, n: Node) -> bool:
+        """Iterator tile ``n`` is read once, before any loop (loop-invariant, or a kernel
+        without a real loop), by one row-wise rms_norm as its input, and is no output."""
+        if n.op != ITER or n in self.out_nodes or n in self.inline:
+            return False
+        if n.attr("fmap") != -1 and self.bg.forloop > 1:
+            return False
+        cs = self.consumers[n]
+        return (len(cs) == 1 and self.rms_rowwise(cs[0]) and cs[0].src[0] is n
+                and n not in cs[0].src[1:])
+
     def _raw_ok(self, n: Node) -> bool:
         """Iterator tile ``n`` can stay raw fp16 in shared memory, filled by cp.async: it
         changes every iteration of a real loop, is stored as fp16 with 16-byte rows in global
@@ -323,12 +353,19 @@ class KernelLayout:
             return False
         shape, dt = self.bg.inputs[n.attr("input")]
         cs = self.consumers[n]
-        # consumers: tensor-core matmuls, or gemv matmuls reading it as B (16-byte vectors
-        # from the ring instead of prefetch registers); a gemv reads its A as fp32
+
+        # consumers: tensor-core matmuls, gemv matmuls reading it as B (16-byte vectors from
+        # the ring instead of prefetch registers; a gemv reads its A as fp32), or row-wise
+        # rms_norms normalizing it (not using it as their gain)
+        def reads(c: Node) -> bool:
+            if c in self.gemv:
+                return c.src[1] is n and c.src[0] is not n
+            if c.op == "rms_norm":
+                return self.rms_rowwise(c) and c.src[0] is n and n not in c.src[1:]
+            return self._mma(c)
+
         return (dt is DType.F16 and n.dtype is DType.F16 and n.shape[-1] % 8 == 0
-                and shape[-1] % 8 == 0 and bool(cs)
-                and all((c.src[1] is n and c.src[0] is not n) if c in self.gemv else self._mma(c)
-                        for c in cs))
+                and shape[-1] % 8 == 0 and bool(cs) and all(reads(c) for c in cs))
 
     def stage_halves(self, n: Node) -> int:
         """Halves of one stage of raw tile ``n`` (16-byte multiple)."""
@@ -375,7 +412,7 @@ class KernelLayout:
                 pre.append(Zero(n))
         for n in self.nodes:
             if (n in self.inline or n in self.fused or n in self.epi_of or n in self.raw
-                    or n in self.chain_nodes):
+                    or n in self.chain_nodes or n in self.direct):
                 continue  # (a register chain runs inside its second matmul's step)
             after = self.phase[n]
             if n.op == ITER:
@@ -383,6 +420,8 @@ class KernelLayout:
                     pre.append(Load(n))
                 else:
                     loop.append(Load(n))
+            elif n in self.alias:
+                continue  # its source's tile
             elif n.op == "accum":
                 src = n.src[0]
                 if src in self.fused:
@@ -418,7 +457,22 @@ class KernelLayout:
                 out.add(n)
         return out
 
+    def _alias_ok(self, a: Node) -> bool:
+        """Accumulator ``a`` of a kernel without a loop is its source tile itself (a plain sum
+        or mean over one iteration): the source's buffer, no copy step and barrier. The source
+        is a stored fp32 tile laid out like the accumulator (not an iterator, not inlined,
+        fused or in registers)."""
+        if a.op != "accum" or self.bg.forloop != 1 or a.attr("fold") is not None:
+            return False
+        x = a.src[0]
+        return (a.attr("kind") in ("sum", "mean") and x.op != ITER and x.shape == a.shape
+                and x not in self.inline and x not in self.fused and x not in self.chain_nodes
+                and x not in self.gemv and x not in self.half and x not in self.epi_of
+                and x not in self.ld and a not in self.ld)
+
     def plan(self) -> tuple[list[Step], int, int, dict[str, Buffer]]:
+        #: loop-free accumulators that share their source's buffer (see _alias_ok)
+        self.alias = {a: a.src[0] for a in self.nodes if self._alias_ok(a)}
         steps, p, q = self.build_steps()
         defined: dict[Node, int] = {}
         last: dict[Node, int] = {}
@@ -427,10 +481,12 @@ class KernelLayout:
             if isinstance(step, DEFINING) and step.node not in self.gemv_b:
                 x = step.node
                 defined.setdefault(self.epi.get(x, x), i)
-                if isinstance(step, Op) and x.op == "rms_norm":
+                if isinstance(step, Op) and x.op == "rms_norm" and not self.rms_rowwise(x):
                     scratch[x] = i
             for r in self.reads(step):
                 last[r] = max(last.get(r, -1), i)
+        for a, x in self.alias.items():
+            last[x] = max(last.get(x, -1), last.pop(a, -1))
         bufs: dict[str, Buffer] = {}
         for n, d in defined.items():
             u = last.get(n, d)
@@ -440,6 +496,8 @@ class KernelLayout:
                 u = max(u, q - 1)
             bufs[f"b{self.ids[n]}"] = Buffer(f"b{self.ids[n]}", self.buf_size(n), d, u)
             self.buf[n] = f"b{self.ids[n]}"
+        for a, x in self.alias.items():
+            self.buf[a] = self.buf[x]
         for m in self.reg_acc:
             # written once after the loop from the warps' registers: free during the loop
             a = self.fused[m]

@@ -253,6 +253,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       <= 256 threads: :func:`gemv_rows_ok`) and reads an iterator as B, plus the thread
       counts that let it (a multiple of N/8 and of 32) when neither the block's own nor 256
       is one;
+    - when a matmul reads a row-wise rms_norm's tile (rows of at most 512): that tile as fp16
+      (``half_tiles``, the register chain kept);
     - when a matmul reads a computed tile as A (attention's exp(QK)·V): fp16 intermediate
       tiles (``half_tiles``, without the register chain) tried first, and a block of one warp
       per 16-row tile when the register chain would leave warps idle;
@@ -310,6 +312,12 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         rows16 = math.prod(chained[0].shape[:-1]) // 16
         if 0 < rows16 < bg.threads // 32:
             extra.append(replace(base, threads=32 * rows16, split=splits[-1]))
+    normed = [n for n in bg.nodes if n.op == "matmul"
+              and any(s.op == "rms_norm" and s.shape[-1] <= 512 for s in n.src)]
+    if normed:
+        # a row-wise norm's result read by a tensor-core product: stored as fp16 it is read
+        # with ldmatrix (the register chain, if any, kept)
+        extra.append(replace(base, half_tiles=True, split=splits[-1]))
     if any(n.op == "matmul" and n.shape[-2] > GEMV_MAX_ROWS for n in bg.nodes):
         # the register blocking rule's alternative: one 16x8 tile per warp pass (more warp
         # tiles to share, three fragment reads per product)

@@ -13,6 +13,7 @@ from graph_strategies import (
     CHAIN_CASES,
     GEMV_LOOP_CASES,
     MATMUL_LOOP_CASES,
+    NORM_CHAIN_CASES,
     WARP_BLOCKINGS,
     attention_loop_program,
     block_programs,
@@ -21,6 +22,7 @@ from graph_strategies import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import mirage_formal as mf
 from mirage_formal import workloads
 from mirage_formal.codegen import (
     SIMPLE,
@@ -288,6 +290,63 @@ def test_register_chain_compiles(case: tuple, cache: Path) -> None:
             assert ("unsigned ea" in cg.source) == chain, sched
         if not sched.mma_chain:
             assert "unsigned ea" not in cg.source
+
+
+@pytest.mark.parametrize("case", NORM_CHAIN_CASES)
+def test_normed_operands_take_the_fast_paths(case: tuple, cache: Path) -> None:
+    """An rms_norm of a tile that a tensor-core product reads runs one warp per row
+    (KernelLayout.rms_rowwise) up to rows of 512: an in-loop source stays in the cp.async ring,
+    a loop-invariant one is read straight from global memory, and with half_tiles the result
+    is an fp16 tile read with ldmatrix; every schedule the tuner may try compiles."""
+    from mirage_formal.codegen import candidate_schedules, launches
+    from mirage_formal.codegen.layout import KernelLayout
+
+    prog = attention_loop_program(*case)
+    (la,) = launches(prog, 128)
+    bg = la.graph
+    norms = [n for n in bg.nodes if n.op == "rms_norm"]
+    lay = KernelLayout(bg, "k", 227 * 1024, Schedule(half_tiles=True))
+    for n in norms:
+        rowwise = n.shape[-1] <= 512
+        assert lay.rms_rowwise(n) == rowwise
+        x = n.src[0]
+        if not rowwise:
+            continue
+        assert n in lay.half
+        if x.attr("fmap") == -1:
+            assert x in lay.direct and x not in lay.raw
+        else:
+            assert x in lay.raw and x not in lay.direct
+    scheds = [Schedule(), Schedule(half_tiles=True), Schedule(async_copy=False),
+              *candidate_schedules(bg)]
+    assert any(sc.half_tiles and sc.mma_chain for sc in candidate_schedules(bg)) == any(
+        lay.rms_rowwise(n) for n in norms)
+    for sched in scheds:
+        cg = compile_graph(prog, arch="sm_90", load=False, cache=cache,
+                           schedules={la.graph.key: sched})
+        assert _is_cubin(cg.cubin)
+
+
+def test_loop_free_accumulators_share_their_source_tile() -> None:
+    """A lowered library op's plain accumulator (one iteration) is its source tile when that
+    is stored (rms_norm's: no copy step, no buffer of its own); an inlined elementwise source
+    (exp's) is still computed into the accumulator."""
+    from mirage_formal.codegen import launches
+    from mirage_formal.codegen.layout import KernelLayout
+
+    g = mf.Graph()
+    x = g.input((64, 256), "f16", "X")
+    g.output(g.rms_norm(g.exp(x)))
+    for la in launches(g.build(), 128):
+        lay = KernelLayout(la.graph, "k", 227 * 1024, Schedule())
+        steps, _, _, bufs = lay.plan()
+        accs = [n for n in la.graph.nodes if n.op == "accum"]
+        assert accs
+        for a in accs:
+            shared = a.src[0].op == "rms_norm"
+            assert (a in lay.alias) == shared
+            assert (f"b{lay.ids[a]}" not in bufs) == shared
+            assert any(type(st).__name__ == "Accumulate" and st.node is a for st in steps) != shared
 
 
 def test_refinements_combine_kinds_with_the_winner() -> None:

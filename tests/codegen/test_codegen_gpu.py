@@ -12,6 +12,7 @@ from graph_strategies import (
     CHAIN_CASES,
     GEMV_LOOP_CASES,
     MATMUL_LOOP_CASES,
+    NORM_CHAIN_CASES,
     WARP_BLOCKINGS,
     attention_loop_program,
     block_programs,
@@ -264,14 +265,15 @@ def _toolchain() -> Toolchain:
     return Toolchain(rt.arch, nvrtc_version(), rt.driver_version, rt.name)
 
 
-@pytest.mark.parametrize("case", CHAIN_CASES)
+@pytest.mark.parametrize("case", CHAIN_CASES + NORM_CHAIN_CASES)
 def test_register_chain_validates(case: tuple) -> None:
     """The register chain (exp(QK) kept in registers between two tensor-core products, row
     sums in registers) computes the same function as the stored path, under every schedule
     the tuner may try and under a split of the loop."""
     prog = attention_loop_program(*case)
     (la,) = launches(prog, 128)
-    scheds = [Schedule(), Schedule(mma_chain=False), *candidate_schedules(la.graph)]
+    scheds = [Schedule(), Schedule(mma_chain=False), Schedule(half_tiles=True),
+              Schedule(async_copy=False), *candidate_schedules(la.graph)]
     if la.graph.forloop % 2 == 0:
         scheds.append(Schedule(split=2))
     for sched in scheds:
