@@ -204,11 +204,13 @@ CHAIN_CASES = [
 #: attention_loop_program cases with rms_norms on the operands: an in-loop norm of the B
 #: operand (raw fp16 ring in, fp16 or padded fp32 tile out), Q's norm before the loop (read
 #: straight from global memory), K's rows of 96 (pairs of columns not possible: 32-column
-#: steps), a batch, and a row length above the row-wise limit (the two-pass norm)
+#: steps), a batch, a row length above the row-wise limit (the two-pass norm), rows of 16
+#: (two lanes per row) and of 12 (no 16-byte vectors: one value per lane)
 NORM_CHAIN_CASES = [
     (64, 64, 64, 64, 2, 0, False, "sum", "v"), (32, 64, 64, 64, 3, 0, False, "sum", "qv"),
     (16, 32, 96, 32, 2, 2, True, "mean", "kv"), (16, 64, 64, 64, 2, 0, False, None, "q"),
-    (16, 16, 16, 576, 2, 0, False, "sum", "v"),
+    (16, 16, 16, 576, 2, 0, False, "sum", "v"), (16, 16, 16, 16, 3, 0, False, "sum", "qkv"),
+    (16, 16, 24, 12, 2, 0, False, "sum", "v"),
 ]
 
 

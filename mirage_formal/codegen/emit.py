@@ -44,6 +44,7 @@ from mirage_formal.codegen.steps import (
     Finalize,
     Load,
     MatmulAccumulate,
+    Op,
     Save,
     Step,
     Zero,
@@ -700,6 +701,78 @@ class _Emitter(KernelLayout):
                 f"{ind}  for (int r = 0; r < {R}; ++r) s += {xb}[{self.addr(x, xi)}];",
                 f"{ind}  {dst}[o] = s{scale};", f"{ind}}}"]
 
+    def rms_vec_group(self, n: Node) -> int:
+        """Lanes per row when row-wise rms_norm ``n`` moves 16-byte vectors (8 values per lane
+        per vector; every row start, stride and tile offset a multiple of 8 elements), else 0:
+        the largest power of two G <= 32 with 8·G dividing the row."""
+        x = n.src[0]
+        L = x.shape[-1]
+        if L % 8:
+            return 0
+        # shared-memory rows are L (+ 8 halves or + 4 floats of padding) long: 16-byte
+        # aligned; a global source needs rows of a multiple of 8 elements too
+        if x in self.direct and self.bg.inputs[x.attr("input")][0][-1] % 8:
+            return 0
+        G = 32
+        while L % (8 * G):
+            G //= 2
+        return G
+
+    def rms_norm_vec(self, n: Node, G: int, ind: str) -> list[str]:
+        """Row-wise rms_norm ``n`` with ``G`` lanes per row (:meth:`rms_vec_group`): lane l of
+        a group holds 8-value vectors at columns 8·(l + G·t); a warp takes 32/G rows at a time
+        and up to 4 such row sets at once (their loads in flight together), sums squares over
+        its group with G-lane shuffles and writes the scaled vectors."""
+        x = n.src[0]
+        L = x.shape[-1]
+        rows = math.prod(x.shape[:-1])
+        W, R, C = self.T // 32, 32 // G, L // (8 * G)
+        U = max(1, min(4, 64 // (8 * C), -(-rows // (W * R))))
+        direct = x in self.direct
+        xs = "" if direct else self.buf[x]
+        if x in self.raw:
+            xs = f"({xs} + (it % {self.stages}) * {self.stage_halves(x)})"
+        decls, ridx = multi_index(x.shape[:-1], "o", "t")
+        dst = self.buf[n]
+        gain = self.buf[n.src[1]] if len(n.src) == 2 else None
+        eps = fmt_float(n.attr("eps"))
+        i2, i3, i4 = ind + "  ", ind + "    ", ind + "      "
+        src = (f"&{self.iter_ref(x, [*ridx, 'c'])}" if direct
+               else f"&{xs}[o * {self.row(x)} + c]")
+        lines = [f"{ind}for (int o0 = threadIdx.x / 32 * {R}; o0 < {rows}; o0 += {W * R * U}) {{",
+                 f"{i2}const int lane = threadIdx.x % 32;",
+                 f"{i2}float u[{U}][{8 * C}], s[{U}];",
+                 f"{i2}#pragma unroll", f"{i2}for (int k = 0; k < {U}; ++k) {{",
+                 f"{i3}const int o = o0 + k * {W * R} + lane / {G};",
+                 *[i3 + d for d in (decls if direct else [])],
+                 f"{i3}s[k] = 0.f;",
+                 f"{i3}#pragma unroll", f"{i3}for (int t = 0; t < {C}; ++t) {{",
+                 f"{i4}const int c = (lane % {G} + {G} * t) * 8;",
+                 f"{i4}if (o < {rows}) mf::ld8({src}, &u[k][8 * t]);",
+                 f"{i4}else for (int e = 0; e < 8; ++e) u[k][8 * t + e] = 0.f;",
+                 f"{i4}#pragma unroll",
+                 f"{i4}for (int e = 0; e < 8; ++e) s[k] += u[k][8 * t + e] * u[k][8 * t + e];",
+                 f"{i3}}}", f"{i2}}}",
+                 f"{i2}#pragma unroll",
+                 f"{i2}for (int k = 0; k < {U}; ++k) s[k] = mf::group_sum<{G}>(s[k]);",
+                 f"{i2}#pragma unroll", f"{i2}for (int k = 0; k < {U}; ++k) {{",
+                 f"{i3}const int o = o0 + k * {W * R} + lane / {G};",
+                 f"{i3}if (o >= {rows}) continue;",
+                 f"{i3}const float r = 1.0f / sqrtf(s[k] * {fmt_float(1.0 / L)}f + {eps}f);",
+                 f"{i3}#pragma unroll", f"{i3}for (int t = 0; t < {C}; ++t) {{",
+                 f"{i4}const int c = (lane % {G} + {G} * t) * 8;",
+                 f"{i4}float w[8];"]
+        if gain is not None:
+            lines += [f"{i4}mf::ld8(&{gain}[c], w);",
+                      f"{i4}#pragma unroll",
+                      f"{i4}for (int e = 0; e < 8; ++e) w[e] *= u[k][8 * t + e] * r;"]
+        else:
+            lines += [f"{i4}#pragma unroll",
+                      f"{i4}for (int e = 0; e < 8; ++e) w[e] = u[k][8 * t + e] * r;"]
+        lines += [f"{i4}mf::st8(&{dst}[o * {self.row(n)} + c], w);", f"{i3}}}", f"{i2}}}",
+                  f"{ind}}}"]
+        return lines
+
     def rms_norm_rows(self, n: Node, ind: str) -> list[str]:
         """Row-wise rms_norm ``n`` (KernelLayout.rms_rowwise): warp w normalizes rows w, w + W,
         ...; lane l holds columns 2l + 64j, 2l + 1 + 64j (pairs, when the row is a multiple of
@@ -787,7 +860,8 @@ class _Emitter(KernelLayout):
 
     def emit_rms_norm(self, n: Node, ind: str) -> list[str]:
         if self.rms_rowwise(n):
-            return self.rms_norm_rows(n, ind)
+            G = self.rms_vec_group(n)
+            return self.rms_norm_vec(n, G, ind) if G else self.rms_norm_rows(n, ind)
         x = n.src[0]
         xb = self.buf[x]
         L = x.shape[-1]
@@ -1063,6 +1137,8 @@ class _Emitter(KernelLayout):
             lines.append("  #pragma unroll")
             lines.append(f"  for (int e = 0; e < {n.shape[0] * 8}; ++e) ga{self.ids[n]}[e] = 0.f;")
         for s in steps[:p]:
+            if isinstance(s, Op):  # a loop-invariant op reads tiles the steps above wrote
+                lines.append("  __syncthreads();")
             lines += self.emit_step(s, "  ")
         raw = sorted(self.raw, key=self.ids.__getitem__)
         S = self.stages

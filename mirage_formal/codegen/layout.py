@@ -33,7 +33,7 @@ from mirage_formal.codegen.steps import (
 )
 from mirage_formal.errors import GraphError, UnsupportedOpError
 from mirage_formal.ir.dtypes import DType
-from mirage_formal.ir.graph import ITER, BlockGraph, block_phases
+from mirage_formal.ir.graph import ITER, BlockGraph, block_phases, loop_invariant
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY
 
@@ -136,6 +136,9 @@ class KernelLayout:
         #: iterator tiles the printer prefetches into registers (chosen while printing the loop)
         self.staged_set: set[Node] = set()
         self.alias: dict[Node, Node] = {}  # (set by plan)
+        #: computed tiles that are the same in every iteration of a real loop (every iterator
+        #: they derive from has fmap -1, no accumulator in between): computed once, before it
+        self.invariant = loop_invariant(bg)
         #: loop-invariant iterator tiles that a row-wise rms_norm alone reads straight from
         #: global memory (no shared-memory copy, no load step and barrier of their own)
         self.direct = {n for n in self.nodes if self._direct_ok(n)}
@@ -430,6 +433,8 @@ class KernelLayout:
                     loop.append(Accumulate(n))
                 if n.attr("kind") != "sum":
                     post.append(Finalize(n))
+            elif n in self.invariant:
+                pre.append(Op(n))
             else:
                 (post if after else loop).append(Op(n))
         for k in range(len(self.bg.outputs)):

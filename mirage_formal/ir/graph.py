@@ -215,6 +215,22 @@ def block_phases(nodes: Iterable[Node], after: dict[Node, bool] | None = None) -
     return after
 
 
+def loop_invariant(bg: BlockGraph) -> set[Node]:
+    """The computed (non-iterator, non-accumulator) nodes of ``bg`` whose value is the same in
+    every iteration of its for-loop: each operand is an iterator with fmap -1 or such a node.
+    Empty when the loop has one iteration (nothing to hoist). Codegen computes them once
+    before the loop; the cost model charges them once."""
+    out: set[Node] = set()
+    if bg.forloop <= 1:
+        return out
+    for n in bg.nodes:
+        if n.op in (ITER, "accum"):
+            continue
+        if all((s.op == ITER and s.attr("fmap") == -1) or s in out for s in n.src):
+            out.add(n)
+    return out
+
+
 def check_block_graph(bg: BlockGraph) -> None:
     if any(v < 1 for v in bg.grid) or len(bg.grid) != 3:
         raise GraphError(f"block graph: grid {list(bg.grid)} must be three positive sizes")

@@ -15,7 +15,8 @@ machine without a GPU; codegen replaces it with measured time where a GPU exists
 - *arithmetic*: matmul tiles at the tensor-core rate on tiles padded to the MMA shape
   (m to 16, n to 8, k to 16: the tile-shape efficiency of a thin matmul), every other op and
   accumulator at the CUDA-core rate (one flop per element; exp, silu, sqrt, ... count 4), both
-  scaled by the fraction of SMs the grid occupies. Loop-phase ops run F times per block.
+  scaled by the fraction of SMs the grid occupies. Loop-phase ops run F times per block,
+  except loop-invariant ones (``ir.graph.loop_invariant``: codegen computes them once).
 - *loop step*: a fixed cost per for-loop iteration (synchronisation, pipeline fill), paid once
   per wave of blocks; waves = ceil(blocks / (SMs · blocks per SM)), blocks per SM limited by
   shared memory (``smem_bytes``) and at most 8.
@@ -65,6 +66,7 @@ from mirage_formal.ir.graph import (
     BlockGraph,
     KernelGraph,
     block_phases,
+    loop_invariant,
 )
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.occupancy import loop_splits
@@ -228,6 +230,7 @@ class _KernelParts:
         #: ("accum", tc, simt, fp32 partial bytes) accumulators
         self.terms: list[tuple[Any, ...]] = []
         phases = block_phases(bg.nodes)
+        once = loop_invariant(bg)  # computed before the loop by codegen
         read: set[int] = set()
         for n in bg.nodes:
             if n.op == ITER:
@@ -244,7 +247,7 @@ class _KernelParts:
             if n.op == "accum":
                 self.terms.append(("accum", a, b, 2.0 * math.prod(n.shape) * 4))
             else:
-                self.terms.append(("op", a, b, bool(phases[n])))
+                self.terms.append(("op", a, b, bool(phases[n]) or n in once))
         self.out_bytes = [math.prod(bg.output_shape(o)) * o.node.dtype.itemsize for o in bg.outputs]
         self.has_accum = any(term[0] == "accum" for term in self.terms)
         self.per_sm = max(1, min(8, t.smem_per_sm // max(1, smem_bytes(bg))))
