@@ -23,6 +23,7 @@ May import every layer (only this module and the CLI do).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import math
@@ -31,7 +32,7 @@ import socket
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -363,6 +364,29 @@ def _tune_one(graph: KernelGraph, program: KernelGraph, seed: int | None,
                 context={"ugraph": ugraph_to_json(graph), "estimated_us": estimated_us})
 
 
+class _StageDeadline:
+    """The GPU stage's deadline, looking one step ahead: a step (tuning one μGraph, or
+    verifying and tuning one size variant) is not begun unless the longest step so far would
+    still end before the deadline. A b=8 attention variant's field verification alone takes
+    seconds, so checking only the clock let the stage run 13 s past a 110 s budget.
+    Call it for "out of time?"; wrap each step in :meth:`step`."""
+
+    def __init__(self, deadline: float | None) -> None:
+        self.deadline = deadline
+        self.longest = 0.0
+
+    def __call__(self) -> bool:
+        return self.deadline is not None and time.monotonic() + self.longest >= self.deadline
+
+    @contextlib.contextmanager
+    def step(self) -> Iterator[None]:
+        t = time.monotonic()
+        try:
+            yield
+        finally:
+            self.longest = max(self.longest, time.monotonic() - t)
+
+
 def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
               seed: int | None, deadline: float | None = None,
               variants: VariantContext | None = None) -> tuple[list[Optimized], Any, list[str]]:
@@ -376,15 +400,14 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
     #: the first round's schedules of each μGraph that was the fastest so far
     best_sched: dict[str, Any] = {}
 
-    def out_of_time() -> bool:
-        return deadline is not None and time.monotonic() >= deadline
-
+    out_of_time = _StageDeadline(deadline)
     picked = gpu_candidates(accepted, top, program)
     for i, a in enumerate(picked):
         if out_of_time():
             notes.append(f"budget spent: {len(picked) - i} candidate(s) not tuned or timed")
             break
-        tuned = _tune_one(a.graph, program, seed, a.cost.seconds * 1e6, deadline)
+        with out_of_time.step():
+            tuned = _tune_one(a.graph, program, seed, a.cost.seconds * 1e6, deadline)
         if tuned is None:
             a.validation = "no schedule validated"
             notes.append(f"candidate {a.graph.key[:12]} FAILED validation under every schedule "
@@ -424,8 +447,9 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
     win = min((a for a in accepted if a.measured_us is not None), key=lambda a: a.measured_us or 0.0,
               default=None)
     if win is not None and win.graph.key in best_sched and not out_of_time():
-        tuned = _tune_one(win.graph, program, seed, win.cost.seconds * 1e6, deadline,
-                          start=best_sched[win.graph.key])
+        with out_of_time.step():
+            tuned = _tune_one(win.graph, program, seed, win.cost.seconds * 1e6, deadline,
+                              start=best_sched[win.graph.key])
         if tuned is not None and win.measured_us is not None and tuned.us < win.measured_us:
             win.measured_us, win.schedule = tuned.us, tuned.describe()
             win.validation = f"{win.validation or 'validated'}; second tuning round {tuned.us:.2f} µs"
@@ -437,7 +461,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
 
 
 def _measure_variants(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], program: KernelGraph,
-                      seed: int | None, ctx: VariantContext, out_of_time: Callable[[], bool],
+                      seed: int | None, ctx: VariantContext, out_of_time: _StageDeadline,
                       deadline: float | None = None, best_sched: dict[str, Any] | None = None,
                       kind: str = "size") -> tuple[Any, float, list[str]]:
     """Verify, re-check and tune each size variant of ``vcs``; the fastest, if faster than
@@ -451,27 +475,28 @@ def _measure_variants(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], pro
         if out_of_time():
             notes.append(f"budget spent: {kind} variants of {base_key[:12]} not all measured")
             break
-        verdict = ctx.verifier.check(v)
-        err = ctx.recheck.error(v, verdict.output_map) if verdict.accepted else math.inf
-        if not verdict.accepted or err > RECHECK_RTOL:
-            # cannot happen for a sound structure: its variants compute the same function
-            notes.append(f"{kind} variant {v.key[:12]} of {base_key[:12]} failed verification "
-                         f"(accepted={verdict.accepted}, float64 error {err:.2g}); not used")
-            continue
-        tuned = _tune_one(v, program, seed, c.seconds * 1e6, deadline)
-        if tuned is None:
-            notes.append(f"{kind} variant {v.key[:12]} of {base_key[:12]} FAILED validation under "
-                         "every schedule (a codegen bug; see the tuning log)")
-            continue
-        if a.measured_us is None or tuned.us < a.measured_us:
-            why = ("measured instead of" if a.measured_us is None else "faster on this GPU than")
-            a.graph, a.verdict, a.cost, a.float64_error = v, verdict, c, err
-            a.measured_us, a.schedule = tuned.us, tuned.describe()
-            a.validation = (f"validated; {kind} variant of {base_key[:12]} ({why} the cost "
-                            f"model's pick); {len(tuned.trials)} schedules timed")
-            best = (tuned.compiled, tuned.us)
-            if best_sched is not None:
-                best_sched[v.key] = tuned.schedules
+        with out_of_time.step():
+            verdict = ctx.verifier.check(v)
+            err = ctx.recheck.error(v, verdict.output_map) if verdict.accepted else math.inf
+            if not verdict.accepted or err > RECHECK_RTOL:
+                # cannot happen for a sound structure: its variants compute the same function
+                notes.append(f"{kind} variant {v.key[:12]} of {base_key[:12]} failed verification "
+                             f"(accepted={verdict.accepted}, float64 error {err:.2g}); not used")
+                continue
+            tuned = _tune_one(v, program, seed, c.seconds * 1e6, deadline)
+            if tuned is None:
+                notes.append(f"{kind} variant {v.key[:12]} of {base_key[:12]} FAILED validation under "
+                             "every schedule (a codegen bug; see the tuning log)")
+                continue
+            if a.measured_us is None or tuned.us < a.measured_us:
+                why = ("measured instead of" if a.measured_us is None else "faster on this GPU than")
+                a.graph, a.verdict, a.cost, a.float64_error = v, verdict, c, err
+                a.measured_us, a.schedule = tuned.us, tuned.describe()
+                a.validation = (f"validated; {kind} variant of {base_key[:12]} ({why} the cost "
+                                f"model's pick); {len(tuned.trials)} schedules timed")
+                best = (tuned.compiled, tuned.us)
+                if best_sched is not None:
+                    best_sched[v.key] = tuned.schedules
     return best[0], best[1], notes
 
 

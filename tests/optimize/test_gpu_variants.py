@@ -159,3 +159,26 @@ def test_grid_filling_variants_are_measured_and_can_win(
     assert "grid-filling size variant" in (a.validation or "")
     keys = [structure_key(x.graph) for x in ranked]
     assert len(keys) == len(set(keys))
+
+
+def test_the_gpu_stage_does_not_begin_a_step_it_cannot_finish(
+        result: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a deadline 1.5 steps away, the stage tunes one candidate and then stops: the
+    second step would end past the deadline, the longest step so far says (a b=8 variant's
+    verification alone takes seconds; checking only the clock overran a 110 s budget by 13 s)."""
+    import time
+
+    step_s = 0.4
+    slow = _fake_tune({})
+
+    def tune_one(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(step_s)
+        return slow(*args, **kwargs)
+
+    monkeypatch.setattr(opt, "_tune_one", tune_one)
+    accepted = [opt.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+                for a in result.accepted][:3]
+    assert len(accepted) == 3
+    ranked, _, notes = opt._gpu_rank(program(), accepted, 3, 0, time.monotonic() + 1.5 * step_s)
+    assert sum(a.measured_us is not None for a in ranked) == 1
+    assert any("2 candidate(s) not tuned" in n for n in notes)
