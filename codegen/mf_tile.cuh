@@ -110,6 +110,21 @@ __device__ __forceinline__ void st8(float* p, const float* v) {
   reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
 }
 
+// ---------------------------------------------------------------- launch overlap
+// Programmatic dependent launch (sm_90+): wait until the previous kernel of the stream has
+// finished and its writes are visible (a no-op when it was launched in plain stream order),
+// and let the next kernel begin launching. Older architectures run in stream order anyway.
+__device__ __forceinline__ void grid_dep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dep_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // ---------------------------------------------------------------- reductions
 // Sum over each aligned group of G lanes (G a power of two <= 32); every lane of the warp
 // must call it.

@@ -1136,16 +1136,22 @@ class _Emitter(KernelLayout):
             lines.append(f"  float ga{self.ids[n]}[{n.shape[0] * 8}];")
             lines.append("  #pragma unroll")
             lines.append(f"  for (int e = 0; e < {n.shape[0] * 8}; ++e) ga{self.ids[n]}[e] = 0.f;")
+        raw = sorted(self.raw, key=self.ids.__getitem__)
+        S = self.stages
+        ahead = [x for x in raw if x.attr("input") in self.early]
+        for j in range(min(S - 1, F) if ahead else 0):  # graph inputs' first stages, early
+            for x in ahead:
+                lines += self.emit_cp_async(x, str(j), "  ")
+        lines.append("  mf::grid_dep_wait();")
         for s in steps[:p]:
             if isinstance(s, Op):  # a loop-invariant op reads tiles the steps above wrote
                 lines.append("  __syncthreads();")
             lines += self.emit_step(s, "  ")
-        raw = sorted(self.raw, key=self.ids.__getitem__)
-        S = self.stages
         for j in range(S - 1 if raw else 0):  # iterations 0..S-2 of the cp.async tiles
             if j < F:
                 for x in raw:
-                    lines += self.emit_cp_async(x, str(j), "  ")
+                    if x not in ahead:  # (those went out before the wait, in group 0)
+                        lines += self.emit_cp_async(x, str(j), "  ")
             lines.append("  mf::cp_async_commit();")
         for st in range(D):
             for x in staged:
@@ -1210,6 +1216,7 @@ class _Emitter(KernelLayout):
             lines.append("  }")
         if raw:
             lines.append("  mf::cp_async_wait<0>();")
+        lines.append("  mf::grid_dep_launch();")
         for n in sorted(self.gemv, key=self.ids.__getitem__):
             lines += self.emit_gemv_reduce(n, "  ")
         for n in sorted(self.reg_acc, key=self.ids.__getitem__):
@@ -1240,6 +1247,16 @@ class _Emitter(KernelLayout):
 
 
 def emit_block_graph(bg: BlockGraph, name: str, smem_limit: int = SMEM_LIMIT_BYTES,
-                     opts: EmitOptions | None = None) -> EmittedKernel:
-    """Emit the ``__global__`` function ``name`` computing block graph ``bg``."""
-    return _Emitter(bg, name, smem_limit, opts or EmitOptions()).emit()
+                     opts: EmitOptions | None = None,
+                     early: frozenset[int] = frozenset()) -> EmittedKernel:
+    """Emit the ``__global__`` function ``name`` computing block graph ``bg``.
+
+    Every kernel waits for the kernel launched before it (``griddepcontrol.wait``: a no-op
+    without a programmatic dependent launch) before it writes global memory or reads anything
+    but the kernel inputs listed in ``early`` (graph inputs, which no kernel writes): the
+    cp.async copies of those inputs' first ring stages are issued before the wait, so they
+    overlap the previous kernel's tail. After its main loop a kernel lets its dependent begin
+    launching (``griddepcontrol.launch_dependents``)."""
+    em = _Emitter(bg, name, smem_limit, opts or EmitOptions())
+    em.early = early
+    return em.emit()

@@ -136,6 +136,9 @@ class KernelLayout:
         #: iterator tiles the printer prefetches into registers (chosen while printing the loop)
         self.staged_set: set[Node] = set()
         self.alias: dict[Node, Node] = {}  # (set by plan)
+        #: kernel inputs (graph inputs) whose first ring stages are copied before the wait for
+        #: the previous kernel (see emit.emit_block_graph)
+        self.early: frozenset[int] = frozenset()
         #: computed tiles that are the same in every iteration of a real loop (every iterator
         #: they derive from has fmap -1, no accumulator in between): computed once, before it
         self.invariant = loop_invariant(bg)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -84,6 +85,8 @@ class Runtime:
         self.name = bytes(name).split(b"\0")[0].decode()
         ver = self.ck(drv.cuDriverGetVersion(), "cuDriverGetVersion")
         self.driver_version = f"{ver // 1000}.{ver % 1000 // 10}"
+        #: programmatic dependent launch (Hopper and later; MF_NO_PDL=1 turns it off)
+        self.pdl = major >= 9 and os.environ.get("MF_NO_PDL", "") != "1"
 
     def ck(self, res: Any, what: str) -> Any:
         """Check a driver call's (status, values...) result; return the values."""
@@ -149,9 +152,31 @@ class Runtime:
         return f
 
     def launch(self, f: Any, grid: Sequence[int], threads: int, smem: int, stream: int,
-               ptrs: Sequence[int]) -> None:
+               ptrs: Sequence[int], early: bool = False) -> None:
+        """Launch ``f``. ``early``: programmatic dependent launch (sm_90+): the kernel may begin
+        before the previous one on ``stream`` has finished; it must wait for it
+        (``griddepcontrol.wait``, which every emitted kernel does before touching anything an
+        earlier kernel writes). Drivers that refuse the attribute get a plain launch, and
+        ``self.pdl`` turns off."""
         vals = (ctypes.c_void_p * len(ptrs))(*ptrs)
         params = (ctypes.c_void_p * len(ptrs))(*[ctypes.addressof(vals) + 8 * i for i in range(len(ptrs))])
+        if early and self.pdl:
+            drv = self.drv
+            cfg = drv.CUlaunchConfig()
+            cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid[0], grid[1], grid[2]
+            cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = threads, 1, 1
+            cfg.sharedMemBytes = smem
+            cfg.hStream = stream
+            attr = drv.CUlaunchAttribute()
+            attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+            attr.value.programmaticStreamSerializationAllowed = 1
+            cfg.attrs = [attr]
+            cfg.numAttrs = 1
+            res = drv.cuLaunchKernelEx(cfg, f, ctypes.addressof(params), 0)
+            err = res[0] if isinstance(res, tuple) else res
+            if err == drv.CUresult.CUDA_SUCCESS:
+                return
+            self.pdl = False  # e.g. an older driver: launch in stream order from now on
         self.ck(self.drv.cuLaunchKernel(f, grid[0], grid[1], grid[2], threads, 1, 1, smem,
                                         stream, ctypes.addressof(params), 0), "cuLaunchKernel")
 

@@ -369,3 +369,30 @@ def test_refinements_combine_kinds_with_the_winner() -> None:
                     assert r.key not in keys
                     assert (r.threads, r.split) == (best.threads, best.split)
                     assert la.graph.forloop % r.split == 0
+
+
+def test_later_kernels_wait_for_their_predecessor_before_touching_its_results(cache: Path) -> None:
+    """Programmatic dependent launch: every kernel waits (griddepcontrol.wait) before it reads
+    anything but graph inputs and before it writes global memory; a later kernel's cp.async
+    copies of graph inputs may go first (they overlap the previous kernel), and each kernel
+    lets its dependent launch after its main loop."""
+    import re
+
+    prog = workloads.program("rmsnorm", 1, rows=16, h=256, n=256)  # rms_norm, then matmul
+    cg = compile_graph(prog, arch="sm_90", load=False, cache=cache)
+    assert _is_cubin(cg.cubin)
+    assert len(cg.kernels) == 2
+    ahead = 0
+    for i, (la, k) in enumerate(zip(cg.launches, cg.kernels, strict=True)):
+        body = k.source.split("\n")
+        wait = next(j for j, ln in enumerate(body) if "mf::grid_dep_wait();" in ln)
+        trigger = next(j for j, ln in enumerate(body) if "mf::grid_dep_launch();" in ln)
+        assert wait < trigger
+        early = {j for j, n in enumerate(la.inputs) if n.op == "input"} if i else set()
+        for ln in body[:wait]:
+            reads = set(map(int, re.findall(r"\bin(\d+)\[", ln)))
+            assert not re.search(r"\bout\d+\[", ln) and "ws[" not in ln and "wsb[" not in ln, ln
+            if reads:
+                assert "cp_async16" in ln and reads <= early, ln
+                ahead += 1
+    assert ahead, "the matmul's weight copies go out before the wait"
