@@ -58,6 +58,9 @@ from mirage_formal.ir.ops import REGISTRY
 
 #: the most dynamic shared memory a block may use on sm_90 (227 KiB)
 SMEM_LIMIT_BYTES = 227 * 1024
+#: a grid of at most this many blocks runs in one wave on an H100 (132 SMs, one block each at
+#: least): it lets its dependent kernel launch as soon as it starts (see emit_block_graph)
+ONE_WAVE_BLOCKS = 132
 #: the (original, unsplit) block index of the block graph, as declared at kernel entry
 BLOCK_IDX = ("bx", "by", "bz")
 
@@ -1142,6 +1145,13 @@ class _Emitter(KernelLayout):
         for j in range(min(S - 1, F) if ahead else 0):  # graph inputs' first stages, early
             for x in ahead:
                 lines += self.emit_cp_async(x, str(j), "  ")
+        # one wave (at most one block per SM of the largest GPU we target): let the dependent
+        # grid launch at once, its blocks take the SMs this grid leaves idle and prefetch
+        # their graph inputs while this one runs; a grid of more waves signals after its loop
+        # (earlier, the dependent's waiting blocks would hold SMs its later waves need)
+        one_wave = gx * gy * gz * SP <= ONE_WAVE_BLOCKS
+        if one_wave:
+            lines.append("  mf::grid_dep_launch();")
         lines.append("  mf::grid_dep_wait();")
         for s in steps[:p]:
             if isinstance(s, Op):  # a loop-invariant op reads tiles the steps above wrote
@@ -1216,7 +1226,8 @@ class _Emitter(KernelLayout):
             lines.append("  }")
         if raw:
             lines.append("  mf::cp_async_wait<0>();")
-        lines.append("  mf::grid_dep_launch();")
+        if not one_wave:
+            lines.append("  mf::grid_dep_launch();")
         for n in sorted(self.gemv, key=self.ids.__getitem__):
             lines += self.emit_gemv_reduce(n, "  ")
         for n in sorted(self.reg_acc, key=self.ids.__getitem__):
@@ -1255,8 +1266,9 @@ def emit_block_graph(bg: BlockGraph, name: str, smem_limit: int = SMEM_LIMIT_BYT
     without a programmatic dependent launch) before it writes global memory or reads anything
     but the kernel inputs listed in ``early`` (graph inputs, which no kernel writes): the
     cp.async copies of those inputs' first ring stages are issued before the wait, so they
-    overlap the previous kernel's tail. After its main loop a kernel lets its dependent begin
-    launching (``griddepcontrol.launch_dependents``)."""
+    overlap the previous kernel's tail. A kernel lets its dependent begin launching
+    (``griddepcontrol.launch_dependents``) at its start when its grid fits one wave
+    (``ONE_WAVE_BLOCKS``), else after its main loop."""
     em = _Emitter(bg, name, smem_limit, opts or EmitOptions())
     em.early = early
     return em.emit()

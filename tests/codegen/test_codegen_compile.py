@@ -387,7 +387,8 @@ def test_later_kernels_wait_for_their_predecessor_before_touching_its_results(ca
         body = k.source.split("\n")
         wait = next(j for j, ln in enumerate(body) if "mf::grid_dep_wait();" in ln)
         trigger = next(j for j, ln in enumerate(body) if "mf::grid_dep_launch();" in ln)
-        assert wait < trigger
+        one_wave = k.grid[0] * k.grid[1] * k.grid[2] <= 132
+        assert (trigger < wait) == one_wave
         early = {j for j, n in enumerate(la.inputs) if n.op == "input"} if i else set()
         for ln in body[:wait]:
             reads = set(map(int, re.findall(r"\bin(\d+)\[", ln)))
