@@ -224,15 +224,31 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
     def late() -> bool:
         return deadline is not None and time.monotonic() >= deadline and bool(best_compiled)
 
+    #: the longest a chunk has taken per variant (compile, validate, time), seconds
+    per_variant = [0.0]
+
     def measure(variants: list[dict[str, Schedule]]) -> list[Trial]:
         out: list[Trial] = []
-        # with a deadline, compile ``jobs`` variants at a time and look at the clock between
-        # chunks: a whole batch compiled past the deadline overran budgets by seconds
-        step = jobs if deadline is not None else max(1, len(variants))
-        for i in range(0, len(variants), step):
+        # with a deadline, compile at most ``jobs`` variants at a time, and no more than the
+        # slowest chunk so far says fit before it: a chunk of 16 five-kernel variants at b=8
+        # compiled just before the deadline overran a budget by 16 s
+        i = 0
+        while i < len(variants):
             if late():
                 break
-            out += measure_chunk(variants[i:i + step])
+            step = max(1, len(variants))
+            if deadline is not None:
+                step = jobs
+                if best_compiled and per_variant[0] > 0:
+                    fit = int((deadline - time.monotonic()) / per_variant[0])
+                    if fit < 1:
+                        break
+                    step = min(step, fit)
+            chunk = variants[i:i + step]
+            t0 = time.monotonic()
+            out += measure_chunk(chunk)
+            per_variant[0] = max(per_variant[0], (time.monotonic() - t0) / len(chunk))
+            i += step
         return out
 
     def measure_chunk(variants: list[dict[str, Schedule]]) -> list[Trial]:
