@@ -79,25 +79,22 @@ template <typename T> struct vec_width { static constexpr int value = 16 / sizeo
 
 // 8 consecutive elements (16-byte aligned; shared or global memory) to fp32 registers, and
 // back: the row-wise kernels (rms_norm) move whole 16-byte vectors per lane.
-__device__ __forceinline__ void ld8(const __half* p, float* v) {
+__device__ __forceinline__ float2 to_f2(__half2 h) { return __half22float2(h); }
+__device__ __forceinline__ float2 to_f2(__nv_bfloat162 h) { return __bfloat1622float2(h); }
+// (H2: __half2 or __nv_bfloat162, the pair type of the 16-bit storage type)
+template <typename H2> __device__ __forceinline__ void ld8_pairs(const void* p, float* v) {
   const uint4 r = *reinterpret_cast<const uint4*>(p);
-  const __half2* h = reinterpret_cast<const __half2*>(&r);
+  const H2* h = reinterpret_cast<const H2*>(&r);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const float2 f = __half22float2(h[i]);
+    const float2 f = to_f2(h[i]);
     v[2 * i] = f.x;
     v[2 * i + 1] = f.y;
   }
 }
+__device__ __forceinline__ void ld8(const __half* p, float* v) { ld8_pairs<__half2>(p, v); }
 __device__ __forceinline__ void ld8(const __nv_bfloat16* p, float* v) {
-  const uint4 r = *reinterpret_cast<const uint4*>(p);
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&r);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __bfloat1622float2(h[i]);
-    v[2 * i] = f.x;
-    v[2 * i + 1] = f.y;
-  }
+  ld8_pairs<__nv_bfloat162>(p, v);
 }
 __device__ __forceinline__ void ld8(const float* p, float* v) {
   const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
