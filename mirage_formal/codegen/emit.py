@@ -721,6 +721,17 @@ class _Emitter(KernelLayout):
             G //= 2
         return G
 
+    def norm_source(self, x: Node) -> tuple[bool, str, list[str], list[str]]:
+        """How a row-wise norm reads its input tile ``x``: (read straight from global memory,
+        the shared buffer expression (this iteration's stage of a raw ring), the row-index
+        declarations for the global reads, the row index names)."""
+        direct = x in self.direct
+        xs = "" if direct else self.buf[x]
+        if x in self.raw:
+            xs = f"({xs} + (it % {self.stages}) * {self.stage_halves(x)})"
+        decls, ridx = multi_index(x.shape[:-1], "o", "t")
+        return direct, xs, decls if direct else [], ridx
+
     def rms_norm_vec(self, n: Node, G: int, ind: str) -> list[str]:
         """Row-wise rms_norm ``n`` with ``G`` lanes per row (:meth:`rms_vec_group`): lane l of
         a group holds 8-value vectors at columns 8·(l + G·t); a warp takes 32/G rows at a time
@@ -731,11 +742,7 @@ class _Emitter(KernelLayout):
         rows = math.prod(x.shape[:-1])
         W, R, C = self.T // 32, 32 // G, L // (8 * G)
         U = max(1, min(4, 64 // (8 * C), -(-rows // (W * R))))
-        direct = x in self.direct
-        xs = "" if direct else self.buf[x]
-        if x in self.raw:
-            xs = f"({xs} + (it % {self.stages}) * {self.stage_halves(x)})"
-        decls, ridx = multi_index(x.shape[:-1], "o", "t")
+        direct, xs, decls, ridx = self.norm_source(x)
         dst = self.buf[n]
         gain = self.buf[n.src[1]] if len(n.src) == 2 else None
         eps = fmt_float(n.attr("eps"))
@@ -747,7 +754,7 @@ class _Emitter(KernelLayout):
                  f"{i2}float u[{U}][{8 * C}], s[{U}];",
                  f"{i2}#pragma unroll", f"{i2}for (int k = 0; k < {U}; ++k) {{",
                  f"{i3}const int o = o0 + k * {W * R} + lane / {G};",
-                 *[i3 + d for d in (decls if direct else [])],
+                 *[i3 + d for d in decls],
                  f"{i3}s[k] = 0.f;",
                  f"{i3}#pragma unroll", f"{i3}for (int t = 0; t < {C}; ++t) {{",
                  f"{i4}const int c = (lane % {G} + {G} * t) * 8;",
@@ -777,89 +784,37 @@ class _Emitter(KernelLayout):
         return lines
 
     def rms_norm_rows(self, n: Node, ind: str) -> list[str]:
-        """Row-wise rms_norm ``n`` (KernelLayout.rms_rowwise): warp w normalizes rows w, w + W,
-        ...; lane l holds columns 2l + 64j, 2l + 1 + 64j (pairs, when the row is a multiple of
-        64) or l + 32j, sums their squares, and after one warp_sum writes them scaled. The
-        source is read as fp16 from this iteration's cp.async stage (a raw tile), as fp16 (a
-        half tile) or as fp32; the result is written padded, or as fp16 (a half tile)."""
+        """Row-wise rms_norm ``n`` whose rows do not move as 16-byte vectors (not a multiple of
+        8 long): warp w normalizes rows w, w + W, ...; lane l holds columns l + 32j, sums their
+        squares, and after one warp_sum writes them scaled. The source is read from global
+        memory, as fp16 (a raw stage or a half tile) or as fp32; the result is written as fp32
+        or as an fp16 tile."""
         x = n.src[0]
         L = x.shape[-1]
         rows = math.prod(x.shape[:-1])
-        W = self.T // 32
-        direct = x in self.direct
-        xs = "" if direct else self.buf[x]
-        if x in self.raw:
-            xs = f"({xs} + (it % {self.stages}) * {self.stage_halves(x)})"
+        W, J = self.T // 32, -(-L // 32)
+        direct, xs, decls, ridx = self.norm_source(x)
         xh = x in self.raw or x in self.half
-        decls, ridx = multi_index(x.shape[:-1], "o", "t")
-        gshape, gdt = self.bg.inputs[x.attr("input")] if direct else ((), DType.F32)
-        dst, dh = self.buf[n], n in self.half
-        gain = self.buf[n.src[1]] if len(n.src) == 2 else None
-        gh = len(n.src) == 2 and n.src[1] in self.half
-        pair = L % 64 == 0
-        J = L // 64 if pair else -(-L // 32)
+        at = f"o * {self.row(x)} + c"
+        read = (f"mf::to_f({self.iter_ref(x, [*ridx, 'c'])})" if direct
+                else f"__half2float({xs}[{at}])" if xh else f"{xs}[{at}]")
+        gain = f" * {self.buf[n.src[1]]}[c]" if len(n.src) == 2 else ""
+        cvt = "__float2half_rn" if n in self.half else ""
         eps = fmt_float(n.attr("eps"))
         i2, i3 = ind + "  ", ind + "    "
-
-        def rd(buf: str, at: str, half: bool) -> str:
-            return f"__half2float({buf}[{at}])" if half else f"{buf}[{at}]"
-
-        lines = [f"{ind}for (int o = threadIdx.x / 32; o < {rows}; o += {W}) {{",
-                 f"{i2}const int lane = threadIdx.x % 32;",
-                 *([i2 + d for d in decls] if direct else []),
-                 f"{i2}float u[{2 * J if pair else J}];", f"{i2}float s = 0.f;",
-                 f"{i2}#pragma unroll", f"{i2}for (int j = 0; j < {J}; ++j) {{"]
-        if pair and direct:
-            c = "2 * lane + 64 * j"
-            if gdt is DType.F16 and gshape[-1] % 2 == 0:
-                lines.append(f"{i3}const float2 w = __half22float2(*reinterpret_cast<const "
-                             f"__half2*>(&{self.iter_ref(x, [*ridx, c])}));")
-            else:
-                lines.append(f"{i3}const float2 w = make_float2(mf::to_f("
-                             f"{self.iter_ref(x, [*ridx, c])}), mf::to_f("
-                             f"{self.iter_ref(x, [*ridx, c + ' + 1'])}));")
-            lines += [f"{i3}u[2 * j] = w.x; u[2 * j + 1] = w.y;",
-                      f"{i3}s += w.x * w.x + w.y * w.y;"]
-        elif direct:
-            lines += [f"{i3}const int c = lane + 32 * j;",
-                      f"{i3}u[j] = c < {L} ? mf::to_f({self.iter_ref(x, [*ridx, 'c'])}) : 0.f;",
-                      f"{i3}s += u[j] * u[j];"]
-        elif pair:
-            at = f"o * {self.row(x)} + 2 * lane + 64 * j"
-            if xh:
-                lines.append(f"{i3}const float2 w = __half22float2(*reinterpret_cast<const __half2*>"
-                             f"(&{xs}[{at}]));")
-            else:
-                lines.append(f"{i3}const float2 w = make_float2({xs}[{at}], {xs}[{at} + 1]);")
-            lines += [f"{i3}u[2 * j] = w.x; u[2 * j + 1] = w.y;",
-                      f"{i3}s += w.x * w.x + w.y * w.y;"]
-        else:
-            at = f"o * {self.row(x)} + c"
-            lines += [f"{i3}const int c = lane + 32 * j;",
-                      f"{i3}u[j] = c < {L} ? {rd(xs, at, xh)} : 0.f;", f"{i3}s += u[j] * u[j];"]
-        lines += [f"{i2}}}", f"{i2}s = mf::warp_sum(s);",
-                  f"{i2}const float r = 1.0f / sqrtf(s * {fmt_float(1.0 / L)}f + {eps}f);",
-                  f"{i2}#pragma unroll", f"{i2}for (int j = 0; j < {J}; ++j) {{"]
-
-        def scaled(k: str, c: str) -> str:
-            g = f" * {rd(gain, c, gh)}" if gain is not None else ""
-            return f"u[{k}] * r{g}"
-
-        if pair:
-            c = "(2 * lane + 64 * j)"
-            at = f"o * {self.row(n)} + {c}"
-            v0, v1 = scaled("2 * j", c), scaled("2 * j + 1", f"{c} + 1")
-            if dh:
-                lines.append(f"{i3}*reinterpret_cast<__half2*>(&{dst}[{at}]) = "
-                             f"__floats2half2_rn({v0}, {v1});")
-            else:
-                lines += [f"{i3}{dst}[{at}] = {v0};", f"{i3}{dst}[{at} + 1] = {v1};"]
-        else:
-            v = scaled("j", "c")
-            lines += [f"{i3}const int c = lane + 32 * j;",
-                      f"{i3}if (c < {L}) {dst}[o * {self.row(n)} + c] = "
-                      f"{f'__float2half_rn({v})' if dh else v};"]
-        return [*lines, f"{i2}}}", f"{ind}}}"]
+        return [f"{ind}for (int o = threadIdx.x / 32; o < {rows}; o += {W}) {{",
+                f"{i2}const int lane = threadIdx.x % 32;",
+                *[i2 + d for d in decls],
+                f"{i2}float u[{J}];", f"{i2}float s = 0.f;",
+                f"{i2}#pragma unroll", f"{i2}for (int j = 0; j < {J}; ++j) {{",
+                f"{i3}const int c = lane + 32 * j;",
+                f"{i3}u[j] = c < {L} ? {read} : 0.f;", f"{i3}s += u[j] * u[j];",
+                f"{i2}}}", f"{i2}s = mf::warp_sum(s);",
+                f"{i2}const float r = 1.0f / sqrtf(s * {fmt_float(1.0 / L)}f + {eps}f);",
+                f"{i2}#pragma unroll", f"{i2}for (int j = 0; j < {J}; ++j) {{",
+                f"{i3}const int c = lane + 32 * j;",
+                f"{i3}if (c < {L}) {self.buf[n]}[o * {self.row(n)} + c] = {cvt}(u[j] * r{gain});",
+                f"{i2}}}", f"{ind}}}"]
 
     def emit_rms_norm(self, n: Node, ind: str) -> list[str]:
         if self.rms_rowwise(n):

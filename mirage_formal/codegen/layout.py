@@ -287,12 +287,17 @@ class KernelLayout:
         return self.static_warp_tiles(n) and self.warp_blocking(n)[0] * (K // 16) * 4 <= 64
 
     def rms_rowwise(self, n: Node) -> bool:
-        """rms_norm ``n`` runs one warp per row in one step (:meth:`emit.rms_norm_rows`): each
-        lane keeps its at most 16 values of the row in registers between the row's sum of
-        squares and the scaled writes, so there is no second pass, no barrier between the two
-        and no scratch row buffer; its source may be a raw fp16 ring (cp.async) or an fp16 tile,
-        its result stored padded or as fp16 (``half_tiles``) for tensor-core reads."""
+        """rms_norm ``n`` runs row-wise in one step (``emit.rms_norm_vec``: a group of lanes per
+        row, 16-byte vectors; ``emit.rms_norm_rows`` for rows not a multiple of 8 long): each
+        lane keeps its at most 16 values of a row in registers between the row's sum of squares
+        and the scaled writes, so there is no second pass, no barrier between the two and no
+        scratch row buffer; its source may be a raw fp16 ring (cp.async), global memory or an
+        fp16 tile, its result stored padded or as fp16 (``half_tiles``) for tensor-core reads."""
         return n.op == "rms_norm" and self.warp_ok() and n.shape[-1] <= 512
+
+    def _normalizes(self, c: Node, n: Node) -> bool:
+        """``c`` is a row-wise rms_norm of tile ``n`` (its input, not its gain)."""
+        return self.rms_rowwise(c) and c.src[0] is n and n not in c.src[1:]
 
     def _half_ok(self, n: Node) -> bool:
         """Tile ``n`` can be stored as fp16 (Schedule.half_tiles): a materialized elementwise
@@ -346,8 +351,7 @@ class KernelLayout:
         if n.attr("fmap") != -1 and self.bg.forloop > 1:
             return False
         cs = self.consumers[n]
-        return (len(cs) == 1 and self.rms_rowwise(cs[0]) and cs[0].src[0] is n
-                and n not in cs[0].src[1:])
+        return len(cs) == 1 and self._normalizes(cs[0], n)
 
     def _raw_ok(self, n: Node) -> bool:
         """Iterator tile ``n`` can stay raw fp16 in shared memory, filled by cp.async: it
@@ -367,7 +371,7 @@ class KernelLayout:
             if c in self.gemv:
                 return c.src[1] is n and c.src[0] is not n
             if c.op == "rms_norm":
-                return self.rms_rowwise(c) and c.src[0] is n and n not in c.src[1:]
+                return self._normalizes(c, n)
             return self._mma(c)
 
         return (dt is DType.F16 and n.dtype is DType.F16 and n.shape[-1] % 8 == 0
