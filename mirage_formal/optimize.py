@@ -430,8 +430,8 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
 
         def measure(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], kind: str) -> None:
             nonlocal best_us, best_cg
-            cg, us, more = _measure_variants(a, vcs, program, seed, ctx, out_of_time, deadline,
-                                             best_sched, kind)
+            cg, us, more = _measure_variants(a, vcs, program, seed, ctx, out_of_time, best_sched,
+                                             kind)
             notes.extend(more)
             if cg is not None and us < best_us:
                 best_us, best_cg = us, cg
@@ -462,7 +462,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
 
 def _measure_variants(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], program: KernelGraph,
                       seed: int | None, ctx: VariantContext, out_of_time: _StageDeadline,
-                      deadline: float | None = None, best_sched: dict[str, Any] | None = None,
+                      best_sched: dict[str, Any] | None = None,
                       kind: str = "size") -> tuple[Any, float, list[str]]:
     """Verify, re-check and tune each size variant of ``vcs``; the fastest, if faster than
     ``a`` (or ``a`` was not measured), replaces ``a``'s graph, verdict, cost and measurements
@@ -483,7 +483,7 @@ def _measure_variants(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], pro
                 notes.append(f"{kind} variant {v.key[:12]} of {base_key[:12]} failed verification "
                              f"(accepted={verdict.accepted}, float64 error {err:.2g}); not used")
                 continue
-            tuned = _tune_one(v, program, seed, c.seconds * 1e6, deadline)
+            tuned = _tune_one(v, program, seed, c.seconds * 1e6, out_of_time.deadline)
             if tuned is None:
                 notes.append(f"{kind} variant {v.key[:12]} of {base_key[:12]} FAILED validation under "
                              "every schedule (a codegen bug; see the tuning log)")

@@ -225,29 +225,25 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
         return deadline is not None and time.monotonic() >= deadline and bool(best_compiled)
 
     #: the longest a chunk has taken per variant (compile, validate, time), seconds
-    per_variant = [0.0]
+    per_variant = 0.0
 
     def measure(variants: list[dict[str, Schedule]]) -> list[Trial]:
+        nonlocal per_variant
         out: list[Trial] = []
         # with a deadline, compile at most ``jobs`` variants at a time, and no more than the
         # slowest chunk so far says fit before it: a chunk of 16 five-kernel variants at b=8
         # compiled just before the deadline overran a budget by 16 s
         i = 0
-        while i < len(variants):
-            if late():
-                break
-            step = max(1, len(variants))
-            if deadline is not None:
-                step = jobs
-                if best_compiled and per_variant[0] > 0:
-                    fit = int((deadline - time.monotonic()) / per_variant[0])
-                    if fit < 1:
-                        break
-                    step = min(step, fit)
+        while i < len(variants) and not late():
+            step = len(variants) if deadline is None else jobs
+            if deadline is not None and best_compiled and per_variant > 0:
+                step = min(step, int((deadline - time.monotonic()) / per_variant))
+                if step < 1:
+                    break
             chunk = variants[i:i + step]
             t0 = time.monotonic()
             out += measure_chunk(chunk)
-            per_variant[0] = max(per_variant[0], (time.monotonic() - t0) / len(chunk))
+            per_variant = max(per_variant, (time.monotonic() - t0) / len(chunk))
             i += step
         return out
 

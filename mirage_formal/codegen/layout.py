@@ -19,7 +19,13 @@ from dataclasses import dataclass
 
 from mirage_formal.codegen.cindex import lin
 from mirage_formal.codegen.plan import Buffer
-from mirage_formal.codegen.schedule import Schedule, gemv_rows_ok, split_ok, warp_tiles
+from mirage_formal.codegen.schedule import (
+    ROWWISE_MAX_ROW,
+    Schedule,
+    gemv_rows_ok,
+    split_ok,
+    warp_tiles,
+)
 from mirage_formal.codegen.steps import (
     DEFINING,
     Accumulate,
@@ -293,7 +299,7 @@ class KernelLayout:
         and the scaled writes, so there is no second pass, no barrier between the two and no
         scratch row buffer; its source may be a raw fp16 ring (cp.async), global memory or an
         fp16 tile, its result stored padded or as fp16 (``half_tiles``) for tensor-core reads."""
-        return n.op == "rms_norm" and self.warp_ok() and n.shape[-1] <= 512
+        return n.op == "rms_norm" and self.warp_ok() and n.shape[-1] <= ROWWISE_MAX_ROW
 
     def _normalizes(self, c: Node, n: Node) -> bool:
         """``c`` is a row-wise rms_norm of tile ``n`` (its input, not its gain)."""

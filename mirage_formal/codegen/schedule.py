@@ -239,6 +239,11 @@ def _gemv_thread_counts(n: Any, bg: BlockGraph) -> list[int]:
     return out
 
 
+#: the longest rms_norm row the emitter normalizes row-wise, from registers (at most 16
+#: values per lane: ``layout.KernelLayout.rms_rowwise``)
+ROWWISE_MAX_ROW = 512
+
+
 def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
                         limit: int = 18) -> list[Schedule]:
     """A few schedules worth measuring for ``bg``, the default first (rules, not a search).
@@ -313,7 +318,7 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         if 0 < rows16 < bg.threads // 32:
             extra.append(replace(base, threads=32 * rows16, split=splits[-1]))
     normed = [n for n in bg.nodes if n.op == "matmul"
-              and any(s.op == "rms_norm" and s.shape[-1] <= 512 for s in n.src)]
+              and any(s.op == "rms_norm" and s.shape[-1] <= ROWWISE_MAX_ROW for s in n.src)]
     if normed:
         # a row-wise norm's result read by a tensor-core product: stored as fp16 it is read
         # with ldmatrix (the register chain, if any, kept)
