@@ -12,7 +12,9 @@ reductions and rms_norm are always materialized. A matmul whose only consumer is
 (sum or mean, fold None) accumulator adds into the accumulator directly.
 
 The kernel is a flat list of *steps*; each step is one loop over the elements of one tile,
-threads striding over elements, followed by ``__syncthreads()``:
+threads striding over elements, with a ``__syncthreads()`` before a step only where it touches
+memory a step since the last barrier touched (:mod:`barriers`) and at the end of each
+iteration:
 
     pre:  zero accumulators; load loop-invariant iterator tiles (fmap = -1)
     loop: for it in [0, F): per-iteration tiles in topological order, accumulator updates
@@ -31,9 +33,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from mirage_formal.codegen.barriers import Extent, with_barriers
 from mirage_formal.codegen.cindex import align_idx, fmt_float, multi_index, strides
 from mirage_formal.codegen.layout import Chain, KernelLayout
 from mirage_formal.codegen.plan import plan_buffers
@@ -191,6 +194,20 @@ class _Emitter(KernelLayout):
         tail = make(ex, idx)
         body = [ind + "  " + d for d in decls] + ex.code() + [ind + "  " + t for t in tail]
         return self.loop_over(shape, body, ind)
+
+    def reads_only(self, step: Step) -> frozenset[str]:
+        """The buffers ``step`` reads and does not write: its operand tiles (through inlined
+        chains) other than the tiles it defines or adds into. Register chains and gemv steps
+        vouch for none (every buffer they name counts as written)."""
+        if isinstance(step, Save):
+            own: set[str] = set()
+        elif isinstance(step, Zero | Load | Finalize) or step.node in self.chains \
+                or step.node in self.gemv:
+            return frozenset()
+        else:
+            x = step.node
+            own = {self.buf[n] for n in (x, self.epi.get(x), self.fused.get(x)) if n in self.buf}
+        return frozenset(self.buf[n] for n in self.reads(step) if n in self.buf) - own
 
     def emit_step(self, step: Step, ind: str) -> list[str]:
         if isinstance(step, Save):
@@ -444,10 +461,9 @@ class _Emitter(KernelLayout):
             frag_b = [f"{i3}fb[0] = {pkb}({lb('ka', 'c0')}, {lb('(ka + 1)', 'c0')});",
                       f"{i3}fb[1] = {pkb}({lb('kb', 'c0')}, {lb('(kb + 1)', 'c0')});"]
 
-        op = "+=" if add and mode != "store" else "="
         dst = self.buf.get(dnode, "")
 
-        def st(r: str, c: str, v: str) -> str:
+        def st(r: str, c: str, v: str, op: str) -> str:
             cond = [x for x, need in ((f"{r} < {M}", mk), (f"{c} < {N}", nk)) if need]
             e = self.epilogue(dnode, v)
             if dnode in self.half:
@@ -456,16 +472,18 @@ class _Emitter(KernelLayout):
             return f"if ({' && '.join(cond)}) {s}" if cond else s
 
         i2, i4 = ind + "  ", ind + "      "
-        if dnode in self.half and not mk and not nk and op == "=":
-            # fp16 destination, no bounds checks: each row's two adjacent values as one half2
-            def st2(r: str, v0: str, v1: str) -> str:
-                a0 = self.addr(dnode, [*bidx, r, "cc"])
-                return (f"{i4}*reinterpret_cast<__half2*>(&{dst}[{a0}]) = __floats2half2_rn("
-                        f"{self.epilogue(dnode, v0)}, {self.epilogue(dnode, v1)});")
-            stores = [st2("r0", "acc[0]", "acc[1]"), st2("r1", "acc[2]", "acc[3]")]
-        else:
-            stores = [f"{i4}{st('r0', 'cc', 'acc[0]')}", f"{i4}{st('r0', '(cc + 1)', 'acc[1]')}",
-                      f"{i4}{st('r1', 'cc', 'acc[2]')}", f"{i4}{st('r1', '(cc + 1)', 'acc[3]')}"]
+
+        def stores(op: str) -> list[str]:
+            if dnode in self.half and not mk and not nk and op == "=":
+                # fp16 destination, no bounds checks: each row's two adjacent values as one half2
+                def st2(r: str, v0: str, v1: str) -> str:
+                    a0 = self.addr(dnode, [*bidx, r, "cc"])
+                    return (f"{i4}*reinterpret_cast<__half2*>(&{dst}[{a0}]) = __floats2half2_rn("
+                            f"{self.epilogue(dnode, v0)}, {self.epilogue(dnode, v1)});")
+                return [st2("r0", "acc[0]", "acc[1]"), st2("r1", "acc[2]", "acc[3]")]
+            return [f"{i4}{st(r, c, f'acc[{e}]', op)}"
+                    for e, (r, c) in enumerate((("r0", "cc"), ("r0", "(cc + 1)"),
+                                                ("r1", "cc"), ("r1", "(cc + 1)")))]
         ta = "__half" if ra else "float"
         tb = "__half" if rb else "float"
         # Register blocking: a warp computes WM x WN output tiles of 16x8 at once, so each
@@ -480,16 +498,29 @@ class _Emitter(KernelLayout):
         head = self.mma_head(n, i2)
         pa_line = f"{i2}const {ta}* pa = {a} + {ab};"
         pb_line = f"{i2}const {tb}* pb = {b} + {bb};"
-        store = [f"{i2}#pragma unroll",
-                 f"{i2}for (int wm = 0; wm < {WM}; ++wm) {{",
-                 f"{i3}const int r0 = (tm0 + wm) * 16 + g, r1 = r0 + 8;",
-                 f"{i3}#pragma unroll",
-                 f"{i3}for (int wn = 0; wn < {WN}; ++wn) {{",
-                 f"{i5}const int cc = (tn0 + wn) * 8 + 2 * q;",
-                 f"{i5}const float* const acc = {accs}[wm][wn];",
-                 *stores,
-                 f"{i3}}}",
-                 f"{i2}}}"]
+
+        def store_all(op: str) -> list[str]:
+            return [f"{i2}#pragma unroll",
+                    f"{i2}for (int wm = 0; wm < {WM}; ++wm) {{",
+                    f"{i3}const int r0 = (tm0 + wm) * 16 + g, r1 = r0 + 8;",
+                    f"{i3}#pragma unroll",
+                    f"{i3}for (int wn = 0; wn < {WN}; ++wn) {{",
+                    f"{i5}const int cc = (tn0 + wn) * 8 + 2 * q;",
+                    f"{i5}const float* const acc = {accs}[wm][wn];",
+                    *stores(op),
+                    f"{i3}}}",
+                    f"{i2}}}"]
+        store = store_all("+=" if add and mode != "store" else "=")
+        kw = self.chain_kw.get(n, 1) if n in self.chains else 1
+        if mode == "store" and kw > 1:  # k slices of a register chain: added slice by slice
+            out = []
+            for j in range(kw):
+                out += [f"{ind}if (threadIdx.x / 32 < {tiles} && threadIdx.x / 32 % {kw} == {j}) {{",
+                        f"{i2}const int tile = threadIdx.x / 32;", *head,
+                        *store_all("=" if j == 0 else "+="), f"{ind}}}"]
+                if j + 1 < kw:
+                    out.append(f"{ind}__syncthreads();")
+            return out
         if mode == "store":  # after the loop: the register sums to the accumulator's tile
             return [f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
                     f"{i2}const int tile = threadIdx.x / 32;", *head, *store, f"{ind}}}"]
@@ -509,9 +540,11 @@ class _Emitter(KernelLayout):
                     f"{i3}const int k0 = ks * 16, ka = k0 + 2 * q, kb = ka + 8;",
                     *frag_a_loop, f"{i2}}}", f"{ind}}}"]
         if hoist or mode == "chain_b":
+            KW = kw if mode == "chain_b" else 1  # the k slice kq of KS / KW k-steps
+            k0 = f"(kq * {KS // KW} + ks) * 16" if KW > 1 else "ks * 16"
             kloop = [f"{i2}#pragma unroll",
-                     f"{i2}for (int ks = 0; ks < {KS}; ++ks) {{",
-                     f"{i3}const int k0 = ks * 16, ka = k0 + 2 * q, kb = ka + 8;",
+                     f"{i2}for (int ks = 0; ks < {KS // KW}; ++ks) {{",
+                     f"{i3}const int k0 = {k0}, ka = k0 + 2 * q, kb = ka + 8;",
                      f"{i3}unsigned fbs[{WN}][2];"]
             fa_ref = hoisted if hoist else f"ea{self.ids[n]}[wm][ks]"
         else:
@@ -537,7 +570,10 @@ class _Emitter(KernelLayout):
         if mode == "chain_a":
             return [f"{ind}{{", pa_line, pb_line, *product, f"{ind}}}"]
         if mode == "chain_b":
-            return [f"{ind}{{", pb_line, *product, f"{ind}}}"]
+            # the chain's warp tile head is the first product's: this product spans all
+            # columns, over the warp's k slice
+            own = [f"{i2}const int tn0 = 0, kq = tile % {kw};"] if kw > 1 else []
+            return [f"{ind}{{", *own, pb_line, *product, f"{ind}}}"]
         zero = [] if racc else zeroed_accumulators("accs", WM, WN, i2)
         return [
             f"{ind}for (int tile = threadIdx.x / 32; tile < {tiles}; tile += {W}) {{",
@@ -555,6 +591,12 @@ class _Emitter(KernelLayout):
         MTW, NTW = MT // WM, NT // WN
         batch = n.shape[:-2]
         decls, _ = multi_index(batch, "tb", "u") if batch else ([], [])
+        kw = self.chain_kw.get(n, 1) if n in self.chains else 1
+        if kw > 1:  # a register chain's second product: kw warps share a row tile, k slice kq
+            return [f"{ind}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
+                    f"{ind}const int tb = tile / {kw * MTW}, tm0 = (tile / {kw}) % {MTW} * {WM}, "
+                    f"tn0 = 0, kq = tile % {kw};",
+                    *[ind + d for d in decls]]
         return [f"{ind}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
                 f"{ind}const int tb = tile / {MTW * NTW}, tm0 = (tile / {NTW}) % {MTW} * {WM}, "
                 f"tn0 = tile % {NTW} * {WN};",
@@ -609,6 +651,13 @@ class _Emitter(KernelLayout):
         i2, i3, i4 = ind + "  ", ind + "    ", ind + "      "
         batch = ch.tile.shape[:-2]
         _, bidx = multi_index(batch, "tb", "u") if batch else ([], [])
+        if ch.kw > 1:  # the k slices' partial sums, one slice after another
+            out: list[str] = []
+            for j in range(ch.kw):
+                part = self.emit_chain_sums(replace(ch, kw=1), ind)
+                part[0] = part[0].replace(") {", f" && threadIdx.x / 32 % {ch.kw} == {j}) {{", 1)
+                out += part + ([f"{ind}__syncthreads();"] if j + 1 < ch.kw else [])
+            return out
         lines = [f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
                  f"{i2}const int tile = threadIdx.x / 32;", *self.mma_head(ch.first, i2)]
         for a in ch.sums:
@@ -1075,6 +1124,11 @@ class _Emitter(KernelLayout):
                 continue
             lines.append(f"  float* {bname} = {base} + {bb.offset};  // {bb.size} floats, steps "
                          f"{bb.first}..{bb.last}")
+        # where each buffer lives, for the barriers between steps (buffers of disjoint
+        # lifetimes share addresses); the warp-sum scratch of block-wide reductions too
+        extents: dict[str, Extent] = {
+            b: (bb.space, bb.offset, bb.offset + bb.size) for b, bb in bufs.items()}
+        extents["mf_red"] = ("red", 0, 1)
         staged: list[Node] = []
         if self.opts.prefetch and bg.forloop > 1:
             budget = self.opts.prefetch_regs
@@ -1172,9 +1226,8 @@ class _Emitter(KernelLayout):
                     for x in staged:
                         lines += self.emit_prefetch(x, f"(it + {D})", ind + "  ", st)
                     lines.append(f"{ind}}}")
-                for s in body:
-                    lines += self.emit_step(s, ind)
-                    lines.append(f"{ind}__syncthreads();")
+                lines += with_barriers([(self.emit_step(s, ind), self.reads_only(s)) for s in body],
+                                       extents, ind)
                 if F % D:
                     lines.append(f"{ind[:-2]}}}")
                 lines.append("    }")
@@ -1183,24 +1236,22 @@ class _Emitter(KernelLayout):
             lines.append("  mf::cp_async_wait<0>();")
         if not one_wave:
             lines.append("  mf::grid_dep_launch();")
-        for n in sorted(self.gemv, key=self.ids.__getitem__):
-            lines += self.emit_gemv_reduce(n, "  ")
-        for n in sorted(self.reg_acc, key=self.ids.__getitem__):
-            lines += self.emit_matmul_mma(n, self.fused[n], True, "  ", mode="store")
-        for n in sorted(self.chains, key=self.ids.__getitem__):
-            if self.chains[n].sums:
-                lines += self.emit_chain_sums(self.chains[n], "  ")
-        if self.reg_acc:
-            lines.append("  __syncthreads();")
+        # after the loop: register results to their tiles, the split combine, the post-loop
+        # steps; barriers only where one of them touches memory an earlier one touched
+        tail = [self.emit_gemv_reduce(n, "  ") for n in sorted(self.gemv, key=self.ids.__getitem__)]
+        tail += [self.emit_matmul_mma(n, self.fused[n], True, "  ", mode="store")
+                 for n in sorted(self.reg_acc, key=self.ids.__getitem__)]
+        tail += [self.emit_chain_sums(self.chains[n], "  ")
+                 for n in sorted(self.chains, key=self.ids.__getitem__) if self.chains[n].sums]
         combine_floats = 0
         if SP > 1:
             accs = [n for n in self.nodes if n.op == "accum"]
             combine, combine_floats = self.emit_split_combine(
                 accs, ws_base=plan.ws_floats * math.prod(bg.grid) * SP)
-            lines += combine
-        for s in steps[q:]:
-            lines += self.emit_step(s, "  ")
-            lines.append("  __syncthreads();")
+            tail.append(combine)
+        chunks = [(code, frozenset[str]()) for code in tail]
+        chunks += [(self.emit_step(s, "  "), self.reads_only(s)) for s in steps[q:]]
+        lines += with_barriers(chunks, extents, "  ", close=False)
         lines.append("}")
         if self.uses_red:  # block-wide row reductions (split_rows) exchange warp sums here
             lines.insert(2, f"  __shared__ float mf_red[{self.T // 32}];")

@@ -54,8 +54,12 @@ class Chain:
     """Two tensor-core matmuls joined in registers (Schedule.mma_chain): ``first``'s product
     passes through the elementwise ``inner`` nodes to ``tile`` (never stored), which is
     ``second``'s A operand; ``sums`` are row-sum accumulators (fold 1) of chain nodes, kept
-    per thread in registers through the loop. Every warp owns ``wm`` 16-row tiles and all
-    columns of both products."""
+    per thread in registers through the loop. Every warp owns ``wm`` 16-row tiles; ``kw``
+    warps share them, each taking 1/kw of the first product's columns (a multiple of 16),
+    which are the second product's k range: each warp runs the second product over its k
+    slice into its own register sums, and after the loop the kw partial sums (and row sums)
+    are added into the tiles one warp slice after another (a fixed order), so few rows (a
+    16-row query tile) still keep every warp busy."""
 
     first: Node
     inner: tuple[Node, ...]
@@ -63,6 +67,7 @@ class Chain:
     second: Node
     sums: tuple[Node, ...]
     wm: int
+    kw: int = 1
 
     @property
     def nodes(self) -> tuple[Node, ...]:
@@ -122,6 +127,8 @@ class KernelLayout:
                 self.epi.pop(ch.first, None)
         #: the register chains' matmuls and their rows of 16 per warp (whole rows per warp)
         self.chain_wm = {m: ch.wm for ch in self.chains.values() for m in (ch.first, ch.second)}
+        #: ... and the warps that share those rows (k slices of the second product)
+        self.chain_kw = {m: ch.kw for ch in self.chains.values() for m in (ch.first, ch.second)}
         self.chain_nodes = {x for ch in self.chains.values() for x in ch.nodes}
         self.chain_sums = {a for ch in self.chains.values() for a in ch.sums}
         self.epi_of = {e: m for m, e in self.epi.items()}
@@ -201,8 +208,9 @@ class KernelLayout:
         NB = math.prod(n.shape[:-2])
         MT, NT = -(-n.shape[-2] // 16), -(-n.shape[-1] // 8)
         wm = self.chain_wm.get(n)
-        if wm is not None:  # a register chain's matmul: whole rows per warp
-            return wm, NT, NB * (MT // wm)
+        if wm is not None:  # a register chain's matmul: whole rows per kw warps
+            kw = self.chain_kw[n]
+            return wm, (NT if n in self.chains else NT // kw), NB * (MT // wm) * kw
         WM, WN = warp_tiles(NB, MT, NT, self.T // 32, self.opts.warp_m, self.opts.warp_n)
         return WM, WN, NB * (MT // WM) * (NT // WN)
 
@@ -271,11 +279,13 @@ class KernelLayout:
         wm = next((w for w in (1, 2, 4) if MT % w == 0 and NB * (MT // w) <= W), None)
         if wm is None:
             return None
-        regs = wm * (N1 // 8 + N2 // 8) * 4 + wm * (m1.src[0].shape[-1] // 16) * 4
+        # the warps left over share each row tile's columns (k slices of the second product)
+        kw = next(k for k in (8, 4, 2, 1) if NB * (MT // wm) * k <= W and (N1 // 16) % k == 0)
+        regs = wm * (N1 // 8 // kw + N2 // 8) * 4 + wm * (m1.src[0].shape[-1] // 16) * 4
         if regs > CHAIN_REGISTERS:
             return None
         return Chain(m1, tuple(sorted(inner, key=self.ids.__getitem__)), E, m2,
-                     tuple(sorted(set(sums), key=self.ids.__getitem__)), wm)
+                     tuple(sorted(set(sums), key=self.ids.__getitem__)), wm, kw)
 
     def _reg_acc_ok(self, n: Node) -> bool:
         return (self.opts.mma_registers and self.bg.forloop > 1 and n not in self.gemv

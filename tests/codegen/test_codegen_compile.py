@@ -6,6 +6,7 @@ raises NoGPUError (compile-only)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -290,6 +291,33 @@ def test_register_chain_compiles(case: tuple, cache: Path) -> None:
             assert ("unsigned ea" in cg.source) == chain, sched
         if not sched.mma_chain:
             assert "unsigned ea" not in cg.source
+
+
+@pytest.mark.parametrize("case", CHAIN_CASES)
+@pytest.mark.parametrize("threads", [128, 256])
+def test_register_chain_k_slices_keep_every_warp_busy(case: tuple, threads: int) -> None:
+    """When a block has fewer 16-row tiles than warps, the warps left over share each row
+    tile's score columns (k slices of the second product, Chain.kw): as many warps as divide
+    the block and the 16-column steps, and the slices are added after the loop in a fixed
+    order (one barrier between slices)."""
+    from mirage_formal.codegen import launches
+    from mirage_formal.codegen.layout import KernelLayout
+
+    prog = attention_loop_program(*case)
+    (la,) = launches(prog, 128)
+    lay = KernelLayout(la.graph, "k", 227 * 1024, Schedule(threads=threads))
+    m, _, kv = case[:3]
+    for ch in lay.chains.values():
+        rows = math.prod(ch.tile.shape[:-2]) * (m // 16) // ch.wm
+        warps = threads // 32
+        want = max(k for k in (1, 2, 4, 8) if rows * k <= warps and (kv // 16) % k == 0)
+        assert ch.kw == want
+        _, wn, tiles = lay.warp_blocking(ch.first)
+        assert wn * ch.kw * 8 == kv and tiles == rows * ch.kw <= warps
+    src = compile_graph(prog, arch="sm_90", load=False,
+                        schedules={la.graph.key: Schedule(threads=threads)}).source
+    if any(ch.kw > 1 for ch in lay.chains.values()):
+        assert "kq = tile %" in src
 
 
 @pytest.mark.parametrize("case", NORM_CHAIN_CASES)
