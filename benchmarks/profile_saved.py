@@ -5,7 +5,7 @@ Usage (device): ncu --section SpeedOfLight ... python3 benchmarks/profile_saved.
 ``INDEX`` (default 0, the best) picks the accepted μGraph; its ``schedule`` meta (the
 autotuner's ``Tuned.describe()``: ``KEY8:field=value,...; ...``) is parsed back into one
 Schedule per kernel; ``FIELD=VALUE,...`` (e.g. ``half_tiles=True``) overrides those fields in
-every kernel's schedule. Prints each kernel's grid, threads, shared memory and schedule and the
+every kernel's schedule (but a split in a kernel it cannot divide). Prints each kernel's grid, threads, shared memory and schedule and the
 median µs of a few CUDA-graph replays with the L2 flushed.
 """
 
@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mirage_formal.codegen import Schedule, compile_graph, launches  # noqa: E402
+from mirage_formal.codegen.schedule import split_ok  # noqa: E402
 from mirage_formal.codegen.timing import time_graph  # noqa: E402
 from mirage_formal.ir.serialize import load_ugraph_records  # noqa: E402
 
@@ -49,7 +50,11 @@ def main() -> None:
     sched = parse_schedules(meta.get("schedule"), keys)
     if len(sys.argv) > 3:
         over = {k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in sys.argv[3].split(","))}
-        sched = {k: replace(sched.get(k, Schedule()), **over) for k in keys}
+        # a kernel the override cannot apply to (a split of a loop-free kernel) keeps its own
+        graphs = {la.graph.key: la.graph for la in launches(graph, 128)}
+        sched = {k: (replace(sched.get(k, Schedule()), **over)
+                     if split_ok(graphs[k], over.get("split", 1)) else sched.get(k, Schedule()))
+                 for k in keys}
     cg = compile_graph(graph, schedules=sched)
     print(cg.summary())
     print("us", time_graph(cg, warmup=2, reps=5, graph=True, flush_l2=True))
