@@ -280,7 +280,8 @@ class KernelLayout:
         if wm is None:
             return None
         # the warps left over share each row tile's columns (k slices of the second product)
-        kw = next(k for k in (8, 4, 2, 1) if NB * (MT // wm) * k <= W and (N1 // 16) % k == 0)
+        kw = next(k for k in (8, 4, 2, 1) if NB * (MT // wm) * k <= W and (N1 // 16) % k == 0
+                  and (o.chain_warps == 0 or k <= o.chain_warps))
         regs = wm * (N1 // 8 // kw + N2 // 8) * 4 + wm * (m1.src[0].shape[-1] // 16) * 4
         if regs > CHAIN_REGISTERS:
             return None

@@ -102,11 +102,16 @@ class Schedule:
     #: matmul's A fragments and its row sums in registers (attention's exp(QK)·V and
     #: sum(exp(QK)): the FlashAttention-2 register path; no shared-memory round trip)
     mma_chain: bool = True
+    #: the most warps that share one 16-row tile of a register chain, each taking a k slice
+    #: of its second product (layout.Chain.kw); 0: as many as the block's warps allow
+    chain_warps: int = 0
 
     def __post_init__(self) -> None:
         if self.threads is not None and not (32 <= self.threads <= 1024 and self.threads % 32 == 0):
             raise GraphError(f"schedule: threads must be a multiple of 32 in [32, 1024], "
                              f"got {self.threads}")
+        if self.chain_warps < 0:
+            raise GraphError(f"schedule: chain_warps must be >= 0, got {self.chain_warps}")
         if self.split < 1:
             raise GraphError(f"schedule: split must be >= 1, got {self.split}")
         if self.gemv_chunk < 1 or self.gemv_depth < 2:
@@ -261,8 +266,10 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     - when a matmul reads a row-wise rms_norm's tile (rows of at most 512): that tile as fp16
       (``half_tiles``, the register chain kept);
     - when a matmul reads a computed tile as A (attention's exp(QK)·V): fp16 intermediate
-      tiles (``half_tiles``, without the register chain) tried first, and a block of one warp
-      per 16-row tile when the register chain would leave warps idle;
+      tiles (``half_tiles``, without the register chain) tried first, and, when the block
+      has more warps than 16-row tiles, a block of one warp per row tile and the widest block
+      with one warp per row tile computing (``chain_warps=1``; by default the others share the
+      row tiles' k slices);
     - for gemv, deeper register rings for B vectors the thread loads itself (chunk 4 x depth 4,
       chunk 8 x depth 3, beside the default 8 x 2);
     - a 2-stage cp.async ring beside the default's 4 (less shared memory, more blocks per SM);
@@ -317,6 +324,10 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         rows16 = math.prod(chained[0].shape[:-1]) // 16
         if 0 < rows16 < bg.threads // 32:
             extra.append(replace(base, threads=32 * rows16, split=splits[-1]))
+        if 0 < rows16 < (threads[-1] or bg.threads) // 32:
+            # ... or the widest block with one warp per row tile (the others only copy):
+            # the k-sliced chain's after-loop sums can cost more than they save
+            extra.append(replace(base, threads=threads[-1], chain_warps=1, split=splits[-1]))
     normed = [n for n in bg.nodes if n.op == "matmul"
               and any(s.op == "rms_norm" and s.shape[-1] <= ROWWISE_MAX_ROW for s in n.src)]
     if normed:
