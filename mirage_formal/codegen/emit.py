@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 from mirage_formal.codegen.barriers import Extent, with_barriers
@@ -463,25 +463,25 @@ class _Emitter(KernelLayout):
 
         dst = self.buf.get(dnode, "")
 
-        def st(r: str, c: str, v: str, op: str) -> str:
+        def st(r: str, c: str, v: str, op: str, to: str) -> str:
             cond = [x for x, need in ((f"{r} < {M}", mk), (f"{c} < {N}", nk)) if need]
             e = self.epilogue(dnode, v)
             if dnode in self.half:
                 e = f"__float2half_rn({e})"
-            s = f"{dst}[{self.addr(dnode, [*bidx, r, c])}] {op} {e};"
+            s = f"{to}[{self.addr(dnode, [*bidx, r, c])}] {op} {e};"
             return f"if ({' && '.join(cond)}) {s}" if cond else s
 
         i2, i4 = ind + "  ", ind + "      "
 
-        def stores(op: str) -> list[str]:
-            if dnode in self.half and not mk and not nk and op == "=":
+        def stores(op: str, to: str) -> list[str]:
+            if dnode in self.half and not mk and not nk and op == "=" and to == dst:
                 # fp16 destination, no bounds checks: each row's two adjacent values as one half2
                 def st2(r: str, v0: str, v1: str) -> str:
                     a0 = self.addr(dnode, [*bidx, r, "cc"])
                     return (f"{i4}*reinterpret_cast<__half2*>(&{dst}[{a0}]) = __floats2half2_rn("
                             f"{self.epilogue(dnode, v0)}, {self.epilogue(dnode, v1)});")
                 return [st2("r0", "acc[0]", "acc[1]"), st2("r1", "acc[2]", "acc[3]")]
-            return [f"{i4}{st(r, c, f'acc[{e}]', op)}"
+            return [f"{i4}{st(r, c, f'acc[{e}]', op, to)}"
                     for e, (r, c) in enumerate((("r0", "cc"), ("r0", "(cc + 1)"),
                                                 ("r1", "cc"), ("r1", "(cc + 1)")))]
         ta = "__half" if ra else "float"
@@ -499,7 +499,7 @@ class _Emitter(KernelLayout):
         pa_line = f"{i2}const {ta}* pa = {a} + {ab};"
         pb_line = f"{i2}const {tb}* pb = {b} + {bb};"
 
-        def store_all(op: str) -> list[str]:
+        def store_all(op: str, to: str = dst) -> list[str]:
             return [f"{i2}#pragma unroll",
                     f"{i2}for (int wm = 0; wm < {WM}; ++wm) {{",
                     f"{i3}const int r0 = (tm0 + wm) * 16 + g, r1 = r0 + 8;",
@@ -507,20 +507,19 @@ class _Emitter(KernelLayout):
                     f"{i3}for (int wn = 0; wn < {WN}; ++wn) {{",
                     f"{i5}const int cc = (tn0 + wn) * 8 + 2 * q;",
                     f"{i5}const float* const acc = {accs}[wm][wn];",
-                    *stores(op),
+                    *stores(op, to),
                     f"{i3}}}",
                     f"{i2}}}"]
         store = store_all("+=" if add and mode != "store" else "=")
         kw = self.chain_kw.get(n, 1) if n in self.chains else 1
-        if mode == "store" and kw > 1:  # k slices of a register chain: added slice by slice
-            out = []
-            for j in range(kw):
-                out += [f"{ind}if (threadIdx.x / 32 < {tiles} && threadIdx.x / 32 % {kw} == {j}) {{",
-                        f"{i2}const int tile = threadIdx.x / 32;", *head,
-                        *store_all("=" if j == 0 else "+="), f"{ind}}}"]
-                if j + 1 < kw:
-                    out.append(f"{ind}__syncthreads();")
-            return out
+        if mode == "store" and kw > 1:
+            # k slices of a register chain: each warp writes its partial sums to slice kq of
+            # the scratch tile, then every thread adds the slices in order (deterministic)
+            size = self.buf_size(dnode)
+            return [f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
+                    f"{i2}const int tile = threadIdx.x / 32;", *head,
+                    *store_all("=", f"({self.kslices[dnode]} + kq * {size})"), f"{ind}}}",
+                    *self.add_slices(self.kslices[dnode], dst, size, kw, "=", ind)]
         if mode == "store":  # after the loop: the register sums to the accumulator's tile
             return [f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
                     f"{i2}const int tile = threadIdx.x / 32;", *head, *store, f"{ind}}}"]
@@ -651,17 +650,16 @@ class _Emitter(KernelLayout):
         i2, i3, i4 = ind + "  ", ind + "    ", ind + "      "
         batch = ch.tile.shape[:-2]
         _, bidx = multi_index(batch, "tb", "u") if batch else ([], [])
-        if ch.kw > 1:  # the k slices' partial sums, one slice after another
-            out: list[str] = []
-            for j in range(ch.kw):
-                part = self.emit_chain_sums(replace(ch, kw=1), ind)
-                part[0] = part[0].replace(") {", f" && threadIdx.x / 32 % {ch.kw} == {j}) {{", 1)
-                out += part + ([f"{ind}__syncthreads();"] if j + 1 < ch.kw else [])
-            return out
+        kw = ch.kw
         lines = [f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
                  f"{i2}const int tile = threadIdx.x / 32;", *self.mma_head(ch.first, i2)]
+        if kw > 1:  # this warp's k slice (the first product's columns it computed)
+            lines.append(f"{i2}const int kq = tile % {kw};")
         for a in ch.sums:
-            dst = f"{self.buf[a]}[{self.addr(a, [*bidx, 'r', '0'])}]"
+            at = f"{self.addr(a, [*bidx, 'r', '0'])}"
+            # k slices: the partial row sums to slice kq of the scratch tile (added below)
+            dst = (f"{self.kslices[a]}[kq * {self.buf_size(a)} + {at}]" if kw > 1
+                   else f"{self.buf[a]}[{at}]")
             lines += [f"{i2}#pragma unroll",
                       f"{i2}for (int wm = 0; wm < {WM}; ++wm) {{",
                       f"{i3}#pragma unroll",
@@ -670,9 +668,23 @@ class _Emitter(KernelLayout):
                       f"{i4}s += __shfl_xor_sync(0xffffffffu, s, 1);",
                       f"{i4}s += __shfl_xor_sync(0xffffffffu, s, 2);",
                       f"{i4}const int r = (tm0 + wm) * 16 + g + 8 * h;",
-                      f"{i4}if (q == 0) {dst} += s;",
+                      f"{i4}if (q == 0) {dst} {'=' if kw > 1 else '+='} s;",
                       f"{i3}}}", f"{i2}}}"]
-        return [*lines, f"{ind}}}"]
+        lines.append(f"{ind}}}")
+        if kw > 1:
+            for k, a in enumerate(ch.sums):
+                lines += self.add_slices(self.kslices[a], self.buf[a], self.buf_size(a), kw, "+=",
+                                         ind, barrier=k == 0)
+        return lines
+
+    def add_slices(self, scratch: str, dst: str, size: int, kw: int, op: str, ind: str,
+                   barrier: bool = True) -> list[str]:
+        """After a barrier (unless ``barrier`` is False: one was just printed), every thread
+        adds the ``kw`` slices of ``scratch`` (``size`` floats each) element by element in
+        slice order and ``op``s the total into ``dst``."""
+        terms = " + ".join(f"{scratch}[{j * size} + i]" for j in range(kw))
+        return [*([f"{ind}__syncthreads();"] if barrier else []),
+                f"{ind}for (int i = threadIdx.x; i < {size}; i += {self.T}) {dst}[i] {op} {terms};"]
 
     def emit_matmul_simple(self, n: Node, dnode: Node, add: bool, ind: str) -> list[str]:
         A, B = n.src

@@ -533,6 +533,15 @@ class KernelLayout:
             bufs[f"b{self.ids[a]}"] = Buffer(f"b{self.ids[a]}", self.buf_size(a), q,
                                              max(last.get(a, q), q))
             self.buf[a] = f"b{self.ids[a]}"
+        #: k-sliced register chains: each slice's partial sums go to a slice of a scratch tile
+        #: after the loop (the cp.async ring is free by then), then all threads add the slices
+        self.kslices: dict[Node, str] = {}
+        for ch in self.chains.values():
+            if ch.kw > 1:
+                for a in (self.fused[ch.second], *ch.sums):
+                    name = f"k{self.ids[a]}"
+                    bufs[name] = Buffer(name, ch.kw * self.buf_size(a), q, q)
+                    self.kslices[a] = name
         for n in self.raw:
             # cp.async writes a raw tile before the loop and during every iteration: it
             # lives from the first step to the end of the loop.
