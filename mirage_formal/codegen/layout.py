@@ -57,9 +57,9 @@ class Chain:
     per thread in registers through the loop. Every warp owns ``wm`` 16-row tiles; ``kw``
     warps share them, each taking 1/kw of the first product's columns (a multiple of 16),
     which are the second product's k range: each warp runs the second product over its k
-    slice into its own register sums, and after the loop the kw partial sums (and row sums)
-    are added into the tiles one warp slice after another (a fixed order), so few rows (a
-    16-row query tile) still keep every warp busy."""
+    slice into its own register sums; after the loop the kw partial sums (and row sums) go to
+    the slices of a scratch tile (``kslices``) and are added in slice order (a fixed order),
+    so few rows (a 16-row query tile) still keep every warp busy."""
 
     first: Node
     inner: tuple[Node, ...]
