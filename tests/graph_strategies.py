@@ -198,6 +198,8 @@ CHAIN_CASES = [
     (16, 32, 128, 32, 2, 2, True, "mean"), (32, 16, 32, 16, 2, 0, False, "sum"),
     (16, 64, 64, 24, 2, 0, False, "sum"), (32, 32, 32, 32, 2, 0, True, None),
     (512, 16, 16, 16, 2, 0, False, "sum"),
+    # 8-row query tiles (mha b=8's): a partial 16-row tile, with a batch and without
+    (8, 64, 64, 64, 3, 2, False, "sum"), (8, 32, 128, 32, 2, 0, True, "mean"),
 ]
 
 

@@ -650,7 +650,7 @@ class _Emitter(KernelLayout):
         i2, i3, i4 = ind + "  ", ind + "    ", ind + "      "
         batch = ch.tile.shape[:-2]
         _, bidx = multi_index(batch, "tb", "u") if batch else ([], [])
-        kw = ch.kw
+        kw, M = ch.kw, ch.tile.shape[-2]
         lines = [f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
                  f"{i2}const int tile = threadIdx.x / 32;", *self.mma_head(ch.first, i2)]
         if kw > 1:  # this warp's k slice (the first product's columns it computed)
@@ -668,7 +668,8 @@ class _Emitter(KernelLayout):
                       f"{i4}s += __shfl_xor_sync(0xffffffffu, s, 1);",
                       f"{i4}s += __shfl_xor_sync(0xffffffffu, s, 2);",
                       f"{i4}const int r = (tm0 + wm) * 16 + g + 8 * h;",
-                      f"{i4}if (q == 0) {dst} {'=' if kw > 1 else '+='} s;",
+                      f"{i4}if ({'q == 0' if M % 16 == 0 else f'q == 0 && r < {M}'}) "
+                      f"{dst} {'=' if kw > 1 else '+='} s;",
                       f"{i3}}}", f"{i2}}}"]
         lines.append(f"{ind}}}")
         if kw > 1:

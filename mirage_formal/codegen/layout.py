@@ -225,8 +225,8 @@ class KernelLayout:
         elementwise tile, no output, computed (through elementwise nodes read by nothing
         else) from one tensor-core matmul ``m1`` alone; ``E``'s other readers are row-sum
         accumulators (sum or mean, fold 1) of chain nodes. Both products have the same batch
-        and rows (multiples of 16), ``m1``'s columns are a multiple of 16, and every warp can own
-        ``wm`` whole row tiles of both (one warp tile each) within CHAIN_REGISTERS registers."""
+        and rows (a last 16-row tile may be partial), ``m1``'s columns are a multiple of 16,
+        and every warp can own ``wm`` whole row tiles of both (one warp tile each) within CHAIN_REGISTERS registers."""
         o = self.opts
         if not (o.mma_chain and o.mma_registers and self.bg.forloop > 1 and m2.op == "matmul"
                 and m2 in self.fused and self._mma(m2)):
@@ -272,9 +272,11 @@ class KernelLayout:
         if m2.shape[:-2] != E.shape[:-2] or m2.shape[-2] != E.shape[-2]:
             return None
         M, N1, N2 = E.shape[-2], E.shape[-1], m2.shape[-1]
-        if M % 16 or N1 % 16 or N2 % 8 or m1.src[0].shape[-1] % 16:
+        if N1 % 16 or N2 % 8 or m1.src[0].shape[-1] % 16:
             return None
-        NB, MT = math.prod(E.shape[:-2]), M // 16
+        # rows past M in the last 16-row tile (mha b=8's 8-row query tiles) read A's row M-1
+        # or zeros and are neither summed into a tile nor stored
+        NB, MT = math.prod(E.shape[:-2]), -(-M // 16)
         W = self.T // 32
         wm = next((w for w in (1, 2, 4) if MT % w == 0 and NB * (MT // w) <= W), None)
         if wm is None:

@@ -308,7 +308,7 @@ def test_register_chain_k_slices_keep_every_warp_busy(case: tuple, threads: int)
     lay = KernelLayout(la.graph, "k", 227 * 1024, Schedule(threads=threads))
     m, _, kv = case[:3]
     for ch in lay.chains.values():
-        rows = math.prod(ch.tile.shape[:-2]) * (m // 16) // ch.wm
+        rows = math.prod(ch.tile.shape[:-2]) * -(-m // 16) // ch.wm
         warps = threads // 32
         want = max(k for k in (1, 2, 4, 8) if rows * k <= warps and (kv // 16) % k == 0)
         assert ch.kw == want
