@@ -142,10 +142,11 @@ PEAKS = {
 FLOORS = {"h100": {"l2_bw": 5.0e12}, "h200": {"l2_bw": 5.0e12}}
 
 
-def fit(base: Target, ss: Sequence[Sample], iters: int) -> Target:
+def fit(base: Target, ss: Sequence[Sample], iters: int, start: Target | None = None) -> Target:
     """Parameters minimising :func:`loss`, each kept within ``BOX`` of the built-in estimate (a
     rate of 100x the hardware's would fit noise, not the GPU) and rates between the measured
-    floors (``FLOORS``) and the hardware's peak (``PEAKS``)."""
+    floors (``FLOORS``) and the hardware's peak (``PEAKS``); the search starts from ``start``'s
+    parameters (default the built-in ones) and never ends worse than it began."""
     x0 = np.array([math.log(getattr(base, k)) for k in FITTED])
     lim = math.log(BOX_NOW[0])
     peaks = PEAKS.get(base.name, {})
@@ -158,6 +159,8 @@ def fit(base: Target, ss: Sequence[Sample], iters: int) -> Target:
     def f(x: np.ndarray) -> float:
         return loss(with_params(base, np.clip(x, lo, hi)), ss)
 
+    if start is not None:
+        x0 = np.array([math.log(getattr(start, k)) for k in FITTED])
     x = nelder_mead(f, np.clip(x0, lo, hi), iters=iters)
     return with_params(base, np.clip(x, lo, hi))
 
@@ -227,6 +230,10 @@ def main() -> int:
     ap.add_argument("--box", type=float, default=BOX, help="max factor off the built-in estimates")
     ap.add_argument("--cv-iters", type=int, default=None, help="iterations of each held-out fit (default --iters)")
     ap.add_argument("--no-cv", action="store_true", help="skip the leave-one-program-out fits")
+    ap.add_argument("--warm", default=None, metavar="COST_MODEL_JSON",
+                    help="start the in-sample fit from these parameters (e.g. the committed "
+                         "search/cost_model.json); the held-out fits still start from the built-in "
+                         "values, so the held-out scores stay honest")
     ap.add_argument("--params-out", default=str(ROOT / "search" / COST_MODEL_FILE))
     ap.add_argument("--report", default=str(ROOT / "benchmarks" / "results" / "cost_model"))
     args = ap.parse_args()
@@ -244,7 +251,9 @@ def main() -> int:
         print(f"only {len(ss)} samples match --method {args.method!r}; nothing to fit", file=sys.stderr)
         return 2
     base = BUILTIN[args.target]
-    fitted = fit(base, ss, args.iters)
+    start = (base.with_params(**json.loads(Path(args.warm).read_text())["targets"][args.target])
+             if args.warm else None)
+    fitted = fit(base, ss, args.iters, start)
     res: dict[str, Any] = {"builtin": scores(predict(base, ss), ss), "fitted": scores(predict(fitted, ss), ss)}
     if not args.no_cv:
         est = np.zeros(len(ss))
@@ -261,7 +270,7 @@ def main() -> int:
                          else args.data, "method": args.method, "records": len(recs), "samples": len(ss),
                          "programs": sorted({s.program for s in ss}), "gpus": gpus,
                          "date": datetime.date.today().isoformat(), "since": args.since,
-                         "latest": args.latest,
+                         "latest": args.latest, "warm": args.warm,
                          "weight": args.weight, "box": args.box,
                          "loss_mean_sq_log_ratio": loss(fitted, ss)},
            "targets": {args.target: params}}
@@ -284,6 +293,7 @@ def markdown(doc: dict[str, Any], params: dict[str, float], res: dict[str, Any],
            "`PYTHONPATH=. python3 benchmarks/fit_cost_model.py"
            + (f" --since {fo['since']}" if fo.get("since") else "")
            + (" --latest" if fo.get("latest") else "")
+           + (f" --warm {fo['warm']}" if fo.get("warm") else "")
            + "` (Nelder-Mead on the mean squared log "
            f"ratio estimated/measured, weight `{fo.get('weight')}`, parameters within {fo.get('box')}x "
            "of the built-in estimates). Parameters written to `search/cost_model.json`.", "",
