@@ -159,9 +159,9 @@ def fit(base: Target, ss: Sequence[Sample], iters: int, start: Target | None = N
     def f(x: np.ndarray) -> float:
         return loss(with_params(base, np.clip(x, lo, hi)), ss)
 
-    if start is not None:
-        x0 = np.array([math.log(getattr(start, k)) for k in FITTED])
-    x = nelder_mead(f, np.clip(x0, lo, hi), iters=iters)
+    # the box is around the built-in estimates (x0); the search may start elsewhere in it
+    xs = x0 if start is None else np.array([math.log(getattr(start, k)) for k in FITTED])
+    x = nelder_mead(f, np.clip(xs, lo, hi), iters=iters)
     return with_params(base, np.clip(x, lo, hi))
 
 

@@ -46,12 +46,12 @@ def parse_schedules(text: str | None, keys: list[str]) -> dict[str, Schedule]:
 def main() -> None:
     records = load_ugraph_records(sys.argv[1])
     graph, meta = records[int(sys.argv[2]) if len(sys.argv) > 2 else 0]
-    keys = [la.graph.key for la in launches(graph, 128)]
+    graphs = {la.graph.key: la.graph for la in launches(graph, 128)}
+    keys = list(graphs)
     sched = parse_schedules(meta.get("schedule"), keys)
     if len(sys.argv) > 3:
         over = {k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in sys.argv[3].split(","))}
         # a kernel the override cannot apply to (a split of a loop-free kernel) keeps its own
-        graphs = {la.graph.key: la.graph for la in launches(graph, 128)}
         sched = {k: (replace(sched.get(k, Schedule()), **over)
                      if split_ok(graphs[k], over.get("split", 1)) else sched.get(k, Schedule()))
                  for k in keys}

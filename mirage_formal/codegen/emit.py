@@ -511,7 +511,7 @@ class _Emitter(KernelLayout):
                     f"{i3}}}",
                     f"{i2}}}"]
         store = store_all("+=" if add and mode != "store" else "=")
-        kw = self.chain_kw.get(n, 1) if n in self.chains else 1
+        kw = self.second_kw(n)
         if mode == "store" and kw > 1:
             # k slices of a register chain: each warp writes its partial sums to slice kq of
             # the scratch tile, then every thread adds the slices in order (deterministic)
@@ -590,7 +590,7 @@ class _Emitter(KernelLayout):
         MTW, NTW = MT // WM, NT // WN
         batch = n.shape[:-2]
         decls, _ = multi_index(batch, "tb", "u") if batch else ([], [])
-        kw = self.chain_kw.get(n, 1) if n in self.chains else 1
+        kw = self.second_kw(n)
         if kw > 1:  # a register chain's second product: kw warps share a row tile, k slice kq
             return [f"{ind}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
                     f"{ind}const int tb = tile / {kw * MTW}, tm0 = (tile / {kw}) % {MTW} * {WM}, "

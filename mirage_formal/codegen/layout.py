@@ -214,6 +214,11 @@ class KernelLayout:
         WM, WN = warp_tiles(NB, MT, NT, self.T // 32, self.opts.warp_m, self.opts.warp_n)
         return WM, WN, NB * (MT // WM) * (NT // WN)
 
+    def second_kw(self, n: Node) -> int:
+        """The warps sharing a row tile of ``n`` when it is a register chain's second product
+        (each runs it over its own k slice); 1 otherwise."""
+        return self.chains[n].kw if n in self.chains else 1
+
     def static_warp_tiles(self, n: Node) -> bool:
         """Each warp owns at most one warp tile of matmul ``n`` (the same in every iteration)."""
         return self.warp_blocking(n)[2] <= self.T // 32
