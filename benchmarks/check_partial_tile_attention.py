@@ -1,0 +1,30 @@
+"""A program written for this check, outside the eight: scaled attention with 24 query rows per
+head (one full and one partial 16-row tile per head), a 32-wide V and 8 heads."""
+import time
+
+import mirage_formal as mf
+from mirage_formal import Graph
+from mirage_formal.codegen import candidate_schedules, compile_graph, launches
+
+g = Graph()
+Q = g.input((8, 24, 64), "f16", "Q")
+K = g.input((8, 64, 2048), "f16", "K")
+V = g.input((8, 2048, 32), "f16", "V")
+e = g.exp(g.mul_scalar(g.matmul(Q, K), scalar=0.125))
+g.output(g.matmul(g.div(e, g.sum(e, axis=-1, keepdims=True)), V))
+prog = g.build()
+t = time.time()
+res = mf.superoptimize(prog, budget_s=180, workers=2, gpu=False)
+print(f"search {time.time()-t:.0f} s; accepted {len(res.accepted)}")
+print("input est us", round(input_cost(prog).seconds*1e6, 1))
+n_compiled = chains = partial = kslice = 0
+for a in res.accepted[:6]:
+    print(round(a.cost.seconds*1e6, 1), "us est,", len(launches(a.graph, 128)), "kernels")
+    for la in launches(a.graph, 128):
+        for sc in candidate_schedules(la.graph):
+            cg = compile_graph(a.graph, arch="sm_90", load=False, schedules={la.graph.key: sc})
+            n_compiled += 1
+            chains += "unsigned ea" in cg.source
+            kslice += "kq = tile %" in cg.source
+            partial += " && r < " in cg.source
+print(f"compiled for sm_90: {n_compiled} (kernel, schedule) pairs; with a register chain {chains}, k slices {kslice}, partial row tiles {partial}")
