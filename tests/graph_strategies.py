@@ -154,14 +154,16 @@ MATMUL_LOOP_CASES = [
 
 def attention_loop_program(m: int, d: int, kv: int, dv: int, forloop: int, batch: int = 0,
                            scale: bool = False, kind: str | None = "sum",
-                           norms: str = "") -> mf.KernelGraph:
+                           norms: str = "", divide: bool = False) -> mf.KernelGraph:
     """One graph-defined kernel of the attention shape the register chain takes
     (Schedule.mma_chain): per iteration S = Q·K_it (Q the same every iteration), E = exp(S)
     (``scale``: exp(S·0.125)), accumulators sum_it E·V_it and, unless ``kind`` is None, the row
     reduction of E (``kind`` 'sum' or 'mean', fold 1). Q (2m, d), K (d, kv·F), V (kv·F, dv),
     fp16, grid 2 over Q's rows (and ``batch`` > 0: a leading batch dimension over grid y).
     ``norms``: the tiles (letters q, k, v) that pass through rms_norm (eps 0.01) before their
-    product: Q's before the loop, K's and V's every iteration (qknorm_gqa's in-loop norm)."""
+    product: Q's before the loop, K's and V's every iteration (qknorm_gqa's in-loop norm).
+    ``divide``: one output instead, the first accumulator divided by the row reduction after
+    the loop (the single-kernel FlashAttention; split, the division follows the combine)."""
     g = mf.Graph()
     lead = (batch,) if batch else ()
     r = len(lead)
@@ -181,9 +183,12 @@ def attention_loop_program(m: int, d: int, kv: int, dv: int, forloop: int, batch
         s = kern.op("mul_scalar", s, scalar=0.125)
     e = kern.op("exp", s)
     o = kern.accum(kern.op("matmul", e, vt), kind="sum")
-    kern.output(o, omap=(r, by, -1))
-    if kind is not None:
-        kern.output(kern.accum(e, kind=kind, fold=1), omap=(r, by, -1))
+    if divide:
+        kern.output(kern.op("div", o, kern.accum(e, kind=kind or "sum", fold=1)), omap=(r, by, -1))
+    else:
+        kern.output(o, omap=(r, by, -1))
+        if kind is not None:
+            kern.output(kern.accum(e, kind=kind, fold=1), omap=(r, by, -1))
     outs = kern.build()
     g.output(*outs)
     return g.build()
@@ -200,6 +205,14 @@ CHAIN_CASES = [
     (512, 16, 16, 16, 2, 0, False, "sum"),
     # 8-row query tiles (mha b=8's): a partial 16-row tile, with a batch and without
     (8, 64, 64, 64, 3, 2, False, "sum"), (8, 32, 128, 32, 2, 0, True, "mean"),
+]
+
+
+#: single-kernel FlashAttention (attention_loop_program with ``divide``): the division after
+#: the loop, with one and two 16-row tiles per warp, a batch, a partial 8-row tile
+ONE_KERNEL_ATTENTION_CASES = [
+    (64, 64, 64, 64, 4, 0, False, "sum", "", True), (16, 32, 128, 32, 4, 2, True, "sum", "", True),
+    (8, 64, 64, 64, 8, 0, False, "sum", "", True), (128, 64, 64, 64, 2, 0, False, "sum", "", True),
 ]
 
 

@@ -1060,35 +1060,36 @@ class _Emitter(KernelLayout):
         for a, o in zip(accs, offs, strict=True):
             lines.append(f"    for (int i = threadIdx.x; i < {self.buf_size(a)}; i += {self.T}) "
                          f"mf_mine[{o} + i] = {self.buf[a]}[i];")
-        lines += ["    __threadfence();", "    __syncthreads();",
-                  "    __shared__ unsigned mf_ticket;"]
+        # the cooperative-groups grid-barrier pattern: the block's writes meet at a barrier,
+        # then one thread fences (cumulative: it orders every write the barrier showed it) and
+        # takes the ticket; the last block's thread fences again before the barrier that lets
+        # its threads read the others' partials (through L2, __ldcg)
+        def ticket(counter: str, last: int) -> list[str]:
+            return ["    __syncthreads();",
+                    "    if (threadIdx.x == 0) {",
+                    "      __threadfence();",
+                    f"      mf_ticket = atomicAdd({counter}, 1u);",
+                    f"      if (mf_ticket == {last}u) __threadfence();",
+                    "    }",
+                    "    __syncthreads();",
+                    f"    if (mf_ticket != {last}u) return;"]
+
+        lines.append("    __shared__ unsigned mf_ticket;")
         if NG > 1:
             lines += [f"    float* mf_grp = ws + {ws_base + part};",
                       f"    const int mf_g = mf_split / {G};",
-                      f"    unsigned* const mf_gcnt = mf_cnt + {nblk} + mf_blk * {NG} + mf_g;",
-                      "    if (threadIdx.x == 0) mf_ticket = atomicAdd(mf_gcnt, 1u);",
-                      "    __syncthreads();",
-                      f"    if (mf_ticket != {G - 1}u) return;",
-                      "    __threadfence();",
-                      f"    const float* mf_gin = mf_part + ((size_t)mf_blk * {S} + mf_g * {G}) * {acc_floats};",
+                      f"    unsigned* const mf_gcnt = mf_cnt + {nblk} + mf_blk * {NG} + mf_g;"]
+            lines += ticket("mf_gcnt", G - 1)
+            lines += [f"    const float* mf_gin = mf_part + ((size_t)mf_blk * {S} + mf_g * {G}) * {acc_floats};",
                       f"    float* mf_gout = mf_grp + ((size_t)mf_blk * {NG} + mf_g) * {acc_floats};"]
             lines += add_up("mf_gin", G, lambda a, o: f"mf_gout[{o} + i]")
-            lines += ["    __threadfence();", "    __syncthreads();",
-                      "    if (threadIdx.x == 0) {",
-                      "      *mf_gcnt = 0u;",
-                      "      mf_ticket = atomicAdd(&mf_cnt[mf_blk], 1u);",
-                      "    }",
-                      "    __syncthreads();",
-                      f"    if (mf_ticket != {NG - 1}u) return;",
-                      "    __threadfence();",
-                      f"    const float* mf_all = mf_grp + (size_t)mf_blk * {NG} * {acc_floats};"]
+            lines += ["    if (threadIdx.x == 0) *mf_gcnt = 0u;"]
+            lines += ticket("&mf_cnt[mf_blk]", NG - 1)
+            lines += [f"    const float* mf_all = mf_grp + (size_t)mf_blk * {NG} * {acc_floats};"]
             lines += add_up("mf_all", NG, lambda a, o: f"{self.buf[a]}[i]")
         else:
-            lines += ["    if (threadIdx.x == 0) mf_ticket = atomicAdd(&mf_cnt[mf_blk], 1u);",
-                      "    __syncthreads();",
-                      f"    if (mf_ticket != {S - 1}u) return;",
-                      "    __threadfence();",
-                      f"    const float* mf_all = mf_part + (size_t)mf_blk * {S} * {acc_floats};"]
+            lines += ticket("&mf_cnt[mf_blk]", S - 1)
+            lines += [f"    const float* mf_all = mf_part + (size_t)mf_blk * {S} * {acc_floats};"]
             lines += add_up("mf_all", S, lambda a, o: f"{self.buf[a]}[i]")
         lines += ["    if (threadIdx.x == 0) mf_cnt[mf_blk] = 0u;", "    __syncthreads();", "  }"]
         return lines, part + grp + nblk + (nblk * NG if NG > 1 else 0)

@@ -20,7 +20,9 @@ Nothing here is keyed by a benchmark's name. Every field comes from the program 
 - *limits*: ``max_kernel_ops`` from the number of program ops (at most :data:`MAX_KERNEL_OPS`;
   without a matmul as many as graph-defined kernels: one kernel over full rows does the rest),
   ``max_graph_kernels`` 2 when a row reduction must finish before it is used (softmax, a mean
-  subtracted), else 1; ``max_block_ops`` counts iterators, ops and one accumulator per reduction.
+  subtracted), else 1; ``max_block_ops`` counts iterators, ops (a row sum becomes its
+  accumulator), an accumulator per split norm and one per matmul contracting the loop's label
+  (attention: 9, so the single-kernel FlashAttention is in the space).
 
 The program's *direct lowering* (each of its ops as one pre-defined kernel) is always a member
 of a derived space: the enumerator's first work unit replays it (``space.Move("direct")``), so
@@ -114,6 +116,17 @@ def _loop_labels(program: KernelGraph) -> set[Label]:
     return {labs[n.src[0]][-1] for n in program.nodes if n.op == "matmul"} - {UNIT}
 
 
+def _loop_matmuls(program: KernelGraph) -> int:
+    """The most matmuls that contract one loop label: the loop-sum accumulators one kernel with
+    a for-loop over that label needs besides its ops (attention's exp(QK)·V: 1 of its 2)."""
+    labs = program_labels(program)
+    by_label: dict[Label, int] = {}
+    for n in program.nodes:
+        if n.op == "matmul" and labs[n.src[0]][-1] != UNIT:
+            by_label[labs[n.src[0]][-1]] = by_label.get(labs[n.src[0]][-1], 0) + 1
+    return max(by_label.values(), default=0)
+
+
 def derive_fields(program: KernelGraph, n_sm: int = H100_SMS) -> dict[str, Any]:
     """The derived values of every :class:`SearchConfig` field that depends on the program."""
     ops = program_ops(program)
@@ -142,7 +155,6 @@ def derive_fields(program: KernelGraph, n_sm: int = H100_SMS) -> dict[str, Any]:
     ):
         block.discard("rms_norm")
     n_in = len(program.inputs)
-    n_mm = sum(1 for n in nodes if n.op == "matmul")
     row_red = any(n.op in ROW_REDUCTIONS for n in nodes)
     if not loop_labels:
         # no loop: accumulators apply to iterators only, so a block reduces rows itself
@@ -150,8 +162,9 @@ def derive_fields(program: KernelGraph, n_sm: int = H100_SMS) -> dict[str, Any]:
         # no loop: an accumulator applies to iterators only, one per input
         block_ops = 2 * n_in + n_ops
     else:
-        # iterators, ops, the accumulators of matmuls (a row sum shares one) and of split norms
-        block_ops = n_in + n_ops + n_split_norms + (0 if row_red else min(n_mm, 2))
+        # iterators, ops (a row sum becomes its accumulator), the accumulators of split norms
+        # and of the matmuls that contract the loop's dimension (one loop label per kernel)
+        block_ops = n_in + n_ops + n_split_norms + min(2, _loop_matmuls(program))
     gk = 2 if row_red and n_ops > 1 else 1
     # without a loop one kernel over full rows does all the work: more kernels only add launches
     kops = gk if not loop_labels else min(MAX_KERNEL_OPS, n_ops, max(gk, 2))

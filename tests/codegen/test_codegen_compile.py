@@ -15,6 +15,7 @@ from graph_strategies import (
     GEMV_LOOP_CASES,
     MATMUL_LOOP_CASES,
     NORM_CHAIN_CASES,
+    ONE_KERNEL_ATTENTION_CASES,
     WARP_BLOCKINGS,
     attention_loop_program,
     block_programs,
@@ -272,7 +273,7 @@ def test_warp_tiles_rule(batch: int, mt: int, nt: int, warps: int, want_m: int, 
     assert tiles * (2 * wm + wn) <= batch * mt * nt * 3
 
 
-@pytest.mark.parametrize("case", CHAIN_CASES)
+@pytest.mark.parametrize("case", CHAIN_CASES + ONE_KERNEL_ATTENTION_CASES)
 def test_register_chain_compiles(case: tuple, cache: Path) -> None:
     """Attention-shaped kernels keep exp(QK) in registers (Schedule.mma_chain: no score tile
     in shared memory) when every warp can own whole rows, not when mma_chain is off or the

@@ -13,6 +13,7 @@ from graph_strategies import (
     GEMV_LOOP_CASES,
     MATMUL_LOOP_CASES,
     NORM_CHAIN_CASES,
+    ONE_KERNEL_ATTENTION_CASES,
     WARP_BLOCKINGS,
     attention_loop_program,
     block_programs,
@@ -278,7 +279,7 @@ def _toolchain() -> Toolchain:
     return Toolchain(rt.arch, nvrtc_version(), rt.driver_version, rt.name)
 
 
-@pytest.mark.parametrize("case", CHAIN_CASES + NORM_CHAIN_CASES)
+@pytest.mark.parametrize("case", CHAIN_CASES + NORM_CHAIN_CASES + ONE_KERNEL_ATTENTION_CASES)
 def test_register_chain_validates(case: tuple) -> None:
     """The register chain (exp(QK) kept in registers between two tensor-core products, row
     sums in registers) computes the same function as the stored path, under every schedule

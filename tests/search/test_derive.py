@@ -113,3 +113,41 @@ def test_accepted_results_are_distinct_structures_without_copy_kernels() -> None
         and len(a.graph.kernels[0].src) == 3
         for a in res.accepted
     )
+
+
+def _is_one_kernel_attention(bg: Any) -> bool:
+    """div(loop-sum of exp(Q·K)·V, loop row-sum of the same exp(Q·K)), saved once."""
+    if len(bg.outputs) != 1:
+        return False
+    d = bg.outputs[0].node
+    if d.op != "div" or [s.op for s in d.src] != ["accum", "accum"]:
+        return False
+    num, den = d.src
+    pv = num.src[0]
+    if den.attr("fold") != 1 or pv.op != "matmul" or pv.src[0].op != "exp":
+        return False
+    return den.src[0] is pv.src[0] and pv.src[0].src[0].op == "matmul"
+
+
+def test_the_attention_space_holds_the_single_kernel_flash_attention() -> None:
+    """Three iterators, Q·K, exp, exp·V with its loop accumulator, the row-sum accumulator and
+    the division after the loop: 9 block ops, one more than the two-kernel FlashDecoding's
+    first kernel. The block search of a kernel over (Q, K, V) with its loop on the keys must
+    produce it (the tuner's split then makes it FlashDecoding in one launch)."""
+    from mirage_formal.search.space import BlockSearch
+
+    prog = workloads.gqa(1, heads=2, q=32, d=16, kv=256)
+    cfg = derive_config(prog)
+    assert cfg.max_block_ops >= 9
+    e = SearchState(prog, cfg, KeepAll(), _Reject()).enumerator()
+    keys = e.lab[2][1]  # V's first dimension: the keys
+    found = 0
+    for mv in e.moves():
+        if (mv.kind != "kernel" or mv.args != (0, 1, 2) or mv.config is None
+                or mv.config.loop is None or mv.config.loop[0] != keys or mv.part):
+            continue
+        bs = BlockSearch(e, tuple(e.t[i] for i in mv.args), [e.lab[i] for i in mv.args],
+                         mv.config, len(e.out_types))
+        found = sum(1 for bg, _ in bs.run() if _is_one_kernel_attention(bg))
+        break
+    assert found >= 1
