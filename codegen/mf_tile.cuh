@@ -24,7 +24,7 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float
   return __float2bfloat16_rn(x);
 }
 
-// ---------------------------------------------------------------- 16-byte vector moves
+// ---------------------------------------------------------------- 16-byte vector moves (8- and 4-byte below)
 // Widen one 16-byte vector of storage elements (8 halves, or 4 floats) to fp32 and store
 // them with 16-byte shared-memory stores. dst is 16-byte aligned.
 __device__ __forceinline__ void unpack_vec(const uint4& v, float* dst, const __half*) {
@@ -72,6 +72,60 @@ __device__ __forceinline__ void st_vec(__nv_bfloat16* dst, const float* src) {
 }
 __device__ __forceinline__ void st_vec(float* dst, const float* src) {
   *reinterpret_cast<float4*>(dst) = make_float4(src[0], src[1], src[2], src[3]);
+}
+
+__device__ __forceinline__ float2 to_f2_pair(__half2 h) { return __half22float2(h); }
+__device__ __forceinline__ float2 to_f2_pair(__nv_bfloat162 h) { return __bfloat1622float2(h); }
+
+// ---------------------------------------------------------------- 8- and 4-byte vector moves
+// Tiles whose rows are not a multiple of 16 bytes (12 or 22 halves, say) still move whole
+// vectors: 8 bytes (uint2) or 4 bytes (unsigned) of storage elements, so prefetching keeps
+// them in registers like the 16-byte ones. dst needs only the element type's alignment.
+template <int B> struct raw_vec;
+template <> struct raw_vec<16> { using type = uint4; };
+template <> struct raw_vec<8> { using type = uint2; };
+template <> struct raw_vec<4> { using type = unsigned; };
+template <int B> __device__ __forceinline__ typename raw_vec<B>::type ld_rawn(const void* src) {
+  return __ldg(reinterpret_cast<const typename raw_vec<B>::type*>(src));
+}
+template <typename H2> __device__ __forceinline__ void unpack_pairs(const unsigned* w, int n, float* dst) {
+#pragma unroll
+  for (int i = 0; i < n; ++i) {
+    const float2 f = to_f2_pair(*reinterpret_cast<const H2*>(&w[i]));
+    dst[2 * i] = f.x;
+    dst[2 * i + 1] = f.y;
+  }
+}
+__device__ __forceinline__ void unpack_vec(const uint2& v, float* dst, const __half*) {
+  unpack_pairs<__half2>(reinterpret_cast<const unsigned*>(&v), 2, dst);
+}
+__device__ __forceinline__ void unpack_vec(const uint2& v, float* dst, const __nv_bfloat16*) {
+  unpack_pairs<__nv_bfloat162>(reinterpret_cast<const unsigned*>(&v), 2, dst);
+}
+__device__ __forceinline__ void unpack_vec(const uint2& v, float* dst, const float*) {
+  dst[0] = __uint_as_float(v.x);
+  dst[1] = __uint_as_float(v.y);
+}
+__device__ __forceinline__ void unpack_vec(const unsigned& v, float* dst, const __half*) {
+  unpack_pairs<__half2>(&v, 1, dst);
+}
+__device__ __forceinline__ void unpack_vec(const unsigned& v, float* dst, const __nv_bfloat16*) {
+  unpack_pairs<__nv_bfloat162>(&v, 1, dst);
+}
+__device__ __forceinline__ void unpack_vec(const unsigned& v, float* dst, const float*) {
+  dst[0] = __uint_as_float(v);
+}
+// Load B bytes of storage elements (B = 8 or 4; src aligned to B) and widen them to fp32.
+template <int B, typename T> __device__ __forceinline__ void ld_vecn(const T* src, float* dst) {
+  unpack_vec(ld_rawn<B>(src), dst, src);
+}
+// Narrow B / sizeof(T) fp32 values to the storage type and store them as one B-byte vector.
+template <int B, typename T> __device__ __forceinline__ void st_vecn(T* dst, const float* src) {
+  constexpr int n = B / sizeof(T);
+  alignas(B) T h[n];
+#pragma unroll
+  for (int i = 0; i < n; ++i) h[i] = from_f<T>(src[i]);
+  *reinterpret_cast<typename raw_vec<B>::type*>(dst) = *reinterpret_cast<const typename raw_vec<B>::type*>(h);
 }
 
 // Elements of storage type T in one 16-byte vector.

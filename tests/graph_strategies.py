@@ -229,6 +229,15 @@ NORM_CHAIN_CASES = [
 ]
 
 
+#: matmul_loop_program cases whose tile rows are not a multiple of 16 bytes: 8-byte vectors
+#: (12-column W tiles, 12-column X tiles), 4-byte vectors (6 and 10 columns), and none (11:
+#: element by element), each prefetched through registers when it has vectors
+NARROW_VECTOR_CASES = [
+    (2, 64, 6, 4, 0, False, False), (4, 48, 12, 3, 0, False, False),
+    (3, 12, 10, 2, 0, False, False), (2, 32, 11, 2, 0, False, False),
+]
+
+
 #: (warp_m, warp_n) register blockings forced by a schedule, for the blocked cases above
 WARP_BLOCKINGS = [(1, 1), (2, 2), (4, 1), (1, 8), (4, 4), (2, 8)]
 

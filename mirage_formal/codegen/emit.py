@@ -253,8 +253,7 @@ class _Emitter(KernelLayout):
 
     def emit_prefetch(self, n: Node, itv: str, ind: str, stage: int = 0) -> list[str]:
         """Issue the global loads of iter tile ``n`` at iteration ``itv`` into registers."""
-        _, dt = self.bg.inputs[n.attr("input")]
-        V = self.vec_width(dt)
+        V = self.iter_vec(n)
         nv = math.prod(n.shape) // V
         P = self.prefetch_regs(n)
         decls, idx = multi_index(n.shape, "i", "t")
@@ -264,12 +263,28 @@ class _Emitter(KernelLayout):
                 f"{ind}  const int v = threadIdx.x + p * {self.T};",
                 f"{ind}  {guard}{{", f"{ind}    const int i = v * {V};",
                 *[ind + "    " + d for d in decls],
-                f"{ind}    pf{self.ids[n]}_{stage}[p] = mf::ld_raw(&{ref});", f"{ind}  }}", f"{ind}}}"]
+                f"{ind}    pf{self.ids[n]}_{stage}[p] = {self.raw_load(n)}(&{ref});", f"{ind}  }}",
+                f"{ind}}}"]
+
+    def vec_bytes(self, n: Node) -> int:
+        """Bytes of one global-memory vector of iterator tile ``n``."""
+        _, dt = self.bg.inputs[n.attr("input")]
+        return int(self.iter_vec(n) * dt.itemsize)
+
+    def raw_load(self, n: Node) -> str:
+        """The device function that reads one raw vector of iterator tile ``n``."""
+        b = self.vec_bytes(n)
+        return "mf::ld_raw" if b == 16 else f"mf::ld_rawn<{b}>"
+
+    def raw_type(self, n: Node) -> str:
+        """The register type of one raw vector of iterator tile ``n``."""
+        b = self.vec_bytes(n)
+        return "uint4" if b == 16 else f"mf::raw_vec<{b}>::type"
 
     def emit_unstage(self, n: Node, ind: str, stage: int = 0) -> list[str]:
         """Widen the prefetched registers of ``n`` into its shared-memory tile."""
         _, dt = self.bg.inputs[n.attr("input")]
-        V = self.vec_width(dt)
+        V = self.iter_vec(n)
         nv = math.prod(n.shape) // V
         P = self.prefetch_regs(n)
         guard = f"if (v < {nv}) " if nv % self.T else ""
@@ -293,15 +308,16 @@ class _Emitter(KernelLayout):
 
     def emit_load(self, n: Node, ind: str) -> list[str]:
         k = n.attr("input")
-        shape, dt = self.bg.inputs[k]
+        _, dt = self.bg.inputs[k]
         b = self.buf[n]
-        V = self.vec_width(dt)
-        if n.shape[-1] % V == 0 and shape[-1] % V == 0:
+        V = self.iter_vec(n)
+        if V:
             nv = math.prod(n.shape) // V
             decls, idx = multi_index(n.shape, "i", "t")
             ref = self.iter_ref(n, idx)
+            ld = "mf::ld_vec" if V * dt.itemsize == 16 else f"mf::ld_vecn<{V * dt.itemsize}>"
             body = [f"{ind}  const int i = v * {V};", *[ind + "  " + d for d in decls],
-                    f"{ind}  mf::ld_vec(&{ref}, &{b}[{self.addr(n, idx)}]);"]
+                    f"{ind}  {ld}(&{ref}, &{b}[{self.addr(n, idx)}]);"]
             return [f"{ind}for (int v = threadIdx.x; v < {nv}; v += {self.T}) {{", *body, f"{ind}}}"]
         return self.elem_loop(n.shape, ind, lambda ex, idx: [
             f"{b}[{self.addr(n, idx)}] = mf::to_f({self.iter_ref(n, idx)});"])
@@ -310,9 +326,10 @@ class _Emitter(KernelLayout):
         o = self.bg.outputs[k]
         n = o.node
         full = self.bg.output_shape(o)
-        V = self.vec_width(n.dtype)
+        V = self.row_vec(n.shape[-1], full[-1], n.dtype)
         c = n.dtype.c_type
-        if n.shape[-1] % V == 0 and full[-1] % V == 0:
+        st = "mf::st_vec" if V * n.dtype.itemsize == 16 else f"mf::st_vecn<{V * n.dtype.itemsize}>"
+        if V:
             nv = math.prod(n.shape) // V
             decls, idx = multi_index(n.shape, "i", "t")
             last = idx[-1]
@@ -324,7 +341,7 @@ class _Emitter(KernelLayout):
                     f"{ind}  #pragma unroll",
                     f"{ind}  for (int j = 0; j < {V}; ++j) {{", *ex.code(),
                     f"{ind}    vals[j] = {v};", f"{ind}  }}",
-                    f"{ind}  mf::st_vec(&{self.out_ref(k, idx)}, vals);"]
+                    f"{ind}  {st}(&{self.out_ref(k, idx)}, vals);"]
             return [f"{ind}for (int v = threadIdx.x; v < {nv}; v += {self.T}) {{", *body, f"{ind}}}"]
         return self.elem_loop(n.shape, ind,
                               lambda ex, idx: [f"{self.out_ref(k, idx)} = mf::from_f<{c}>({ex.val(n, idx)});"])
@@ -342,13 +359,14 @@ class _Emitter(KernelLayout):
         op = "=" if once else "+="
         if fold is None:
             if once and not sq and x.op == ITER and x in self.inline:
-                shape, dt = self.bg.inputs[x.attr("input")]
-                V = self.vec_width(dt)
-                if x.shape[-1] % V == 0 and shape[-1] % V == 0:
+                _, dt = self.bg.inputs[x.attr("input")]
+                V = self.iter_vec(x)
+                if V:
+                    ld = "mf::ld_vec" if V * dt.itemsize == 16 else f"mf::ld_vecn<{V * dt.itemsize}>"
                     decls, idx = multi_index(x.shape, "i", "t")
                     return [f"{ind}for (int v = threadIdx.x; v < {math.prod(x.shape) // V}; v += {self.T}) {{",
                             f"{ind}  const int i = v * {V};", *[ind + "  " + d for d in decls],
-                            f"{ind}  mf::ld_vec(&{self.iter_ref(x, idx)}, &{b}[{self.addr(a, idx)}]);",
+                            f"{ind}  {ld}(&{self.iter_ref(x, idx)}, &{b}[{self.addr(a, idx)}]);",
                             f"{ind}}}"]
             return self.elem_loop(a.shape, ind, lambda ex, idx: [f"{b}[i] {op} {f(ex.val(x, idx))};"])
         G = x.shape[-1] // fold
@@ -1188,7 +1206,7 @@ class _Emitter(KernelLayout):
             lines.append("  mf::cp_async_commit();")
         for st in range(D):
             for x in staged:
-                lines.append(f"  uint4 pf{self.ids[x]}_{st}[{self.prefetch_regs(x)}];")
+                lines.append(f"  {self.raw_type(x)} pf{self.ids[x]}_{st}[{self.prefetch_regs(x)}];")
                 lines += self.emit_prefetch(x, str(st), "  ", st)
         lines.append("  __syncthreads();")
         for n in sorted(self.reg_acc, key=self.ids.__getitem__):

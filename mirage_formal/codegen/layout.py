@@ -588,15 +588,26 @@ class KernelLayout:
     def warp_ok(self) -> bool:
         return self.T % 32 == 0
 
-    def vec_width(self, dt: DType) -> int:
-        return 16 // dt.itemsize
+    @staticmethod
+    def row_vec(tile_row: int, tensor_row: int, dt: DType) -> int:
+        """Elements per vector for moving rows of ``tile_row`` elements of a tensor whose rows
+        hold ``tensor_row``: the widest of 16, 8 and 4 bytes that both divide (so every vector
+        is aligned), 0 when none does (element by element)."""
+        for nbytes in (16, 8, 4):
+            v = nbytes // dt.itemsize
+            if v >= 1 and tile_row % v == 0 and tensor_row % v == 0:
+                return v
+        return 0
+
+    def iter_vec(self, n: Node) -> int:
+        """Elements per global-memory vector of iterator tile ``n`` (0: no vectors)."""
+        shape, dt = self.bg.inputs[n.attr("input")]
+        return self.row_vec(n.shape[-1], shape[-1], dt)
 
     def vec_load(self, n: Node) -> bool:
-        shape, dt = self.bg.inputs[n.attr("input")]
-        V = self.vec_width(dt)
-        return n.shape[-1] % V == 0 and shape[-1] % V == 0
+        return self.iter_vec(n) > 0
 
     def prefetch_regs(self, n: Node) -> int:
-        _, dt = self.bg.inputs[n.attr("input")]
-        nv = math.prod(n.shape) // self.vec_width(dt)
+        """Vector registers (of up to 16 bytes) a thread holds for one prefetched tile ``n``."""
+        nv = math.prod(n.shape) // self.iter_vec(n)
         return -(-nv // self.T)

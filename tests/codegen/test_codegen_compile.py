@@ -14,6 +14,7 @@ from graph_strategies import (
     CHAIN_CASES,
     GEMV_LOOP_CASES,
     MATMUL_LOOP_CASES,
+    NARROW_VECTOR_CASES,
     NORM_CHAIN_CASES,
     ONE_KERNEL_ATTENTION_CASES,
     WARP_BLOCKINGS,
@@ -137,12 +138,32 @@ def test_async_copy_path_not_taken(cache: Path) -> None:
     assert copies and all("&in1[" in ln for ln in copies)  # W's tile (in1), never X's (in0)
 
 
-@pytest.mark.parametrize("case", MATMUL_LOOP_CASES)
+@pytest.mark.parametrize("case", MATMUL_LOOP_CASES + NARROW_VECTOR_CASES)
 @pytest.mark.parametrize("opts", sorted(OPTS))
 def test_matmul_loops_compile(case: tuple, opts: str, cache: Path) -> None:
     cg = compile_graph(matmul_loop_program(*case), arch="sm_90", load=False, cache=cache,
                        opts=OPTS[opts])
     assert _is_cubin(cg.cubin)
+
+
+@pytest.mark.parametrize("case", NARROW_VECTOR_CASES)
+def test_narrow_rows_move_whole_vectors(case: tuple, cache: Path) -> None:
+    """Tiles whose rows are not a multiple of 16 bytes load, prefetch and store 8- or 4-byte
+    vectors (the widest that divides the tile's and the tensor's rows), not one element at a
+    time; every schedule the tuner may try compiles."""
+    from mirage_formal.codegen import candidate_schedules, launches
+    from mirage_formal.codegen.layout import KernelLayout
+
+    prog = matmul_loop_program(*case)
+    (la,) = launches(prog, 128)
+    _, k, n = case[:3]
+    want = {KernelLayout.row_vec(n, 2 * n, mf.DType.F16), KernelLayout.row_vec(k, k * case[3], mf.DType.F16)}
+    src = compile_graph(prog, arch="sm_90", load=False, cache=cache).source
+    for v in want - {0, 8}:
+        assert f"mf::ld_rawn<{2 * v}>" in src or f"mf::ld_vecn<{2 * v}>" in src, v
+    for sched in candidate_schedules(la.graph):
+        cg = compile_graph(prog, arch="sm_90", load=False, cache=cache, schedules={la.graph.key: sched})
+        assert _is_cubin(cg.cubin)
 
 
 @pytest.mark.parametrize("blocking", WARP_BLOCKINGS)

@@ -12,6 +12,7 @@ from graph_strategies import (
     CHAIN_CASES,
     GEMV_LOOP_CASES,
     MATMUL_LOOP_CASES,
+    NARROW_VECTOR_CASES,
     NORM_CHAIN_CASES,
     ONE_KERNEL_ATTENTION_CASES,
     WARP_BLOCKINGS,
@@ -74,7 +75,7 @@ def test_random_kernel_programs_validate(prog: object) -> None:
         assert rep.ok, f"{rep}\n{cg.source}"
 
 
-@pytest.mark.parametrize("case", MATMUL_LOOP_CASES)
+@pytest.mark.parametrize("case", MATMUL_LOOP_CASES + NARROW_VECTOR_CASES)
 def test_matmul_loops_validate(case: tuple) -> None:
     """Raw fp16 cp.async tiles (ldmatrix or scalar fragments) under every option set."""
     prog = matmul_loop_program(*case)
