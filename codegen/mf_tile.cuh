@@ -115,6 +115,42 @@ __device__ __forceinline__ void unpack_vec(const unsigned& v, float* dst, const 
 __device__ __forceinline__ void unpack_vec(const unsigned& v, float* dst, const float*) {
   dst[0] = __uint_as_float(v);
 }
+// The same reads with an L2 fetch-size hint (sm_80+): a miss brings L2 = 128 or 256 bytes
+// around the address from DRAM instead of the 32-byte sectors asked for, so tiles of short
+// rows (24 to 96 bytes) that neighbouring blocks read at about the same time cost fewer,
+// larger DRAM accesses. Read-only data only (.nc), like __ldg.
+template <int L2> __device__ __forceinline__ uint4 ld_raw_l2(const void* src) {
+  uint4 v;
+  if constexpr (L2 == 256) {
+    asm("ld.global.nc.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(src));
+  } else {
+    asm("ld.global.nc.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(src));
+  }
+  return v;
+}
+template <int B, int L2> __device__ __forceinline__ typename raw_vec<B>::type ld_rawn_l2(const void* src) {
+  if constexpr (B == 16) {
+    return ld_raw_l2<L2>(src);
+  } else if constexpr (B == 8) {
+    uint2 v;
+    if constexpr (L2 == 256) {
+      asm("ld.global.nc.L2::256B.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(src));
+    } else {
+      asm("ld.global.nc.L2::128B.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(src));
+    }
+    return v;
+  } else {
+    unsigned v;
+    if constexpr (L2 == 256) {
+      asm("ld.global.nc.L2::256B.u32 %0, [%1];" : "=r"(v) : "l"(src));
+    } else {
+      asm("ld.global.nc.L2::128B.u32 %0, [%1];" : "=r"(v) : "l"(src));
+    }
+    return v;
+  }
+}
 // Load B bytes of storage elements (B = 8 or 4; src aligned to B) and widen them to fp32.
 template <int B, typename T> __device__ __forceinline__ void ld_vecn(const T* src, float* dst) {
   unpack_vec(ld_rawn<B>(src), dst, src);
@@ -230,6 +266,17 @@ __device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src)
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem_src)
                : "memory");
+}
+// cp_async16 with an L2 fetch-size hint (see ld_raw_l2).
+template <int L2> __device__ __forceinline__ void cp_async16_l2(void* smem_dst, const void* gmem_src) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  if constexpr (L2 == 256) {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem_src)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem_src)
+                 : "memory");
+  }
 }
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");

@@ -274,6 +274,8 @@ class _Emitter(KernelLayout):
     def raw_load(self, n: Node) -> str:
         """The device function that reads one raw vector of iterator tile ``n``."""
         b = self.vec_bytes(n)
+        if self.opts.l2_fetch:
+            return f"mf::ld_rawn_l2<{b}, {self.opts.l2_fetch}>"
         return "mf::ld_raw" if b == 16 else f"mf::ld_rawn<{b}>"
 
     def raw_type(self, n: Node) -> str:
@@ -302,9 +304,10 @@ class _Emitter(KernelLayout):
         decls, idx = multi_index(n.shape, "i", "t")
         ref = self.iter_ref(n, idx, itv)
         dst = f"{self.buf[n]} + (({itv}) % {self.stages}) * {self.stage_halves(n)} + {self.addr(n, idx)}"
+        cp = f"mf::cp_async16_l2<{self.opts.l2_fetch}>" if self.opts.l2_fetch else "mf::cp_async16"
         return [f"{ind}for (int v = threadIdx.x; v < {nv}; v += {self.T}) {{",
                 f"{ind}  const int i = v * 8;", *[ind + "  " + d for d in decls],
-                f"{ind}  mf::cp_async16({dst}, &{ref});", f"{ind}}}"]
+                f"{ind}  {cp}({dst}, &{ref});", f"{ind}}}"]
 
     def emit_load(self, n: Node, ind: str) -> list[str]:
         k = n.attr("input")
@@ -964,7 +967,7 @@ class _Emitter(KernelLayout):
             def load(dst: str, p: str) -> list[str]:
                 return ["{", f"  const int e = (threadIdx.x + ({p}) * {self.T}) * 8;",
                         *[f"  {d}" for d in decls],
-                        f"  {dst} = mf::ld_raw(&{self.iter_ref(B, idx)});", "}"]
+                        f"  {dst} = {self.raw_load(B)}(&{self.iter_ref(B, idx)});", "}"]
         C = max(d for d in range(1, min(P, self.opts.gemv_chunk) + 1) if P % d == 0)
         NCH = P // C
         R = min(self.opts.gemv_depth, NCH)  # ring slots: R - 1 chunks ahead of the products

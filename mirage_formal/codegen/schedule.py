@@ -105,8 +105,14 @@ class Schedule:
     #: the most warps that share one 16-row tile of a register chain, each taking a k slice
     #: of its second product (layout.Chain.kw); 0: as many as the block's warps allow
     chain_warps: int = 0
+    #: L2 fetch size of streamed global reads (prefetch registers, gemv vectors, cp.async),
+    #: bytes: 0 (the hardware's default) or a PTX hint for 128 or 256 bytes per miss, so tiles
+    #: of short rows that neighbouring blocks read together cost fewer DRAM accesses
+    l2_fetch: int = 0
 
     def __post_init__(self) -> None:
+        if self.l2_fetch not in (0, 128, 256):
+            raise GraphError(f"schedule: l2_fetch must be 0, 128 or 256, got {self.l2_fetch}")
         if self.threads is not None and not (32 <= self.threads <= 1024 and self.threads % 32 == 0):
             raise GraphError(f"schedule: threads must be a multiple of 32 in [32, 1024], "
                              f"got {self.threads}")
@@ -188,6 +194,12 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph) -> list[S
     from the default)."""
     seen = {s.key for s in tried}
     out = []
+    # the winner itself with 256-byte L2 fetches for its streamed reads (one more trial)
+    if best.l2_fetch == 0 and any(n.op == "iter" for n in bg.nodes):
+        r = replace(best, l2_fetch=256)
+        if r.key not in seen:
+            seen.add(r.key)
+            out.append(r)
     for s in tried:
         r = replace(s, threads=best.threads, split=best.split)
         if r.key in seen or not split_ok(bg, r.split):

@@ -7,6 +7,7 @@ raises NoGPUError (compile-only)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -164,6 +165,23 @@ def test_narrow_rows_move_whole_vectors(case: tuple, cache: Path) -> None:
     for sched in candidate_schedules(la.graph):
         cg = compile_graph(prog, arch="sm_90", load=False, cache=cache, schedules={la.graph.key: sched})
         assert _is_cubin(cg.cubin)
+
+
+@pytest.mark.parametrize("l2", [128, 256])
+def test_l2_fetch_hints_compile(l2: int, cache: Path) -> None:
+    """Schedule.l2_fetch puts the PTX L2 fetch-size hint on every streamed read: register
+    prefetches (16-, 8- and 4-byte vectors), gemv vectors and cp.async copies."""
+    progs = [(matmul_loop_program(*GEMV_LOOP_CASES[0]), Schedule(gemv=True, async_copy=False)),
+             (matmul_loop_program(*GEMV_LOOP_CASES[0]), Schedule(gemv=True)),
+             (matmul_loop_program(*MATMUL_LOOP_CASES[0]), Schedule()),
+             *[(matmul_loop_program(*c), Schedule()) for c in NARROW_VECTOR_CASES[:3]]]
+    for prog, sched in progs:
+        plain = compile_graph(prog, arch="sm_90", load=False, cache=cache, opts=sched).source
+        cg = compile_graph(prog, arch="sm_90", load=False, cache=cache,
+                           opts=Schedule(**{**sched.to_dict(), "l2_fetch": l2}))
+        assert _is_cubin(cg.cubin)
+        assert f"_l2<{l2}>" in cg.source or f", {l2}>" in cg.source
+        assert "_l2<" not in plain and f", {l2}>" not in plain
 
 
 @pytest.mark.parametrize("blocking", WARP_BLOCKINGS)
@@ -415,7 +433,10 @@ def test_refinements_combine_kinds_with_the_winner() -> None:
             tried = [Schedule(), *candidate_schedules(la.graph)]
             keys = {s.key for s in tried}
             for best in tried[:6]:
-                for r in refinements(best, tried, la.graph):
+                refs = refinements(best, tried, la.graph)
+                # first: the winner itself with 256-byte L2 fetches
+                assert refs[0] == replace(best, l2_fetch=256)
+                for r in refs:
                     assert r.key not in keys
                     assert (r.threads, r.split) == (best.threads, best.split)
                     assert la.graph.forloop % r.split == 0

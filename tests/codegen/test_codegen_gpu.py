@@ -75,6 +75,19 @@ def test_random_kernel_programs_validate(prog: object) -> None:
         assert rep.ok, f"{rep}\n{cg.source}"
 
 
+@pytest.mark.parametrize("l2", [128, 256])
+def test_l2_fetch_hints_validate(l2: int) -> None:
+    """The L2 fetch-size hints change how much DRAM brings into L2, never the values read."""
+    cases = [(GEMV_LOOP_CASES[0], Schedule(gemv=True, async_copy=False, l2_fetch=l2)),
+             (GEMV_LOOP_CASES[0], Schedule(gemv=True, l2_fetch=l2)),
+             (MATMUL_LOOP_CASES[0], Schedule(l2_fetch=l2)),
+             *[(c, Schedule(l2_fetch=l2)) for c in NARROW_VECTOR_CASES]]
+    for case, sched in cases:
+        cg = compile_graph(matmul_loop_program(*case), opts=sched)
+        rep = validate(cg, trials=2)
+        assert rep.ok, f"{case} {sched.short()}: {rep}"
+
+
 @pytest.mark.parametrize("case", MATMUL_LOOP_CASES + NARROW_VECTOR_CASES)
 def test_matmul_loops_validate(case: tuple) -> None:
     """Raw fp16 cp.async tiles (ldmatrix or scalar fragments) under every option set."""
