@@ -249,4 +249,7 @@ GEMV_LOOP_CASES = [
     (2, 2048, 48, 2), (4, 384, 24, 3), (8, 1024, 40, 2), (1, 512, 16, 4), (3, 4096, 8, 2),
     # 9-16 rows: gemv only at <= 256 threads (schedule.gemv_rows_ok)
     (16, 1024, 48, 2), (12, 256, 16, 4),
+    # loop-free: the whole K x N weight slice streamed in register chunks (Mirage's rmsnorm
+    # μGraphs with 4096 x 8 tiles)
+    (2, 2048, 8, 1), (4, 1024, 16, 1),
 ]

@@ -357,7 +357,10 @@ class KernelLayout:
                 or not gemv_rows_ok(n.shape[0], self.T)):
             return False
         A, B = n.src
-        if B.op != ITER or B.attr("fmap") == -1 or self.bg.forloop < 2 or self.consumers[B] != [n]:
+        # a per-iteration tile of a real loop, or the one tile of a loop-free kernel (a whole
+        # K x N weight slice: streamed in chunks instead of staged whole in shared memory)
+        looped = self.bg.forloop >= 2 and B.attr("fmap") != -1
+        if B.op != ITER or not (looped or self.bg.forloop == 1) or self.consumers[B] != [n]:
             return False
         if A is B or B in self.out_nodes:
             return False

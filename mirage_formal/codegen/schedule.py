@@ -311,8 +311,11 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     for n in skinny_mms:
         threads += [t for t in _gemv_thread_counts(n, bg) if t not in threads]
     # the block sizes whose registers hold the gemv accumulators (none: no gemv schedules)
+    # (a loop-free kernel too, when its weight slice is large: streamed in register chunks
+    # instead of staged whole in shared memory)
+    streams = bg.forloop > 1 or any(math.prod(n.src[1].shape) >= 4096 for n in skinny_mms)
     gemv_threads = ([t for t in threads if gemv_rows_ok(rows, t or bg.threads)]
-                    if skinny_mms and bg.forloop > 1 else [])
+                    if skinny_mms and streams else [])
     # the thread x split grid (default first), and the other kinds of variant, which go
     # right after the default so that truncation to ``limit`` drops grid points, not kinds
     grid: list[Schedule] = []
