@@ -51,6 +51,19 @@ def scaled_attention(b: int = 1) -> KernelGraph:
     return g.build()
 
 
+def partial_tile_attention(b: int = 1) -> KernelGraph:
+    """Scaled attention with 24 query rows per head (one full and one partial 16-row tile), a
+    32-wide V and 8 heads: the register chain's partial row tiles and k slices (tenth session,
+    ``check_partial_tile_attention.py``)."""
+    g = mf.Graph()
+    q = g.input((8 * b, 24, 64), "f16", "Q")
+    k = g.input((8 * b, 64, 2048), "f16", "K")
+    v = g.input((8 * b, 2048, 32), "f16", "V")
+    e = g.exp(g.mul_scalar(g.matmul(q, k), scalar=0.125))
+    g.output(g.matmul(g.div(e, g.sum(e, axis=-1, keepdims=True)), v))
+    return g.build()
+
+
 def layernorm_matmul(b: int = 1) -> KernelGraph:
     g = mf.Graph()
     x = g.input((8 * b, 1024), "f16", "X")
@@ -108,6 +121,7 @@ PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "scaled_attention": scaled_attention, "layernorm_matmul": layernorm_matmul,
     "norm_gain_matmul": norm_gain_matmul, "swish_matmul": swish_matmul,
     "sigmoid_gated_mlp": sigmoid_gated_mlp, "gelu_gated_mlp": gelu_gated_mlp, "exp_bmm": exp_bmm,
+    "partial_tile_attention": partial_tile_attention,
 }
 
 
