@@ -41,27 +41,26 @@ from mirage_formal.optimize import superoptimize
 from mirage_formal.search import estimate
 
 
-def scaled_attention(b: int = 1) -> KernelGraph:
+def _scaled_attention(heads: int, rows: int, d: int, kv: int, dv: int) -> KernelGraph:
+    """softmax(Q·K · 0.125) · V without max subtraction, K stored transposed."""
     g = mf.Graph()
-    q = g.input((2 * b, 256, 64), "f16", "Q")
-    k = g.input((2 * b, 64, 4096), "f16", "K")
-    v = g.input((2 * b, 4096, 64), "f16", "V")
+    q = g.input((heads, rows, d), "f16", "Q")
+    k = g.input((heads, d, kv), "f16", "K")
+    v = g.input((heads, kv, dv), "f16", "V")
     e = g.exp(g.mul_scalar(g.matmul(q, k), scalar=0.125))
     g.output(g.matmul(g.div(e, g.sum(e, axis=-1, keepdims=True)), v))
     return g.build()
+
+
+def scaled_attention(b: int = 1) -> KernelGraph:
+    return _scaled_attention(2 * b, 256, 64, 4096, 64)
 
 
 def partial_tile_attention(b: int = 1) -> KernelGraph:
     """Scaled attention with 24 query rows per head (one full and one partial 16-row tile), a
     32-wide V and 8 heads: the register chain's partial row tiles and k slices (tenth session,
     ``check_partial_tile_attention.py``)."""
-    g = mf.Graph()
-    q = g.input((8 * b, 24, 64), "f16", "Q")
-    k = g.input((8 * b, 64, 2048), "f16", "K")
-    v = g.input((8 * b, 2048, 32), "f16", "V")
-    e = g.exp(g.mul_scalar(g.matmul(q, k), scalar=0.125))
-    g.output(g.matmul(g.div(e, g.sum(e, axis=-1, keepdims=True)), v))
-    return g.build()
+    return _scaled_attention(8 * b, 24, 64, 2048, 32)
 
 
 def layernorm_matmul(b: int = 1) -> KernelGraph:
