@@ -141,6 +141,16 @@ class _Expr:
         return [self.indent + ln for ln in self.lines]
 
 
+def ld_vec_fn(nbytes: int) -> str:
+    """The device function that loads one ``nbytes``-byte vector and widens it to fp32."""
+    return "mf::ld_vec" if nbytes == 16 else f"mf::ld_vecn<{nbytes}>"
+
+
+def st_vec_fn(nbytes: int) -> str:
+    """The device function that narrows fp32 values and stores one ``nbytes``-byte vector."""
+    return "mf::st_vec" if nbytes == 16 else f"mf::st_vecn<{nbytes}>"
+
+
 class _Emitter(KernelLayout):
     """Prints the kernel a :class:`KernelLayout` describes."""
 
@@ -318,7 +328,7 @@ class _Emitter(KernelLayout):
             nv = math.prod(n.shape) // V
             decls, idx = multi_index(n.shape, "i", "t")
             ref = self.iter_ref(n, idx)
-            ld = "mf::ld_vec" if V * dt.itemsize == 16 else f"mf::ld_vecn<{V * dt.itemsize}>"
+            ld = ld_vec_fn(V * dt.itemsize)
             body = [f"{ind}  const int i = v * {V};", *[ind + "  " + d for d in decls],
                     f"{ind}  {ld}(&{ref}, &{b}[{self.addr(n, idx)}]);"]
             return [f"{ind}for (int v = threadIdx.x; v < {nv}; v += {self.T}) {{", *body, f"{ind}}}"]
@@ -331,7 +341,7 @@ class _Emitter(KernelLayout):
         full = self.bg.output_shape(o)
         V = self.row_vec(n.shape[-1], full[-1], n.dtype)
         c = n.dtype.c_type
-        st = "mf::st_vec" if V * n.dtype.itemsize == 16 else f"mf::st_vecn<{V * n.dtype.itemsize}>"
+        st = st_vec_fn(V * n.dtype.itemsize)
         if V:
             nv = math.prod(n.shape) // V
             decls, idx = multi_index(n.shape, "i", "t")
@@ -365,7 +375,7 @@ class _Emitter(KernelLayout):
                 _, dt = self.bg.inputs[x.attr("input")]
                 V = self.iter_vec(x)
                 if V:
-                    ld = "mf::ld_vec" if V * dt.itemsize == 16 else f"mf::ld_vecn<{V * dt.itemsize}>"
+                    ld = ld_vec_fn(V * dt.itemsize)
                     decls, idx = multi_index(x.shape, "i", "t")
                     return [f"{ind}for (int v = threadIdx.x; v < {math.prod(x.shape) // V}; v += {self.T}) {{",
                             f"{ind}  const int i = v * {V};", *[ind + "  " + d for d in decls],
