@@ -1,0 +1,34 @@
+"""Schedule values: every field a schedule holds is checked when it is made, with the
+package's own exception naming the field, and a schedule survives its text key."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+import pytest
+
+from mirage_formal.codegen import Schedule
+from mirage_formal.errors import GraphError, MirageError
+
+BAD: list[tuple[str, Any]] = [
+    ("threads", 33), ("threads", 2048), ("split", 0), ("chain_warps", -1), ("gemv_chunk", 0),
+    ("gemv_depth", 1), ("warp_m", 3), ("warp_n", 16), ("async_stages", 1),
+    ("prefetch_depth", 0), ("prefetch_regs", -1), ("l2_fetch", 64),
+]
+
+
+@pytest.mark.parametrize(("name", "value"), BAD)
+def test_a_bad_field_raises_the_packages_error_naming_it(name: str, value: Any) -> None:
+    with pytest.raises(GraphError) as e:
+        Schedule(**{name: value})
+    assert isinstance(e.value, MirageError)
+    assert name.split("_")[0] in str(e.value)
+
+
+def test_every_field_survives_the_text_key_and_unknown_fields_are_refused() -> None:
+    s = Schedule(threads=256, split=4, gemv=True, l2_fetch=256, chain_warps=2, warp_m=2)
+    assert Schedule.from_dict(s.to_dict()) == s
+    assert {f.name for f in fields(Schedule)} == set(s.to_dict())
+    with pytest.raises(GraphError, match="unknown fields"):
+        Schedule.from_dict({**s.to_dict(), "tma": True})
