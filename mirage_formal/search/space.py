@@ -201,6 +201,22 @@ def _attr_key(attrs: dict[str, Any]) -> str:
     return k
 
 
+def _canonical_args(n: int, k: int, m0: int) -> Iterator[tuple[int, ...]]:
+    """Operand position tuples of length ``k`` over ``range(n)`` whose largest entry is >= m0,
+    in the lexicographic order of ``itertools.product(range(n), repeat=k)``."""
+    if k == 1:
+        for i in range(m0, n):
+            yield (i,)
+    elif k == 2:
+        for i in range(n):
+            for j in range(0 if i >= m0 else m0, n):
+                yield (i, j)
+    else:
+        for args in itertools.product(range(n), repeat=k):
+            if max(args) >= m0:
+                yield args
+
+
 def _mid(xs: Sequence[int]) -> int:
     return xs[len(xs) // 2]
 
@@ -252,6 +268,7 @@ class Enumerator:
             used.update(x for x in o.walk() if x.op == INPUT)
         self.used_inputs = [i for i, n in enumerate(program.inputs) if n in used]
         self.attrs = _attr_choices(program, KERNEL)
+        self._keyed_attrs: dict[tuple[str, int], list[tuple[dict[str, Any], str]]] = {}
         self.kernel_ops = sorted(config.kernel_ops)
         self.block_ops = sorted(config.block_ops)
         self.ktype = {name: i for i, name in enumerate(self.kernel_ops)}
@@ -270,6 +287,15 @@ class Enumerator:
         self._direct_done = False
 
     # ------------------------------------------------------------ attribute choices
+
+    def op_attrs_keyed(self, name: str, srcs: Sequence[Node]) -> list[tuple[dict[str, Any], str]]:
+        """:meth:`_op_attrs` with each choice's attribute key (cached: the choices depend only
+        on the op and, for reductions, the operand's rank)."""
+        ck = (name, len(srcs[0].shape) if REGISTRY[name].label == "reduce" else -1)
+        got = self._keyed_attrs.get(ck)
+        if got is None:
+            got = self._keyed_attrs[ck] = [(at, _attr_key(at)) for at in self._op_attrs(name, srcs)]
+        return got
 
     def _op_attrs(self, name: str, srcs: Sequence[Node]) -> list[dict[str, Any]]:
         if name in self.attrs:
@@ -701,9 +727,11 @@ class BlockSearch:
         yield from self._dfs()
 
     def _moves(self, m0: int, must: set[int] | None
-               ) -> Iterator[tuple[str, tuple[int, ...], dict[str, Any]]]:
-        """Candidate ops whose largest input position is >= m0 (canonical order) and, when
-        ``must`` is given, that consume one of those (dangling) tensors (bound tier)."""
+               ) -> Iterator[tuple[str, tuple[int, ...], dict[str, Any], str]]:
+        """Candidate ops (name, operand positions, attributes, attribute key) whose largest
+        input position is >= m0 (canonical order) and, when ``must`` is given, that consume one
+        of those (dangling) tensors (bound tier). Operand tuples come in lexicographic order;
+        only those whose largest position is >= m0 are generated at all."""
         n = len(self.t)
         accums = self.cfg.accums
         for name in [*self.o.block_ops, "accum"]:
@@ -717,16 +745,16 @@ class BlockSearch:
                         kind, _, fold = a.partition(":")
                         if fold == "x":
                             for x in fold_choices(self.lab[p]):
-                                yield "accum", (p,), {"kind": kind, "fold": x}
+                                at = {"kind": kind, "fold": x}
+                                yield "accum", (p,), at, _attr_key(at)
                         else:
-                            yield "accum", (p,), {"kind": kind, "fold": int(fold) if fold else None}
+                            at = {"kind": kind, "fold": int(fold) if fold else None}
+                            yield "accum", (p,), at, _attr_key(at)
                 continue
             spec = REGISTRY[name]
             lo, hi = spec.arity
             for k in range(lo, hi + 1):
-                for args in itertools.product(range(n), repeat=k):
-                    if max(args) < m0:
-                        continue
+                for args in _canonical_args(n, k, m0):
                     if must is not None and not any(i in must for i in args):
                         continue
                     if k == 2:
@@ -734,8 +762,8 @@ class BlockSearch:
                             continue
                         if self.post[args[0]] != self.post[args[1]]:
                             continue
-                    for at in self.o._op_attrs(name, [self.t[i] for i in args]):
-                        yield name, args, at
+                    for at, ak in self.o.op_attrs_keyed(name, [self.t[i] for i in args]):
+                        yield name, args, at, ak
 
     def _dfs(self) -> Iterator[tuple[BlockGraph, list[Labels]]]:
         st = self.o.stats
@@ -755,8 +783,7 @@ class BlockSearch:
         moves = list(self._moves(m0, must))
         last = self.last
         made = self.o.block_nodes
-        for name, args, attrs in moves:
-            ak = _attr_key(attrs)
+        for name, args, attrs, ak in moves:
             key: tuple[Any, ...] | None = None
             # canonical order: a move whose largest input is past the last op's comes after it
             # (the first key element decides), so only ties on it need the whole key
