@@ -755,7 +755,8 @@ class BlockSearch:
             lo, hi = spec.arity
             for k in range(lo, hi + 1):
                 for args in _canonical_args(n, k, m0):
-                    if must is not None and not any(i in must for i in args):
+                    if must is not None and not (
+                            args[0] in must or (k > 1 and (args[1] in must or any(i in must for i in args[2:])))):
                         continue
                     if k == 2:
                         if args[0] == args[1] or (spec.commutative and args[0] > args[1]):
@@ -783,23 +784,26 @@ class BlockSearch:
         moves = list(self._moves(m0, must))
         last = self.last
         made = self.o.block_nodes
+        uses, post = self.uses, self.post
         for name, args, attrs, ak in moves:
             key: tuple[Any, ...] | None = None
             # canonical order: a move whose largest input is past the last op's comes after it
-            # (the first key element decides), so only ties on it need the whole key
-            if last and max(args) <= m0:
+            # (the first key element decides), so only ties on it need the whole key (every
+            # move's largest input is >= m0, so "not past" means m0 is one of its inputs)
+            if last and m0 in args:
                 key = (tuple(sorted(args, reverse=True)), btype[name], (args, ak))
                 if key <= last:
                     continue
             # bound tier, before any node is built
             ld, pd = loop_d, post_d
-            for i in set(args):
-                if self.uses[i] == 0:
-                    if self.post[i]:
+            # (pairs never repeat a position: _moves skips them)
+            for i in args if len(args) <= 2 else set(args):
+                if uses[i] == 0:
+                    if post[i]:
                         pd -= 1
                     else:
                         ld -= 1
-            if name == "accum" or self.post[args[0]]:
+            if name == "accum" or post[args[0]]:
                 pd += 1
             else:
                 ld += 1
