@@ -6,20 +6,19 @@ slices: scaled attention with 24 query rows per head (one full and one partial 1
 Usage: PYTHONPATH=. python3 benchmarks/check_partial_tile_attention.py
 """
 
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from search_outside import partial_tile_attention
 
 import mirage_formal as mf
-from mirage_formal import Graph
 from mirage_formal.codegen import candidate_schedules, compile_graph, launches
 from mirage_formal.search.cost import input_cost
 
-g = Graph()
-Q = g.input((8, 24, 64), "f16", "Q")
-K = g.input((8, 64, 2048), "f16", "K")
-V = g.input((8, 2048, 32), "f16", "V")
-e = g.exp(g.mul_scalar(g.matmul(Q, K), scalar=0.125))
-g.output(g.matmul(g.div(e, g.sum(e, axis=-1, keepdims=True)), V))
-prog = g.build()
+prog = partial_tile_attention(1)
 t = time.time()
 res = mf.superoptimize(prog, budget_s=180, workers=2, gpu=False)
 print(f"search {time.time()-t:.0f} s; accepted {len(res.accepted)}")

@@ -74,8 +74,9 @@ __device__ __forceinline__ void st_vec(float* dst, const float* src) {
   *reinterpret_cast<float4*>(dst) = make_float4(src[0], src[1], src[2], src[3]);
 }
 
-__device__ __forceinline__ float2 to_f2_pair(__half2 h) { return __half22float2(h); }
-__device__ __forceinline__ float2 to_f2_pair(__nv_bfloat162 h) { return __bfloat1622float2(h); }
+// A pair of 16-bit values to two fp32 values.
+__device__ __forceinline__ float2 to_f2(__half2 h) { return __half22float2(h); }
+__device__ __forceinline__ float2 to_f2(__nv_bfloat162 h) { return __bfloat1622float2(h); }
 
 // ---------------------------------------------------------------- 8- and 4-byte vector moves
 // Tiles whose rows are not a multiple of 16 bytes (12 or 22 halves, say) still move whole
@@ -91,7 +92,7 @@ template <int B> __device__ __forceinline__ typename raw_vec<B>::type ld_rawn(co
 template <typename H2> __device__ __forceinline__ void unpack_pairs(const unsigned* w, int n, float* dst) {
 #pragma unroll
   for (int i = 0; i < n; ++i) {
-    const float2 f = to_f2_pair(*reinterpret_cast<const H2*>(&w[i]));
+    const float2 f = to_f2(*reinterpret_cast<const H2*>(&w[i]));
     dst[2 * i] = f.x;
     dst[2 * i + 1] = f.y;
   }
@@ -119,20 +120,17 @@ __device__ __forceinline__ void unpack_vec(const unsigned& v, float* dst, const 
 // around the address from DRAM instead of the 32-byte sectors asked for, so tiles of short
 // rows (24 to 96 bytes) that neighbouring blocks read at about the same time cost fewer,
 // larger DRAM accesses. Read-only data only (.nc), like __ldg.
-template <int L2> __device__ __forceinline__ uint4 ld_raw_l2(const void* src) {
-  uint4 v;
-  if constexpr (L2 == 256) {
-    asm("ld.global.nc.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(src));
-  } else {
-    asm("ld.global.nc.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(src));
-  }
-  return v;
-}
 template <int B, int L2> __device__ __forceinline__ typename raw_vec<B>::type ld_rawn_l2(const void* src) {
   if constexpr (B == 16) {
-    return ld_raw_l2<L2>(src);
+    uint4 v;
+    if constexpr (L2 == 256) {
+      asm("ld.global.nc.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(src));
+    } else {
+      asm("ld.global.nc.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
+          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(src));
+    }
+    return v;
   } else if constexpr (B == 8) {
     uint2 v;
     if constexpr (L2 == 256) {
@@ -169,8 +167,6 @@ template <typename T> struct vec_width { static constexpr int value = 16 / sizeo
 
 // 8 consecutive elements (16-byte aligned; shared or global memory) to fp32 registers, and
 // back: the row-wise kernels (rms_norm) move whole 16-byte vectors per lane.
-__device__ __forceinline__ float2 to_f2(__half2 h) { return __half22float2(h); }
-__device__ __forceinline__ float2 to_f2(__nv_bfloat162 h) { return __bfloat1622float2(h); }
 // (H2: __half2 or __nv_bfloat162, the pair type of the 16-bit storage type)
 template <typename H2> __device__ __forceinline__ void ld8_pairs(const void* p, float* v) {
   const uint4 r = *reinterpret_cast<const uint4*>(p);
@@ -267,7 +263,7 @@ __device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src)
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem_src)
                : "memory");
 }
-// cp_async16 with an L2 fetch-size hint (see ld_raw_l2).
+// cp_async16 with an L2 fetch-size hint (see ld_rawn_l2).
 template <int L2> __device__ __forceinline__ void cp_async16_l2(void* smem_dst, const void* gmem_src) {
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
   if constexpr (L2 == 256) {

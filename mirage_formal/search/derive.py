@@ -42,8 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from mirage_formal.ir.graph import INPUT, KernelGraph
+from mirage_formal.ir.node import Node
 from mirage_formal.search.config import SearchConfig, load_preset_data
-from mirage_formal.search.labels import UNIT, Label, program_labels
+from mirage_formal.search.labels import UNIT, Label, Labels, program_labels
 
 #: SMs on the default target (H100 SXM)
 H100_SMS = 132
@@ -116,10 +117,10 @@ def _loop_labels(program: KernelGraph) -> set[Label]:
     return {labs[n.src[0]][-1] for n in program.nodes if n.op == "matmul"} - {UNIT}
 
 
-def _loop_matmuls(program: KernelGraph) -> int:
-    """The most matmuls that contract one loop label: the loop-sum accumulators one kernel with
-    a for-loop over that label needs besides its ops (attention's exp(QK)·V: 1 of its 2)."""
-    labs = program_labels(program)
+def _loop_matmuls(program: KernelGraph, labs: Mapping[Node, Labels]) -> int:
+    """The most matmuls that contract one loop label (``labs``: the program's labels): the
+    loop-sum accumulators one kernel with a for-loop over that label needs besides its ops
+    (attention's exp(QK)·V: 1 of its 2)."""
     by_label: dict[Label, int] = {}
     for n in program.nodes:
         if n.op == "matmul" and labs[n.src[0]][-1] != UNIT:
@@ -164,7 +165,7 @@ def derive_fields(program: KernelGraph, n_sm: int = H100_SMS) -> dict[str, Any]:
     else:
         # iterators, ops (a row sum becomes its accumulator), the accumulators of split norms
         # and of the matmuls that contract the loop's dimension (one loop label per kernel)
-        block_ops = n_in + n_ops + n_split_norms + min(2, _loop_matmuls(program))
+        block_ops = n_in + n_ops + n_split_norms + min(2, _loop_matmuls(program, labs))
     gk = 2 if row_red and n_ops > 1 else 1
     # without a loop one kernel over full rows does all the work: more kernels only add launches
     kops = gk if not loop_labels else min(MAX_KERNEL_OPS, n_ops, max(gk, 2))

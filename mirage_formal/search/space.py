@@ -288,13 +288,14 @@ class Enumerator:
 
     # ------------------------------------------------------------ attribute choices
 
-    def op_attrs_keyed(self, name: str, srcs: Sequence[Node]) -> list[tuple[dict[str, Any], str]]:
-        """:meth:`_op_attrs` with each choice's attribute key (cached: the choices depend only
-        on the op and, for reductions, the operand's rank)."""
-        ck = (name, len(srcs[0].shape) if REGISTRY[name].label == "reduce" else -1)
+    def op_attrs_keyed(self, name: str, first: Node) -> list[tuple[dict[str, Any], str]]:
+        """:meth:`_op_attrs` with each choice's attribute key, for an op whose first operand is
+        ``first`` (cached: the choices depend only on the op and, for reductions, that
+        operand's rank)."""
+        ck = (name, len(first.shape) if REGISTRY[name].label == "reduce" else -1)
         got = self._keyed_attrs.get(ck)
         if got is None:
-            got = self._keyed_attrs[ck] = [(at, _attr_key(at)) for at in self._op_attrs(name, srcs)]
+            got = self._keyed_attrs[ck] = [(at, _attr_key(at)) for at in self._op_attrs(name, [first])]
         return got
 
     def _op_attrs(self, name: str, srcs: Sequence[Node]) -> list[dict[str, Any]]:
@@ -755,15 +756,14 @@ class BlockSearch:
             lo, hi = spec.arity
             for k in range(lo, hi + 1):
                 for args in _canonical_args(n, k, m0):
-                    if must is not None and not (
-                            args[0] in must or (k > 1 and (args[1] in must or any(i in must for i in args[2:])))):
+                    if must is not None and must.isdisjoint(args):
                         continue
                     if k == 2:
                         if args[0] == args[1] or (spec.commutative and args[0] > args[1]):
                             continue
                         if self.post[args[0]] != self.post[args[1]]:
                             continue
-                    for at, ak in self.o.op_attrs_keyed(name, [self.t[i] for i in args]):
+                    for at, ak in self.o.op_attrs_keyed(name, self.t[args[0]]):
                         yield name, args, at, ak
 
     def _dfs(self) -> Iterator[tuple[BlockGraph, list[Labels]]]:
