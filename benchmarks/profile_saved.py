@@ -6,12 +6,14 @@ Usage (device): ncu --section SpeedOfLight ... python3 benchmarks/profile_saved.
 autotuner's ``Tuned.describe()``: ``KEY8:field=value,...; ...``) is parsed back into one
 Schedule per kernel; ``FIELD=VALUE,...`` (e.g. ``half_tiles=True``) overrides those fields in
 every kernel's schedule (but a split in a kernel it cannot divide). Prints each kernel's grid, threads, shared memory and schedule and the
-median µs of a few CUDA-graph replays with the L2 flushed.
+median µs of a few CUDA-graph replays with the L2 flushed (``MF_PROFILE_REPS``, default 5;
+more for a steadier median when comparing overrides).
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -57,7 +59,7 @@ def main() -> None:
                  for k in keys}
     cg = compile_graph(graph, schedules=sched)
     print(cg.summary())
-    print("us", time_graph(cg, warmup=2, reps=5, graph=True, flush_l2=True))
+    print("us", time_graph(cg, warmup=2, reps=int(os.environ.get("MF_PROFILE_REPS", "5")), graph=True, flush_l2=True))
 
 
 if __name__ == "__main__":
