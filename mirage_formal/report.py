@@ -116,6 +116,7 @@ def render(res: OptimizeResult, drawing: str | None = None) -> str:
         ("pruned: duplicate of one seen", s["pruned_dedup"]),
         ("pruned: more dangling tensors than the ops left can consume", s["pruned_bound"]),
         ("pruned: the oracle proved it cannot lead to the output", s["pruned_oracle"]),
+        ("pruned: kernel tiles cannot fit in shared memory at any size", s.get("pruned_smem", 0)),
         ("complete but not verified: estimated slower than the input program",
          s.get("pruned_cost", 0)),
     ])

@@ -87,6 +87,9 @@ class Stats:
     pruned_bound: int = 0
     pruned_oracle: int = 0
     pruned_copy: int = 0
+    #: map configurations whose iterator tiles alone, at the smallest tiles any size variant
+    #: gives them, exceed shared memory (every block graph of them would be dropped)
+    pruned_smem: int = 0
     #: complete candidates not verified: estimated slower than the input program's own lowering
     pruned_cost: int = 0
     candidates: int = 0
@@ -570,11 +573,44 @@ class Enumerator:
                     for i, d in enumerate(ds):
                         if d != -1:
                             chunks[i][d] //= size
-                yield MapConfig(tuple(axes), None)
+                # the most each label's dimension can be divided by any size variant (grid
+                # sizes of its axis times loop ranges that still divide): the smallest tiles
+                gmax = {lab: max(sizes_for(lab, shapes, cfg.grid_sizes)) for lab in combo}
+                if self._iter_bytes_floor(args, gmax) > cfg.smem_limit:
+                    self.stats.pruned_smem += 1
+                else:
+                    yield MapConfig(tuple(axes), None)
                 for lab in cand:
                     fs = sizes_for(lab, [tuple(c) for c in chunks], cfg.forloop)
-                    if fs:
-                        yield MapConfig(tuple(axes), (lab, _mid(fs), dims[lab]))
+                    if not fs:
+                        continue
+                    div = dict(gmax)
+                    div[lab] = max(g * max([f for f in cfg.forloop if f > 1 and all(
+                        d == -1 or (shp[d] // g) % f == 0 for d, shp in zip(dims[lab], shapes, strict=True))],
+                        default=1) for g in ([*sizes_for(lab, shapes, cfg.grid_sizes)] if lab in gmax else [1]))
+                    if self._iter_bytes_floor(args, div) > cfg.smem_limit:
+                        self.stats.pruned_smem += 1
+                        continue
+                    yield MapConfig(tuple(axes), (lab, _mid(fs), dims[lab]))
+
+    def _iter_bytes_floor(self, args: Sequence[int], div: dict[Label, int]) -> float:
+        """A lower bound on the shared memory of the iterator tiles of a kernel over tensors
+        ``args`` whose label ``lab`` is cut into at most ``div[lab]`` chunks by grid and loop, in
+        every size variant (``size_variants``): each tile is counted at its smallest. Every tile
+        of a block graph counts toward ``cost.smem_bytes`` and the iterators are in every block
+        graph of a map configuration, so above the limit none of them has a variant that fits.
+        A dimension that an earlier kernel's grid sizes (a concatenation of partial results,
+        "cat"/"part" labels) makes vary across variants counts as zero."""
+        total = 0.0
+        for i in args:
+            shape, lab = self.t[i].shape, self.lab[i]
+            if any(x[0] in ("cat", "part") for x in lab):
+                continue
+            size = float(self.t[i].dtype.itemsize)
+            for d, x in zip(shape, lab, strict=True):
+                size *= d / div.get(x, 1)
+            total += size
+        return total
 
     # ------------------------------------------------------------ size variants
 
