@@ -149,6 +149,43 @@ template <int B, int L2> __device__ __forceinline__ typename raw_vec<B>::type ld
     return v;
   }
 }
+// The same reads under an L2 cache policy (sm_80+; POL from l2_evict_first below) and, with
+// L2 = 128 or 256, the fetch-size hint of ld_rawn_l2 (L2 = 0: none).
+#define MF_LD_POL(PF)                                                                           \
+  if constexpr (B == 16) {                                                                      \
+    uint4 v;                                                                                    \
+    asm("ld.global.nc.L2::cache_hint" PF ".v4.u32 {%0,%1,%2,%3}, [%4], %5;"                   \
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(src), "l"(pol));                   \
+    return v;                                                                                   \
+  } else if constexpr (B == 8) {                                                                \
+    uint2 v;                                                                                    \
+    asm("ld.global.nc.L2::cache_hint" PF ".v2.u32 {%0,%1}, [%2], %3;"                          \
+        : "=r"(v.x), "=r"(v.y) : "l"(src), "l"(pol));                                         \
+    return v;                                                                                   \
+  } else {                                                                                      \
+    unsigned v;                                                                                 \
+    asm("ld.global.nc.L2::cache_hint" PF ".u32 %0, [%1], %2;" : "=r"(v) : "l"(src), "l"(pol)); \
+    return v;                                                                                   \
+  }
+template <int B, int L2>
+__device__ __forceinline__ typename raw_vec<B>::type ld_rawn_pol(const void* src, unsigned long long pol) {
+  if constexpr (L2 == 256) {
+    MF_LD_POL(".L2::256B")
+  } else if constexpr (L2 == 128) {
+    MF_LD_POL(".L2::128B")
+  } else {
+    MF_LD_POL("")
+  }
+}
+#undef MF_LD_POL
+// An L2 eviction policy under which the lines a read brings in are the first victims when L2
+// needs room (createpolicy, sm_80+): data read once (a weight stream) then does not push out
+// lines that are still wanted, or dirty lines whose eviction costs a DRAM write each.
+__device__ __forceinline__ unsigned long long l2_evict_first() {
+  unsigned long long pol;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
 // Load B bytes of storage elements (B = 8 or 4; src aligned to B) and widen them to fp32.
 template <int B, typename T> __device__ __forceinline__ void ld_vecn(const T* src, float* dst) {
   unpack_vec(ld_rawn<B>(src), dst, src);
@@ -272,6 +309,22 @@ template <int L2> __device__ __forceinline__ void cp_async16_l2(void* smem_dst, 
   } else {
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem_src)
                  : "memory");
+  }
+}
+// cp_async16 under an L2 cache policy (see l2_evict_first), with the fetch-size hint of
+// cp_async16_l2 when L2 = 128 or 256.
+template <int L2>
+__device__ __forceinline__ void cp_async16_pol(void* smem_dst, const void* gmem_src, unsigned long long pol) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  if constexpr (L2 == 256) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2;\n"
+                 ::"r"(dst), "l"(gmem_src), "l"(pol) : "memory");
+  } else if constexpr (L2 == 128) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::128B [%0], [%1], 16, %2;\n"
+                 ::"r"(dst), "l"(gmem_src), "l"(pol) : "memory");
+  } else {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n"
+                 ::"r"(dst), "l"(gmem_src), "l"(pol) : "memory");
   }
 }
 __device__ __forceinline__ void cp_async_commit() {

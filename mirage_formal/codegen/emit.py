@@ -273,7 +273,7 @@ class _Emitter(KernelLayout):
                 f"{ind}  const int v = threadIdx.x + p * {self.T};",
                 f"{ind}  {guard}{{", f"{ind}    const int i = v * {V};",
                 *[ind + "    " + d for d in decls],
-                f"{ind}    pf{self.ids[n]}_{stage}[p] = {self.raw_load(n)}(&{ref});", f"{ind}  }}",
+                f"{ind}    pf{self.ids[n]}_{stage}[p] = {self.raw_load(n, ref)};", f"{ind}  }}",
                 f"{ind}}}"]
 
     def vec_bytes(self, n: Node) -> int:
@@ -281,12 +281,15 @@ class _Emitter(KernelLayout):
         _, dt = self.bg.inputs[n.attr("input")]
         return int(self.iter_vec(n) * dt.itemsize)
 
-    def raw_load(self, n: Node) -> str:
-        """The device function that reads one raw vector of iterator tile ``n``."""
+    def raw_load(self, n: Node, ref: str) -> str:
+        """The expression that reads one raw vector of iterator tile ``n`` at ``ref`` (an
+        element of its input), with the schedule's L2 fetch size and eviction policy."""
         b = self.vec_bytes(n)
+        if self.opts.evict_first:
+            return f"mf::ld_rawn_pol<{b}, {self.opts.l2_fetch}>(&{ref}, mf_pol)"
         if self.opts.l2_fetch:
-            return f"mf::ld_rawn_l2<{b}, {self.opts.l2_fetch}>"
-        return "mf::ld_raw" if b == 16 else f"mf::ld_rawn<{b}>"
+            return f"mf::ld_rawn_l2<{b}, {self.opts.l2_fetch}>(&{ref})"
+        return f"mf::ld_raw(&{ref})" if b == 16 else f"mf::ld_rawn<{b}>(&{ref})"
 
     def raw_type(self, n: Node) -> str:
         """The register type of one raw vector of iterator tile ``n``."""
@@ -314,10 +317,15 @@ class _Emitter(KernelLayout):
         decls, idx = multi_index(n.shape, "i", "t")
         ref = self.iter_ref(n, idx, itv)
         dst = f"{self.buf[n]} + (({itv}) % {self.stages}) * {self.stage_halves(n)} + {self.addr(n, idx)}"
-        cp = f"mf::cp_async16_l2<{self.opts.l2_fetch}>" if self.opts.l2_fetch else "mf::cp_async16"
+        if self.opts.evict_first:
+            copy = f"mf::cp_async16_pol<{self.opts.l2_fetch}>({dst}, &{ref}, mf_pol)"
+        elif self.opts.l2_fetch:
+            copy = f"mf::cp_async16_l2<{self.opts.l2_fetch}>({dst}, &{ref})"
+        else:
+            copy = f"mf::cp_async16({dst}, &{ref})"
         return [f"{ind}for (int v = threadIdx.x; v < {nv}; v += {self.T}) {{",
                 f"{ind}  const int i = v * 8;", *[ind + "  " + d for d in decls],
-                f"{ind}  {cp}({dst}, &{ref});", f"{ind}}}"]
+                f"{ind}  {copy};", f"{ind}}}"]
 
     def emit_load(self, n: Node, ind: str) -> list[str]:
         k = n.attr("input")
@@ -977,7 +985,7 @@ class _Emitter(KernelLayout):
             def load(dst: str, p: str) -> list[str]:
                 return ["{", f"  const int e = (threadIdx.x + ({p}) * {self.T}) * 8;",
                         *[f"  {d}" for d in decls],
-                        f"  {dst} = {self.raw_load(B)}(&{self.iter_ref(B, idx)});", "}"]
+                        f"  {dst} = {self.raw_load(B, self.iter_ref(B, idx))};", "}"]
         C = max(d for d in range(1, min(P, self.opts.gemv_chunk) + 1) if P % d == 0)
         NCH = P // C
         R = min(self.opts.gemv_depth, NCH)  # ring slots: R - 1 chunks ahead of the products
@@ -1149,6 +1157,9 @@ class _Emitter(KernelLayout):
                       f"  const int itb = mf_split * {self.FL};"]
         else:
             lines.append("  const int bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;")
+        if self.opts.evict_first:
+            # the L2 policy every streamed read passes (unused, and removed, if none is)
+            lines.append("  const unsigned long long mf_pol = mf::l2_evict_first();")
         if plan.smem_floats:
             lines.append("  extern __shared__ __align__(16) float smem[];")
         if plan.ws_floats:

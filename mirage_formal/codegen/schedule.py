@@ -109,10 +109,17 @@ class Schedule:
     #: bytes: 0 (the hardware's default) or a PTX hint for 128 or 256 bytes per miss, so tiles
     #: of short rows that neighbouring blocks read together cost fewer DRAM accesses
     l2_fetch: int = 0
+    #: streamed global reads of iterator tiles (the same reads as ``l2_fetch``) carry an L2
+    #: evict-first cache policy: the lines they bring in are the first victims when L2 needs
+    #: room, so a weight stream read once does not push out lines still wanted, nor dirty
+    #: lines (each such eviction is a DRAM write in the middle of the stream)
+    evict_first: bool = False
 
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):
             raise GraphError(f"schedule: l2_fetch must be 0, 128 or 256, got {self.l2_fetch}")
+        if not isinstance(self.evict_first, bool):
+            raise GraphError(f"schedule: evict_first must be True or False, got {self.evict_first!r}")
         if self.threads is not None and not (32 <= self.threads <= 1024 and self.threads % 32 == 0):
             raise GraphError(f"schedule: threads must be a multiple of 32 in [32, 1024], "
                              f"got {self.threads}")
@@ -194,12 +201,14 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph) -> list[S
     from the default)."""
     seen = {s.key for s in tried}
     out = []
-    # the winner itself with 256-byte L2 fetches for its streamed reads (one more trial)
-    if best.l2_fetch == 0 and any(n.op == "iter" for n in bg.nodes):
-        r = replace(best, l2_fetch=256)
-        if r.key not in seen:
-            seen.add(r.key)
-            out.append(r)
+    # the winner itself with 256-byte L2 fetches for its streamed reads, and with its streamed
+    # reads evicted first from L2 (two more trials)
+    if any(n.op == "iter" for n in bg.nodes):
+        for r in ([replace(best, l2_fetch=256)] if best.l2_fetch == 0 else []) + \
+                 ([replace(best, evict_first=True)] if not best.evict_first else []):
+            if r.key not in seen:
+                seen.add(r.key)
+                out.append(r)
     for s in tried:
         r = replace(s, threads=best.threads, split=best.split)
         if r.key in seen or not split_ok(bg, r.split):

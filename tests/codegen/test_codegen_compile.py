@@ -7,6 +7,7 @@ raises NoGPUError (compile-only)."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -182,6 +183,26 @@ def test_l2_fetch_hints_compile(l2: int, cache: Path) -> None:
         assert _is_cubin(cg.cubin)
         assert f"_l2<{l2}>" in cg.source or f", {l2}>" in cg.source
         assert "_l2<" not in plain and f", {l2}>" not in plain
+
+
+@pytest.mark.parametrize("l2", [0, 256])
+def test_evict_first_policy_compiles(l2: int, cache: Path) -> None:
+    """Schedule.evict_first puts an L2 evict-first cache policy on every streamed read (with or
+    without a fetch-size hint): register prefetches of 16-, 8- and 4-byte vectors, gemv
+    vectors and cp.async copies."""
+    progs = [(matmul_loop_program(*GEMV_LOOP_CASES[0]), Schedule(gemv=True, async_copy=False)),
+             (matmul_loop_program(*GEMV_LOOP_CASES[0]), Schedule(gemv=True)),
+             (matmul_loop_program(*MATMUL_LOOP_CASES[0]), Schedule()),
+             *[(matmul_loop_program(*c), Schedule()) for c in NARROW_VECTOR_CASES[:3]]]
+    for prog, sched in progs:
+        plain = compile_graph(prog, arch="sm_90", load=False, cache=cache, opts=sched).source
+        cg = compile_graph(prog, arch="sm_90", load=False, cache=cache,
+                           opts=replace(sched, l2_fetch=l2, evict_first=True))
+        assert _is_cubin(cg.cubin)
+        assert "mf::l2_evict_first()" in cg.source and "_pol<" in cg.source
+        assert "mf_pol" not in plain
+        # every streamed read carries it: no plain raw load or copy is left
+        assert not re.search(r"mf::(ld_raw\(|ld_rawn<\d+>\(|ld_rawn_l2<|cp_async16\(|cp_async16_l2<)", cg.source)
 
 
 @pytest.mark.parametrize("blocking", WARP_BLOCKINGS)
@@ -434,8 +455,8 @@ def test_refinements_combine_kinds_with_the_winner() -> None:
             keys = {s.key for s in tried}
             for best in tried[:6]:
                 refs = refinements(best, tried, la.graph)
-                # first: the winner itself with 256-byte L2 fetches
-                assert refs[0] == replace(best, l2_fetch=256)
+                # first: the winner itself with 256-byte L2 fetches, then evicted first from L2
+                assert refs[:2] == [replace(best, l2_fetch=256), replace(best, evict_first=True)]
                 for r in refs:
                     assert r.key not in keys
                     assert (r.threads, r.split) == (best.threads, best.split)

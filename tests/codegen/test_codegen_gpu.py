@@ -88,6 +88,18 @@ def test_l2_fetch_hints_validate(l2: int) -> None:
         assert rep.ok, f"{case} {sched.short()}: {rep}"
 
 
+def test_evict_first_policy_validates() -> None:
+    """The L2 evict-first policy changes which lines L2 gives up first, never the values read."""
+    cases = [(GEMV_LOOP_CASES[0], Schedule(gemv=True, async_copy=False, evict_first=True)),
+             (GEMV_LOOP_CASES[0], Schedule(gemv=True, evict_first=True, l2_fetch=256)),
+             (MATMUL_LOOP_CASES[0], Schedule(evict_first=True)),
+             *[(c, Schedule(evict_first=True)) for c in NARROW_VECTOR_CASES]]
+    for case, sched in cases:
+        cg = compile_graph(matmul_loop_program(*case), opts=sched)
+        rep = validate(cg, trials=2)
+        assert rep.ok, f"{case} {sched.short()}: {rep}"
+
+
 @pytest.mark.parametrize("case", MATMUL_LOOP_CASES + NARROW_VECTOR_CASES)
 def test_matmul_loops_validate(case: tuple) -> None:
     """Raw fp16 cp.async tiles (ldmatrix or scalar fragments) under every option set."""
