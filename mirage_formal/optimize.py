@@ -369,14 +369,18 @@ class _StageDeadline:
     verifying and tuning one size variant) is not begun unless the longest step so far would
     still end before the deadline. A b=8 attention variant's field verification alone takes
     seconds, so checking only the clock let the stage run 13 s past a 110 s budget.
-    Call it for "out of time?"; wrap each step in :meth:`step`."""
+    Call it for "out of time?"; wrap each step in :meth:`step`. ``reserve`` keeps that many
+    more such steps free: the ranking and size-variant steps leave one for the winner's second
+    tuning round (which tries the L2 policies; a budget the size variants used up used to
+    skip it)."""
 
     def __init__(self, deadline: float | None) -> None:
         self.deadline = deadline
         self.longest = 0.0
 
-    def __call__(self) -> bool:
-        return self.deadline is not None and time.monotonic() + self.longest >= self.deadline
+    def __call__(self, reserve: int = 0) -> bool:
+        return (self.deadline is not None
+                and time.monotonic() + self.longest * (1 + reserve) >= self.deadline)
 
     @contextlib.contextmanager
     def step(self) -> Iterator[None]:
@@ -403,7 +407,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
     out_of_time = _StageDeadline(deadline)
     picked = gpu_candidates(accepted, top, program)
     for i, a in enumerate(picked):
-        if out_of_time():
+        if out_of_time(reserve=1):
             notes.append(f"budget spent: {len(picked) - i} candidate(s) not tuned or timed")
             break
         with out_of_time.step():
@@ -446,7 +450,9 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
     # and split): the first round ranks, the second polishes one μGraph
     win = min((a for a in accepted if a.measured_us is not None), key=lambda a: a.measured_us or 0.0,
               default=None)
-    if win is not None and win.graph.key in best_sched and not out_of_time():
+    if win is not None and win.graph.key in best_sched and out_of_time():
+        notes.append(f"budget spent: no second tuning round for {win.graph.key[:12]}")
+    elif win is not None and win.graph.key in best_sched:
         with out_of_time.step():
             tuned = _tune_one(win.graph, program, seed, win.cost.seconds * 1e6, deadline,
                               start=best_sched[win.graph.key])
@@ -472,7 +478,7 @@ def _measure_variants(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], pro
     best: tuple[Any, float] = (None, math.inf)
     base_key = a.graph.key
     for v, c in vcs:
-        if out_of_time():
+        if out_of_time(reserve=1):
             notes.append(f"budget spent: {kind} variants of {base_key[:12]} not all measured")
             break
         with out_of_time.step():

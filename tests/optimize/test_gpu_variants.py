@@ -182,3 +182,29 @@ def test_the_gpu_stage_does_not_begin_a_step_it_cannot_finish(
     ranked, _, notes = opt._gpu_rank(program(), accepted, 3, 0, time.monotonic() + 1.5 * step_s)
     assert sum(a.measured_us is not None for a in ranked) == 1
     assert any("2 candidate(s) not tuned" in n for n in notes)
+
+
+def test_ranking_leaves_room_for_the_winners_second_round(
+        result: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a deadline 3.9 steps away and three candidates, the stage ranks two, keeping the
+    third step for the winner's second round (the round that tries the L2 policies); ranking
+    all three would have left no time for it."""
+    import time
+
+    step_s = 0.4
+    calls: list[Any] = []
+    fake = _fake_tune({}, calls, second_round=0.5)
+
+    def tune_one(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(step_s)
+        return fake(*args, **kwargs)
+
+    monkeypatch.setattr(opt, "_tune_one", tune_one)
+    accepted = [opt.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+                for a in result.accepted][:3]
+    assert len(accepted) == 3
+    ranked, _, notes = opt._gpu_rank(program(), accepted, 3, 0, time.monotonic() + 3.9 * step_s)
+    assert sum(c[1] is None for c in calls) == 2  # two first-round tunings
+    assert sum(c[1] is not None for c in calls) == 1  # and the second round
+    assert any("1 candidate(s) not tuned" in n for n in notes)
+    assert "second tuning round" in (ranked[0].validation or "")
