@@ -268,6 +268,27 @@ def _gemv_thread_counts(n: Any, bg: BlockGraph) -> list[int]:
 #: the longest rms_norm row the emitter normalizes row-wise, from registers (at most 16
 #: values per lane: ``layout.KernelLayout.rms_rowwise``)
 ROWWISE_MAX_ROW = 512
+#: bytes of input a kernel reads once (:func:`streamed_once_bytes`) from which its candidate
+#: schedules carry the L2 evict-first policy (the plain default is still measured first): a
+#: stream that large would otherwise push most of the L2 out
+EVICT_FIRST_MIN_BYTES = 8 << 20
+
+
+def streamed_once_bytes(bg: BlockGraph) -> int:
+    """Bytes of the kernel's inputs that it streams and reads once: iterator tiles that change
+    with the loop (every iterator of a loop-free kernel) whose input no grid axis of more than
+    one block replicates, so that each element is read by one block, one time (a weight
+    stream; not attention's K and V, which every query-row block re-reads from L2)."""
+    total = 0
+    for n in bg.nodes:
+        if n.op != "iter" or (bg.forloop > 1 and n.attr("fmap") == -1):
+            continue
+        imap = n.attr("imap")
+        if any(g > 1 and imap[ax] == -1 for ax, g in enumerate(bg.grid)):
+            continue
+        shape, dt = bg.inputs[n.attr("input")]
+        total += math.prod(shape) * dt.itemsize
+    return total
 
 
 def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
@@ -299,10 +320,15 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     - when a matmul streams an iterator tile as B through a loop of >= 4 iterations, a
       6-stage cp.async ring of up to 160 KB (more bytes in flight per block).
 
+    Every one of them carries the L2 evict-first policy when the kernel streams at least
+    ``EVICT_FIRST_MIN_BYTES`` it reads once (:func:`streamed_once_bytes`; the tuner measures
+    the plain default before these, and its second round tries the policy on any winner
+    without it), so that candidates are ranked as they will run.
+
     The default comes first, then one of each other kind, then the rest of the thread x split
     grid, so that ``limit`` cuts grid points rather than kinds.
     """
-    base = Schedule()
+    base = Schedule(evict_first=streamed_once_bytes(bg) >= EVICT_FIRST_MIN_BYTES)
     blocks = math.prod(bg.grid)
     largest = max((math.prod(n.shape) for n in bg.nodes), default=1)
     threads: list[int | None] = [None]

@@ -10,6 +10,7 @@ import math
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from graph_strategies import (
@@ -203,6 +204,26 @@ def test_evict_first_policy_compiles(l2: int, cache: Path) -> None:
         assert "mf_pol" not in plain
         # every streamed read carries it: no plain raw load or copy is left
         assert not re.search(r"mf::(ld_raw\(|ld_rawn<\d+>\(|ld_rawn_l2<|cp_async16\(|cp_async16_l2<)", cg.source)
+
+
+def test_large_read_once_streams_are_tuned_with_the_evict_first_policy() -> None:
+    """A kernel streaming tens of MB that each block reads once (rmsnorm's and gated_mlp's
+    weights, mha's K and V per head) gets the L2 evict-first policy in every rule's schedule;
+    one whose streamed input every query-row block re-reads (gqa's K and V) or that streams
+    little (lora) does not."""
+    from mirage_formal.codegen import candidate_schedules, launches
+    from mirage_formal.codegen.schedule import EVICT_FIRST_MIN_BYTES, streamed_once_bytes
+
+    def streaming_kernels(name: str, b: int) -> list[Any]:
+        return [la.graph for la in launches(workloads.program(name, b), 128) if la.graph.forloop > 1]
+
+    for name, b, want in (("rmsnorm", 1, True), ("gated_mlp", 1, True), ("mha", 1, True),
+                          ("gqa", 1, False), ("lora", 1, False)):
+        for bg in streaming_kernels(name, b):
+            big = streamed_once_bytes(bg) >= EVICT_FIRST_MIN_BYTES
+            scheds = candidate_schedules(bg)
+            assert all(s.evict_first == big for s in scheds), (name, bg.key)
+            assert big == want, (name, streamed_once_bytes(bg))
 
 
 @pytest.mark.parametrize("blocking", WARP_BLOCKINGS)
@@ -456,7 +477,10 @@ def test_refinements_combine_kinds_with_the_winner() -> None:
             for best in tried[:6]:
                 refs = refinements(best, tried, la.graph)
                 # first: the winner itself with 256-byte L2 fetches, then evicted first from L2
-                assert refs[:2] == [replace(best, l2_fetch=256), replace(best, evict_first=True)]
+                # (unless already tried: a large read-once stream's rules carry the policy)
+                first = [r for r in (replace(best, l2_fetch=256), replace(best, evict_first=True))
+                         if r != best and r.key not in keys]
+                assert refs[:len(first)] == first
                 for r in refs:
                     assert r.key not in keys
                     assert (r.threads, r.split) == (best.threads, best.split)
