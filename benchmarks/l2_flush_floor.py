@@ -7,7 +7,8 @@ Kernels: a read-only reduction over B bytes (``x.sum()``), a device copy of B by
 rmsnorm and gated_mlp benchmark matmuls through cuBLAS (``X @ W``), and the fastest of a few
 Triton streaming reads of the same weight bytes (each program sums ITERS x BLOCK fp16 values
 with 16-byte loads into one partial: the read floor a fused kernel reading those weights could
-reach under each flush). Each: CUDA graph of the
+reach under each flush; each also with Triton's L2 evict-first load policy, the policy of
+our ``Schedule.evict_first``). Each: CUDA graph of the
 kernel, median of 100 runs, flush before each, CUDA events around the kernel only.
 Usage (device): python3 benchmarks/l2_flush_floor.py [--out FILE.json]; prints a table.
 """
@@ -80,13 +81,15 @@ def main() -> None:
     import triton.language as tl
 
     @triton.jit
-    def stream_sum(x_ptr, out_ptr, BLOCK: tl.constexpr, ITERS: tl.constexpr):
+    def stream_sum(x_ptr, out_ptr, BLOCK: tl.constexpr, ITERS: tl.constexpr,
+                   EVICT: tl.constexpr):
         # (Triton reads the annotations: only tl.constexpr may appear there)
         pid = tl.program_id(0)
         acc = tl.zeros([BLOCK], dtype=tl.float32)
         base = pid * BLOCK * ITERS
         for i in range(ITERS):
-            acc += tl.load(x_ptr + base + i * BLOCK + tl.arange(0, BLOCK)).to(tl.float32)
+            acc += tl.load(x_ptr + base + i * BLOCK + tl.arange(0, BLOCK),
+                           eviction_policy=EVICT).to(tl.float32)
         tl.store(out_ptr + pid, tl.sum(acc))
 
     def streaming(w: Any) -> dict[str, Any]:
@@ -98,9 +101,10 @@ def main() -> None:
                 continue
             grid = (flat.numel() // (block * iters),)
             part = torch.empty(grid, device=dev, dtype=torch.float32)
-            out[f"{block}x{iters},{warps}w"] = (
-                lambda f=flat, p=part, g=grid, b=block, i=iters, nw=warps:
-                stream_sum[g](f, p, BLOCK=b, ITERS=i, num_warps=nw))
+            for evict in ("", "evict_first"):
+                tag = f"{block}x{iters},{warps}w" + (",L2 evict_first" if evict else "")
+                out[tag] = (lambda f=flat, p=part, g=grid, b=block, i=iters, nw=warps, e=evict:
+                            stream_sum[g](f, p, BLOCK=b, ITERS=i, EVICT=e, num_warps=nw))
         return out
 
     for label, w in (("rmsnorm W 50 MB", W), ("gated_mlp W1|W2 67 MB", W12)):

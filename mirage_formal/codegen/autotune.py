@@ -207,7 +207,7 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
     compiled, validated or timed; the best measured so far is returned (the first variant,
     the cached or default schedule, is always measured). A result cut short this way is not
     stored in the cache."""
-    from mirage_formal.codegen.runtime import runtime
+    from mirage_formal.codegen.runtime import DriverError, recover_runtime, runtime
 
     rt = runtime()
     tc = Toolchain(rt.arch, nvrtc_version(), rt.driver_version, rt.name)
@@ -272,6 +272,12 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
                 t = Trial(v, rep.ok, us, "" if rep.ok else f"validation: {rep}")
             except MirageError as e:
                 t = Trial(v, False, None, f"{type(e).__name__}: {str(e).splitlines()[0]}")
+                if isinstance(e, DriverError) and e.sticky:
+                    # the kernel broke the context: reset it so the other schedules, the
+                    # other candidates and the winner (reloaded) still run
+                    recover_runtime()
+                    timing_inputs.clear()
+                    t = Trial(v, False, None, t.error + " (GPU context reset; schedule dropped)")
             out.append(t)
             cache.log({"graph": graph.key, "toolchain": tc.key(), "gpu": tc.gpu,
                        "schedules": {k: s.to_dict() for k, s in v.items()}, "valid": t.valid,

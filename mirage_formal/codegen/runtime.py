@@ -34,8 +34,27 @@ class NoGPUError(MirageError):
     """No CUDA driver or GPU here: kernels can be emitted and compiled, not run."""
 
 
+#: driver errors after which the CUDA context is unusable (every later call in it fails with
+#: the same error) until the process resets it: :func:`recover_runtime`
+STICKY_ERRORS = frozenset({
+    "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_ILLEGAL_INSTRUCTION", "CUDA_ERROR_MISALIGNED_ADDRESS",
+    "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_LAUNCH_FAILED",
+    "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_ASSERT", "CUDA_ERROR_LAUNCH_TIMEOUT",
+})
+
+
 class DriverError(MirageError):
-    """A CUDA driver call failed."""
+    """A CUDA driver call failed; ``code`` is the driver's error name (``CUDA_ERROR_...``) or
+    empty for a check of ours."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def sticky(self) -> bool:
+        """Whether the context is lost: nothing runs in it until :func:`recover_runtime`."""
+        return self.code in STICKY_ERRORS
 
 
 _NP: dict[DType, np.dtype[Any]] = {DType.F16: np.dtype(np.float16), DType.F32: np.dtype(np.float32)}
@@ -87,6 +106,9 @@ class Runtime:
         self.driver_version = f"{ver // 1000}.{ver % 1000 // 10}"
         #: programmatic dependent launch (Hopper and later; MF_NO_PDL=1 turns it off)
         self.pdl = major >= 9 and os.environ.get("MF_NO_PDL", "") != "1"
+        #: set by :func:`recover_runtime`: this runtime's context was reset, its allocations,
+        #: modules, streams and events are gone (objects holding them reload or drop them)
+        self.lost = False
 
     def ck(self, res: Any, what: str) -> Any:
         """Check a driver call's (status, values...) result; return the values."""
@@ -97,7 +119,8 @@ class Runtime:
         if err != self.drv.CUresult.CUDA_SUCCESS:
             _, msg = self.drv.cuGetErrorString(err)
             text = msg.decode() if isinstance(msg, bytes) else str(msg)
-            raise DriverError(f"{what} failed: {getattr(err, 'name', err)} ({text})")
+            name = str(getattr(err, "name", err))
+            raise DriverError(f"{what} failed: {name} ({text})", code=name)
         if not rest:
             return None
         return rest[0] if len(rest) == 1 else rest
@@ -221,6 +244,25 @@ def runtime() -> Runtime:
     return _RUNTIME
 
 
+def recover_runtime() -> Runtime:
+    """Reset the device's primary context after a sticky error (:attr:`DriverError.sticky`)
+    and return a fresh runtime in the new one.
+
+    The reset frees every allocation and module of the context in this process, other
+    libraries' included (PyTorch shares the primary context; a sticky error has already made
+    them unusable). Our objects notice through :attr:`Runtime.lost`: a
+    :class:`~mirage_formal.codegen.compiled.CompiledGraph` reloads its module on the next
+    call, a lost :class:`DeviceArray` is not freed twice."""
+    global _RUNTIME
+    old = _RUNTIME
+    _RUNTIME = None
+    if old is not None:
+        old.lost = True
+        with contextlib.suppress(Exception):  # the reset itself reports the sticky error
+            old.drv.cuDevicePrimaryCtxReset(old.dev)
+    return runtime()
+
+
 def gpu_available() -> bool:
     try:
         runtime()
@@ -241,7 +283,7 @@ class DeviceArray:
 
     def __del__(self) -> None:
         ptr = getattr(self, "ptr", 0)
-        if ptr:
+        if ptr and not self.rt.lost:
             with contextlib.suppress(Exception):  # interpreter shutdown
                 self.rt.free(ptr)
             self.ptr = 0
