@@ -207,7 +207,8 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
     compiled, validated or timed; the best measured so far is returned (the first variant,
     the cached or default schedule, is always measured). A result cut short this way is not
     stored in the cache."""
-    from mirage_formal.codegen.runtime import DriverError, recover_runtime, runtime
+    from mirage_formal.codegen.probe import fault_probe, probe_enabled
+    from mirage_formal.codegen.runtime import runtime
 
     rt = runtime()
     tc = Toolchain(rt.arch, nvrtc_version(), rt.driver_version, rt.name)
@@ -263,21 +264,21 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
             if late():
                 break
             v = {k: _sched_of(cg, k) for k in keys}
-            try:
-                cg.load()
-                rep = validate(cg, reference, trials=2, seed=seed, memo=memo)
-                if rep.ok and not timing_inputs:
-                    timing_inputs.extend(device_inputs(cg, seed))
-                us = time_like_baselines(cg, seed=seed, inputs=timing_inputs) if rep.ok else None
-                t = Trial(v, rep.ok, us, "" if rep.ok else f"validation: {rep}")
-            except MirageError as e:
-                t = Trial(v, False, None, f"{type(e).__name__}: {str(e).splitlines()[0]}")
-                if isinstance(e, DriverError) and e.sticky:
-                    # the kernel broke the context: reset it so the other schedules, the
-                    # other candidates and the winner (reloaded) still run
-                    recover_runtime()
-                    timing_inputs.clear()
-                    t = Trial(v, False, None, t.error + " (GPU context reset; schedule dropped)")
+            # a variant's first run is in a child process: one that faults would take this
+            # process's GPU context with it (codegen/probe.py)
+            fault = fault_probe().check(cg) if probe_enabled() else None
+            if fault is not None:
+                t = Trial(v, False, None, f"probe: {fault}")
+            else:
+                try:
+                    cg.load()
+                    rep = validate(cg, reference, trials=2, seed=seed, memo=memo)
+                    if rep.ok and not timing_inputs:
+                        timing_inputs.extend(device_inputs(cg, seed))
+                    us = time_like_baselines(cg, seed=seed, inputs=timing_inputs) if rep.ok else None
+                    t = Trial(v, rep.ok, us, "" if rep.ok else f"validation: {rep}")
+                except MirageError as e:
+                    t = Trial(v, False, None, f"{type(e).__name__}: {str(e).splitlines()[0]}")
             out.append(t)
             cache.log({"graph": graph.key, "toolchain": tc.key(), "gpu": tc.gpu,
                        "schedules": {k: s.to_dict() for k, s in v.items()}, "valid": t.valid,

@@ -92,15 +92,12 @@ class CompiledGraph:
 
     @property
     def loaded(self) -> bool:
-        return self._rt is not None and not self._rt.lost
+        return self._rt is not None
 
     def load(self) -> None:
-        """Load the cubin into the current GPU (raises :class:`NoGPUError` without one); after
-        a context reset (:func:`~mirage_formal.codegen.runtime.recover_runtime`) load it again
-        into the new context, with new buffers."""
-        if self.loaded:
+        """Load the cubin into the current GPU (raises :class:`NoGPUError` without one)."""
+        if self._rt is not None:
             return
-        self._funcs, self._bufs, self._in_bufs, self._ws = [], {}, {}, None
         rt = runtime()
         if rt.arch != self.arch:
             raise MirageError(f"compiled for {self.arch} but the GPU is {rt.arch}; recompile with "
@@ -148,7 +145,7 @@ class CompiledGraph:
         """Run on the GPU. numpy inputs: copied in, numpy outputs returned (synchronizes).
         Device arrays (__cuda_array_interface__ / DLPack): used in place; outputs are written
         to ``out`` if given, else returned as :class:`DeviceArray` (no synchronization)."""
-        if not self.loaded:
+        if self._rt is None:
             self.load()
         rt = self._rt
         assert rt is not None

@@ -34,8 +34,9 @@ class NoGPUError(MirageError):
     """No CUDA driver or GPU here: kernels can be emitted and compiled, not run."""
 
 
-#: driver errors after which the CUDA context is unusable (every later call in it fails with
-#: the same error) until the process resets it: :func:`recover_runtime`
+#: driver errors after which the CUDA context is unusable: every later call in it fails with
+#: the same error, and neither a context reset nor a new context helps (driver 580: only a new
+#: process has a GPU again; see :mod:`mirage_formal.codegen.probe`)
 STICKY_ERRORS = frozenset({
     "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_ILLEGAL_INSTRUCTION", "CUDA_ERROR_MISALIGNED_ADDRESS",
     "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_LAUNCH_FAILED",
@@ -53,7 +54,7 @@ class DriverError(MirageError):
 
     @property
     def sticky(self) -> bool:
-        """Whether the context is lost: nothing runs in it until :func:`recover_runtime`."""
+        """Whether the context is lost: nothing runs on the GPU in this process again."""
         return self.code in STICKY_ERRORS
 
 
@@ -106,9 +107,6 @@ class Runtime:
         self.driver_version = f"{ver // 1000}.{ver % 1000 // 10}"
         #: programmatic dependent launch (Hopper and later; MF_NO_PDL=1 turns it off)
         self.pdl = major >= 9 and os.environ.get("MF_NO_PDL", "") != "1"
-        #: set by :func:`recover_runtime`: this runtime's context was reset, its allocations,
-        #: modules, streams and events are gone (objects holding them reload or drop them)
-        self.lost = False
 
     def ck(self, res: Any, what: str) -> Any:
         """Check a driver call's (status, values...) result; return the values."""
@@ -244,25 +242,6 @@ def runtime() -> Runtime:
     return _RUNTIME
 
 
-def recover_runtime() -> Runtime:
-    """Reset the device's primary context after a sticky error (:attr:`DriverError.sticky`)
-    and return a fresh runtime in the new one.
-
-    The reset frees every allocation and module of the context in this process, other
-    libraries' included (PyTorch shares the primary context; a sticky error has already made
-    them unusable). Our objects notice through :attr:`Runtime.lost`: a
-    :class:`~mirage_formal.codegen.compiled.CompiledGraph` reloads its module on the next
-    call, a lost :class:`DeviceArray` is not freed twice."""
-    global _RUNTIME
-    old = _RUNTIME
-    _RUNTIME = None
-    if old is not None:
-        old.lost = True
-        with contextlib.suppress(Exception):  # the reset itself reports the sticky error
-            old.drv.cuDevicePrimaryCtxReset(old.dev)
-    return runtime()
-
-
 def gpu_available() -> bool:
     try:
         runtime()
@@ -283,7 +262,7 @@ class DeviceArray:
 
     def __del__(self) -> None:
         ptr = getattr(self, "ptr", 0)
-        if ptr and not self.rt.lost:
+        if ptr:
             with contextlib.suppress(Exception):  # interpreter shutdown
                 self.rt.free(ptr)
             self.ptr = 0
