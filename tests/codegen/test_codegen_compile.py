@@ -169,15 +169,20 @@ def test_narrow_rows_move_whole_vectors(case: tuple, cache: Path) -> None:
         assert _is_cubin(cg.cubin)
 
 
+def _streamed_read_programs() -> list[tuple[Any, Schedule]]:
+    """Programs and schedules whose streamed reads take every path: register prefetches of
+    16-, 8- and 4-byte vectors, gemv vectors and cp.async copies."""
+    return [(matmul_loop_program(*GEMV_LOOP_CASES[0]), Schedule(gemv=True, async_copy=False)),
+            (matmul_loop_program(*GEMV_LOOP_CASES[0]), Schedule(gemv=True)),
+            (matmul_loop_program(*MATMUL_LOOP_CASES[0]), Schedule()),
+            *[(matmul_loop_program(*c), Schedule()) for c in NARROW_VECTOR_CASES[:3]]]
+
+
 @pytest.mark.parametrize("l2", [128, 256])
 def test_l2_fetch_hints_compile(l2: int, cache: Path) -> None:
     """Schedule.l2_fetch puts the PTX L2 fetch-size hint on every streamed read: register
     prefetches (16-, 8- and 4-byte vectors), gemv vectors and cp.async copies."""
-    progs = [(matmul_loop_program(*GEMV_LOOP_CASES[0]), Schedule(gemv=True, async_copy=False)),
-             (matmul_loop_program(*GEMV_LOOP_CASES[0]), Schedule(gemv=True)),
-             (matmul_loop_program(*MATMUL_LOOP_CASES[0]), Schedule()),
-             *[(matmul_loop_program(*c), Schedule()) for c in NARROW_VECTOR_CASES[:3]]]
-    for prog, sched in progs:
+    for prog, sched in _streamed_read_programs():
         plain = compile_graph(prog, arch="sm_90", load=False, cache=cache, opts=sched).source
         cg = compile_graph(prog, arch="sm_90", load=False, cache=cache,
                            opts=Schedule(**{**sched.to_dict(), "l2_fetch": l2}))
@@ -191,11 +196,7 @@ def test_evict_first_policy_compiles(l2: int, cache: Path) -> None:
     """Schedule.evict_first puts an L2 evict-first cache policy on every streamed read (with or
     without a fetch-size hint): register prefetches of 16-, 8- and 4-byte vectors, gemv
     vectors and cp.async copies."""
-    progs = [(matmul_loop_program(*GEMV_LOOP_CASES[0]), Schedule(gemv=True, async_copy=False)),
-             (matmul_loop_program(*GEMV_LOOP_CASES[0]), Schedule(gemv=True)),
-             (matmul_loop_program(*MATMUL_LOOP_CASES[0]), Schedule()),
-             *[(matmul_loop_program(*c), Schedule()) for c in NARROW_VECTOR_CASES[:3]]]
-    for prog, sched in progs:
+    for prog, sched in _streamed_read_programs():
         plain = compile_graph(prog, arch="sm_90", load=False, cache=cache, opts=sched).source
         cg = compile_graph(prog, arch="sm_90", load=False, cache=cache,
                            opts=replace(sched, l2_fetch=l2, evict_first=True))

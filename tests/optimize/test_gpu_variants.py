@@ -161,6 +161,22 @@ def test_grid_filling_variants_are_measured_and_can_win(
     assert len(keys) == len(set(keys))
 
 
+def _three_slow_steps(result: Any, monkeypatch: pytest.MonkeyPatch, fake: Any,
+                      step_s: float) -> list[Any]:
+    """Three accepted candidates, each GPU tuning step of which sleeps ``step_s`` first."""
+    import time
+
+    def tune_one(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(step_s)
+        return fake(*args, **kwargs)
+
+    monkeypatch.setattr(opt, "_tune_one", tune_one)
+    accepted = [opt.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+                for a in result.accepted][:3]
+    assert len(accepted) == 3
+    return accepted
+
+
 def test_the_gpu_stage_does_not_begin_a_step_it_cannot_finish(
         result: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """With a deadline 1.5 steps away, the stage tunes one candidate and then stops: the
@@ -169,16 +185,7 @@ def test_the_gpu_stage_does_not_begin_a_step_it_cannot_finish(
     import time
 
     step_s = 0.4
-    slow = _fake_tune({})
-
-    def tune_one(*args: Any, **kwargs: Any) -> Any:
-        time.sleep(step_s)
-        return slow(*args, **kwargs)
-
-    monkeypatch.setattr(opt, "_tune_one", tune_one)
-    accepted = [opt.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
-                for a in result.accepted][:3]
-    assert len(accepted) == 3
+    accepted = _three_slow_steps(result, monkeypatch, _fake_tune({}), step_s)
     ranked, _, notes = opt._gpu_rank(program(), accepted, 3, 0, time.monotonic() + 1.5 * step_s)
     assert sum(a.measured_us is not None for a in ranked) == 1
     assert any("2 candidate(s) not tuned" in n for n in notes)
@@ -193,16 +200,7 @@ def test_ranking_leaves_room_for_the_winners_second_round(
 
     step_s = 0.4
     calls: list[Any] = []
-    fake = _fake_tune({}, calls, second_round=0.5)
-
-    def tune_one(*args: Any, **kwargs: Any) -> Any:
-        time.sleep(step_s)
-        return fake(*args, **kwargs)
-
-    monkeypatch.setattr(opt, "_tune_one", tune_one)
-    accepted = [opt.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
-                for a in result.accepted][:3]
-    assert len(accepted) == 3
+    accepted = _three_slow_steps(result, monkeypatch, _fake_tune({}, calls, second_round=0.5), step_s)
     ranked, _, notes = opt._gpu_rank(program(), accepted, 3, 0, time.monotonic() + 3.9 * step_s)
     assert sum(c[1] is None for c in calls) == 2  # two first-round tunings
     assert sum(c[1] is not None for c in calls) == 1  # and the second round
