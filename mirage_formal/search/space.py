@@ -142,6 +142,11 @@ class MapConfig:
 
 #: parts a unit whose first move is a pre-defined op is split into (Move.part)
 OP_UNIT_PARTS = 3
+#: parts a graph-defined kernel's unit is split into when the space has one kernel op: its
+#: work is the kernel's own block search (nothing follows the kernel), so the parts take the
+#: first block ops round robin and repeat only the iterators and the first level's moves.
+#: ntrans b=1 (one kernel op) had two units of more than 78 s each on 16 cores (2026-11-24)
+ONE_KERNEL_UNIT_PARTS = 4
 #: registry labels of row-local ops (norms over the last dimension, unary elementwise ops):
 #: applied by the program to its inputs, they are its prologue, whose units go first
 #: (Enumerator.moves). Measured on qknorm_gqa b=1, 2 cores, 240 s (benchmarks/results/
@@ -171,6 +176,8 @@ class Move:
     #: part repeats the kernel's enumeration, hence n parts, not more
     #: A pre-defined op's unit is split the same way over the moves that follow the op (part p
     #: runs the moves with index j % parts == p; only part 0 completes the op alone).
+    #: In a space of one kernel op nothing follows the kernel: there part p takes the kernel's
+    #: first block ops with index j % parts == p (ONE_KERNEL_UNIT_PARTS).
     part: int = 0
     parts: int = 1
 
@@ -356,6 +363,8 @@ class Enumerator:
             n = 1
             if self.cfg.max_kernel_ops > 1:
                 n = len(m.args) if m.kind == "kernel" else OP_UNIT_PARTS if m.kind == "op" else 1
+            elif m.kind == "kernel":
+                n = ONE_KERNEL_UNIT_PARTS
             split += ([dataclasses.replace(m, part=j, parts=n) for j in range(n)]
                       if n > 1 else [m])
         return direct + split
@@ -503,10 +512,14 @@ class Enumerator:
         assert mv.config is not None
         kin = tuple(self.t[i] for i in mv.args)
         final = self.n_ops + 1 == self.cfg.max_kernel_ops
+        # in a one-kernel space a part is a share of the kernel's first block ops; otherwise
+        # of its block graphs (Move.part)
+        inner = self.cfg.max_kernel_ops == 1 and self.n_ops == 0
         bs = BlockSearch(self, kin, [self.lab[i] for i in mv.args], mv.config,
-                         len(self.out_types) if final else self.cfg.max_kernel_outputs)
+                         len(self.out_types) if final else self.cfg.max_kernel_outputs,
+                         *((mv.part, mv.parts) if inner else (0, 1)))
         for k, (bg, labs) in enumerate(bs.run()):
-            if k % mv.parts != mv.part:
+            if not inner and k % mv.parts != mv.part:
                 continue  # another part's share of this kernel's block graphs (Move.part)
             key = (*prefix, bg.key)
             if key <= self.last:
@@ -709,8 +722,11 @@ class BlockSearch:
     """Block-op enumeration for one graph-defined kernel and map configuration."""
 
     def __init__(self, outer: Enumerator, kin: tuple[Node, ...], in_labels: list[Labels],
-                 mc: MapConfig, max_outputs: int) -> None:
+                 mc: MapConfig, max_outputs: int, part: int = 0, parts: int = 1) -> None:
         self.o = outer
+        #: with ``parts`` > 1, only the first block ops whose index is ``part`` mod ``parts``
+        #: (every block graph has one first op: the parts partition the kernel's block graphs)
+        self.part, self.parts = part, parts
         self.kout = min(max_outputs, outer.cfg.max_kernel_outputs)
         self.cfg = outer.cfg
         self.kin = kin
@@ -818,6 +834,8 @@ class BlockSearch:
         if need0 > left:
             must = {i for i, u in enumerate(self.uses) if u == 0}
         moves = list(self._moves(m0, must))
+        if self.parts > 1 and len(self.t) == self.n_iters:
+            moves = moves[self.part::self.parts]  # this unit's share of the first block ops
         last = self.last
         made = self.o.block_nodes
         uses, post = self.uses, self.post

@@ -113,6 +113,20 @@ def test_units_partition_the_space(name: str, sizes: dict[str, int]) -> None:
     assert any(m.parts > 1 for m in moves if m.kind == "op")  # split over the moves after it
 
 
+def test_one_kernel_units_partition_the_block_search() -> None:
+    """In a space of one kernel op (ntrans), a kernel's unit is split by its first block ops
+    (round robin): the parts' candidates equal the unsplit units' as a multiset."""
+    prog = workloads.program("ntrans", 1, rows=2, h=64)
+    from mirage_formal.optimize import make_config
+
+    cfg = make_config(prog, None, dict(grid_sizes=[2, 16], forloop=[1, 4], max_block_ops=5))
+    assert cfg.max_kernel_ops == 1
+    split = _candidates(prog, cfg, whole=False)
+    assert split and split == _candidates(prog, cfg, whole=True)
+    moves = SearchState(prog, cfg, KeepAll(), None).enumerator().moves()  # type: ignore[arg-type]
+    assert any(m.parts > 1 for m in moves if m.kind == "kernel")
+
+
 @pytest.mark.parametrize("fname, names, workload", [
     ("rmsnorm_bs1.json", ["X", "W"], "rmsnorm"),
     ("gated_mlp.json", ["X", "W1", "W2"], "gated_mlp"),
