@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import random
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,10 +144,17 @@ class MapConfig:
 #: parts a unit whose first move is a pre-defined op is split into (Move.part)
 OP_UNIT_PARTS = 3
 #: parts a graph-defined kernel's unit is split into when the space has one kernel op: its
-#: work is the kernel's own block search (nothing follows the kernel), so the parts take the
-#: first block ops round robin and repeat only the iterators and the first level's moves.
-#: ntrans b=1 (one kernel op) had two units of more than 78 s each on 16 cores (2026-11-24)
-ONE_KERNEL_UNIT_PARTS = 4
+#: work is the kernel's own block search (nothing follows the kernel), so the parts take its
+#: second block ops round robin (BlockSearch.part) and repeat only the first level. ntrans
+#: b=1 (one kernel op) had two units of more than 78 s each on 16 cores (2026-11-24). On two
+#: cores (its whole space; longest unit, total unit seconds): unsplit 118 s; split 4 ways by
+#: the first block op 95 s (90 s, 190 s); by the second, 4 parts 85 s (46, 169), 8 parts 65 s
+#: (45, 129); by the third, 8 parts 76 s (29, 151): more repeated work for a shorter longest
+#: unit. The second level, 8 parts: the least total work, and a longest unit inside the 90 s
+#: that 16 cores are given
+ONE_KERNEL_UNIT_PARTS = 8
+#: block ops above the level at which such a unit's parts divide the block search
+ONE_KERNEL_SPLIT_DEPTH = 1
 #: registry labels of row-local ops (norms over the last dimension, unary elementwise ops):
 #: applied by the program to its inputs, they are its prologue, whose units go first
 #: (Enumerator.moves). Measured on qknorm_gqa b=1, 2 cores, 240 s (benchmarks/results/
@@ -177,7 +185,7 @@ class Move:
     #: A pre-defined op's unit is split the same way over the moves that follow the op (part p
     #: runs the moves with index j % parts == p; only part 0 completes the op alone).
     #: In a space of one kernel op nothing follows the kernel: there part p takes the kernel's
-    #: first block ops with index j % parts == p (ONE_KERNEL_UNIT_PARTS).
+    #: second block ops with index j % parts == p (ONE_KERNEL_UNIT_PARTS, BlockSearch.part).
     part: int = 0
     parts: int = 1
 
@@ -512,7 +520,7 @@ class Enumerator:
         assert mv.config is not None
         kin = tuple(self.t[i] for i in mv.args)
         final = self.n_ops + 1 == self.cfg.max_kernel_ops
-        # in a one-kernel space a part is a share of the kernel's first block ops; otherwise
+        # in a one-kernel space a part is a share of the kernel's second block ops; otherwise
         # of its block graphs (Move.part)
         inner = self.cfg.max_kernel_ops == 1 and self.n_ops == 0
         bs = BlockSearch(self, kin, [self.lab[i] for i in mv.args], mv.config,
@@ -724,8 +732,10 @@ class BlockSearch:
     def __init__(self, outer: Enumerator, kin: tuple[Node, ...], in_labels: list[Labels],
                  mc: MapConfig, max_outputs: int, part: int = 0, parts: int = 1) -> None:
         self.o = outer
-        #: with ``parts`` > 1, only the first block ops whose index is ``part`` mod ``parts``
-        #: (every block graph has one first op: the parts partition the kernel's block graphs)
+        #: with ``parts`` > 1, this search explores only its share of the second block ops
+        #: (round robin within each first op's moves, `_dfs`); the one-op block graphs are
+        #: part 0's. Every block graph of two or more ops has one second op under one first
+        #: op: the parts partition the kernel's block graphs
         self.part, self.parts = part, parts
         self.kout = min(max_outputs, outer.cfg.max_kernel_outputs)
         self.cfg = outer.cfg
@@ -834,8 +844,12 @@ class BlockSearch:
         if need0 > left:
             must = {i for i, u in enumerate(self.uses) if u == 0}
         moves = list(self._moves(m0, must))
-        if self.parts > 1 and len(self.t) == self.n_iters:
-            moves = moves[self.part::self.parts]  # this unit's share of the first block ops
+        if self.parts > 1 and len(self.t) == self.n_iters + ONE_KERNEL_SPLIT_DEPTH:
+            # this unit's share of the second block ops: round robin within the first op's
+            # moves, from an offset its key fixes (the same in every part and process, whatever
+            # the pruner decided elsewhere)
+            k0 = zlib.crc32(repr(self.last).encode())
+            moves = [m for j, m in enumerate(moves, k0) if j % self.parts == self.part]
         last = self.last
         made = self.o.block_nodes
         uses, post = self.uses, self.post
@@ -908,7 +922,8 @@ class BlockSearch:
                 st.visited += 1
                 st.by_level["block"] = st.by_level.get("block", 0) + 1
                 self.o.tick()
-                yield from self._complete()
+                if self.part == 0 or len(self.t) > self.n_iters + ONE_KERNEL_SPLIT_DEPTH:
+                    yield from self._complete()  # graphs above the split: part 0's
                 yield from self._dfs()
             finally:
                 self.last = saved_last

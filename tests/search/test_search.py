@@ -83,15 +83,18 @@ def _candidates(prog: KernelGraph, cfg: SearchConfig, whole: bool) -> list[str]:
     kernel move as one unit (``whole``)."""
     import dataclasses
 
-    st = SearchState(prog, cfg, KeepAll(), None)  # type: ignore[arg-type]
     reps: list[str] = []
-    st.on_candidate = lambda g: reps.append(g.key)  # type: ignore[method-assign]
-    e = st.enumerator()
-    moves = e.moves()
+
+    def state() -> SearchState:
+        st = SearchState(prog, cfg, KeepAll(), None)  # type: ignore[arg-type]
+        st.on_candidate = lambda g: reps.append(g.key)  # type: ignore[method-assign]
+        return st
+
+    moves = state().enumerator().moves()
     if whole:
         moves = list(dict.fromkeys(dataclasses.replace(m, part=0, parts=1) for m in moves))
-    for mv in moves:
-        st.enumerator().run_move(mv)
+    for mv in moves:  # each unit in a state of its own, as on its own worker
+        state().enumerator().run_move(mv)
     return sorted(reps)
 
 
@@ -113,18 +116,46 @@ def test_units_partition_the_space(name: str, sizes: dict[str, int]) -> None:
     assert any(m.parts > 1 for m in moves if m.kind == "op")  # split over the moves after it
 
 
-def test_one_kernel_units_partition_the_block_search() -> None:
-    """In a space of one kernel op (ntrans), a kernel's unit is split by its first block ops
-    (round robin): the parts' candidates equal the unsplit units' as a multiset."""
-    prog = workloads.program("ntrans", 1, rows=2, h=64)
-    from mirage_formal.optimize import make_config
+def _one_kernel_program(kind: str) -> KernelGraph:
+    """Programs whose derived space has one kernel op (as ntrans's): a matmul (two block ops,
+    above the split at depth 2), a sum, a product of a sum and a norm of a sum (longer)."""
+    g = Graph()
+    x = g.input((4, 64), "f16", "X")
+    if kind == "matmul":  # two block ops (matmul, then accumulate over the loop)
+        g.output(x @ g.input((64, 16), "f16", "W"))
+        return g.build()
+    h = g.input((4, 64), "f16", "H")
+    s = g.add(x, h)
+    g.output({"sum": s, "product": g.mul(s, x), "norm": g.rms_norm(s)}[kind])
+    return g.build()
 
-    cfg = make_config(prog, None, dict(grid_sizes=[2, 16], forloop=[1, 4], max_block_ops=5))
+
+@pytest.mark.parametrize("kind", ["matmul", "sum", "product", "norm"])
+@pytest.mark.parametrize("depth", [1, 2])
+def test_one_kernel_units_partition_the_block_search(kind: str, depth: int,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a space of one kernel op, a kernel's unit is split by its second (or, at depth 2,
+    third) block ops, round robin, and block graphs above that level belong to the first part:
+    the parts' candidates equal the unsplit units' as a multiset, and on the norm parts other
+    than the first find some of them."""
+    from mirage_formal.optimize import make_config
+    from mirage_formal.search import space
+
+    monkeypatch.setattr(space, "ONE_KERNEL_SPLIT_DEPTH", depth)
+    prog = _one_kernel_program(kind)
+    cfg = make_config(prog, None, dict(grid_sizes=[2], forloop=[1, 4], max_block_ops=6))
     assert cfg.max_kernel_ops == 1
     split = _candidates(prog, cfg, whole=False)
     assert split and split == _candidates(prog, cfg, whole=True)
-    moves = SearchState(prog, cfg, KeepAll(), None).enumerator().moves()  # type: ignore[arg-type]
-    assert any(m.parts > 1 for m in moves if m.kind == "kernel")
+    st = SearchState(prog, cfg, KeepAll(), None)  # type: ignore[arg-type]
+    found: list[int] = []
+    st.on_candidate = lambda g: found.append(1)  # type: ignore[method-assign]
+    later = 0  # candidates of parts other than the first: the split divides real work
+    for mv in st.enumerator().moves():
+        before = len(found)
+        st.enumerator().run_move(mv)
+        later += (len(found) - before) if mv.kind == "kernel" and mv.part > 0 else 0
+    assert later > 0 or kind != "norm"
 
 
 @pytest.mark.parametrize("fname, names, workload", [
