@@ -19,7 +19,6 @@ Imports ``codegen.compiled``, ``codegen.runtime`` and the IR.
 from __future__ import annotations
 
 import contextlib
-import math
 import multiprocessing as mp
 import os
 from multiprocessing.connection import Connection
@@ -43,7 +42,6 @@ def _serve(conn: Connection) -> None:
     matter to whether a kernel faults; validation is the parent's), so a 50 MB weight costs
     one allocation, not a fresh random draw per variant."""
     from mirage_formal.codegen.runtime import DeviceArray, DriverError, runtime
-    from mirage_formal.ir.dtypes import DType
 
     inputs: dict[tuple[Any, ...], list[DeviceArray]] = {}
     while True:
@@ -61,11 +59,7 @@ def _serve(conn: Connection) -> None:
                 inputs.clear()  # one signature at a time: the tuner sends one graph's variants
                 arrays = [DeviceArray(n.shape, n.dtype, rt) for n in cg.graph.inputs]
                 for a in arrays:
-                    count = math.prod(a.shape)
-                    if a.dtype is DType.F32:
-                        rt.fill32(a.ptr, 0x3D800000, count)
-                    else:  # fp16 1/16 (bf16 1/16 is 0x3D80 too, read as its own format)
-                        rt.fill16(a.ptr, 0x2C00 if a.dtype is DType.F16 else 0x3D80, count)
+                    a.fill(1 / 16)
                 inputs[sig] = arrays
             outs = [DeviceArray(n.shape, n.dtype, rt) for n in cg.graph.outputs]
             cg(*inputs[sig], out=outs)

@@ -284,13 +284,20 @@ class DeviceArray:
             raise MirageError(f"shape {list(a.shape)} does not match the device array's {list(self.shape)}")
         self.rt.htod(self.ptr, a)
 
+    def fill(self, value: float) -> None:
+        """Set every element to ``value`` (rounded to the storage type)."""
+        n = math.prod(self.shape)
+        bits = int(np.array(value, np.float32).view(np.uint32))
+        if self.dtype is DType.F32:
+            self.rt.fill32(self.ptr, bits, n)
+        elif self.dtype is DType.F16:
+            self.rt.fill16(self.ptr, int(np.array(value, np.float16).view(np.uint16)), n)
+        else:  # bf16: the top half of the fp32 pattern
+            self.rt.fill16(self.ptr, bits >> 16, n)
+
     def poison(self) -> None:
         """Fill with NaN (so unwritten elements show up in validation)."""
-        n = math.prod(self.shape)
-        if self.dtype is DType.F32:
-            self.rt.fill32(self.ptr, 0x7FC00000, n)
-        else:
-            self.rt.fill16(self.ptr, 0x7E00 if self.dtype is DType.F16 else 0x7FC0, n)
+        self.fill(float("nan"))
 
 
 # ---------------------------------------------------------------- foreign arrays

@@ -204,8 +204,12 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph) -> list[S
     # the winner itself with 256-byte L2 fetches for its streamed reads, and with its streamed
     # reads evicted first from L2 (two more trials)
     if any(n.op == "iter" for n in bg.nodes):
-        for r in ([replace(best, l2_fetch=256)] if best.l2_fetch == 0 else []) + \
-                 ([replace(best, evict_first=True)] if not best.evict_first else []):
+        policies = []
+        if best.l2_fetch == 0:
+            policies.append(replace(best, l2_fetch=256))
+        if not best.evict_first:
+            policies.append(replace(best, evict_first=True))
+        for r in policies:
             if r.key not in seen:
                 seen.add(r.key)
                 out.append(r)

@@ -577,6 +577,17 @@ class Enumerator:
             return [s for s in pool if s > 1 and all(d == -1 or chunk_i[d] % s == 0
                                                      for d, chunk_i in zip(ds, chunk, strict=True))]
 
+        def most_chunks(lab: Label, on_grid: bool) -> int:
+            """The most chunks any size variant cuts ``lab``'s dimension into when it is also
+            the loop's: a grid size of its axis (1 off the grid) times the largest loop range
+            that divides what is left of it."""
+            best = 1
+            for g in sizes_for(lab, shapes, cfg.grid_sizes) if on_grid else [1]:
+                loops = [f for f in cfg.forloop if f > 1 and all(
+                    d == -1 or (shp[d] // g) % f == 0 for d, shp in zip(dims[lab], shapes, strict=True))]
+                best = max(best, g * max(loops, default=1))
+            return best
+
         for k in range(0, cfg.max_grid_axes + 1):
             for combo in itertools.combinations(cand, k):
                 axes: list[tuple[Label, int, tuple[int, ...]]] = []
@@ -605,10 +616,7 @@ class Enumerator:
                     fs = sizes_for(lab, [tuple(c) for c in chunks], cfg.forloop)
                     if not fs:
                         continue
-                    div = dict(gmax)
-                    div[lab] = max(g * max([f for f in cfg.forloop if f > 1 and all(
-                        d == -1 or (shp[d] // g) % f == 0 for d, shp in zip(dims[lab], shapes, strict=True))],
-                        default=1) for g in ([*sizes_for(lab, shapes, cfg.grid_sizes)] if lab in gmax else [1]))
+                    div = {**gmax, lab: most_chunks(lab, lab in gmax)}
                     if self._iter_bytes_floor(args, div) > cfg.smem_limit:
                         self.stats.pruned_smem += 1
                         continue
