@@ -64,6 +64,9 @@ SMEM_LIMIT_BYTES = 227 * 1024
 #: a grid of at most this many blocks runs in one wave on an H100 (132 SMs, one block each at
 #: least): it lets its dependent kernel launch as soon as it starts (see emit_block_graph)
 ONE_WAVE_BLOCKS = 132
+#: a loop in which a block's threads share work items is fully unrolled up to this many items
+#: per thread (see _Emitter.block_loop)
+BLOCK_LOOP_UNROLL = 16
 #: the (original, unsplit) block index of the block graph, as declared at kernel entry
 BLOCK_IDX = ("bx", "by", "bz")
 
@@ -191,10 +194,31 @@ class _Emitter(KernelLayout):
         return f"out{k}[{' + '.join(terms) if terms else '0'}]"
 
     # ------------------------------------------------------------ code per step
+    def block_loop(self, var: str, n: int, ind: str) -> list[str]:
+        """The opening lines of a loop in which the block's threads share ``n`` work items:
+        thread t takes items t, t + T, t + 2T, ... as ``var`` (close it with one ``}``).
+
+        Printed as a loop over the thread's own item count, a compile-time constant (fully
+        unrolled up to ``BLOCK_LOOP_UNROLL`` items, else unrolled by 4), with the item index
+        computed from ``threadIdx.x``: NVRTC then knows every index is non-negative (divisions
+        and remainders by powers of two become shifts and masks) and hoists the per-thread
+        part of each address out of the kernel's main loop. The plain strided loop
+        (``for (v = threadIdx.x; v < n; v += T)``) cost about twice the instructions in the
+        attention kernels' copy loops (sign fix-ups, a remainder loop, addresses recomputed)."""
+        T = self.T
+        r = -(-n // T)
+        if r == 1 and n == T:
+            return [f"{ind}{{ const int {var} = threadIdx.x;"]
+        if r == 1:
+            return [f"{ind}if (threadIdx.x < {n}) {{ const int {var} = threadIdx.x;"]
+        guard = f" if ({var} >= {n}) break;" if n % T else ""
+        unroll = "#pragma unroll" if r <= BLOCK_LOOP_UNROLL else "#pragma unroll 4"
+        return [f"{ind}{unroll}",
+                f"{ind}for (int {var}_r = 0; {var}_r < {r}; ++{var}_r) {{ "
+                f"const int {var} = threadIdx.x + {var}_r * {T};{guard}"]
+
     def loop_over(self, shape: Sequence[int], body: list[str], ind: str, var: str = "i") -> list[str]:
-        n = math.prod(shape)
-        return [f"{ind}for (int {var} = threadIdx.x; {var} < {n}; {var} += {self.T}) {{",
-                *body, f"{ind}}}"]
+        return [*self.block_loop(var, math.prod(shape), ind), *body, f"{ind}}}"]
 
     def elem_loop(self, shape: Sequence[int], ind: str,
                   make: Callable[[_Expr, list[str]], list[str]]) -> list[str]:
@@ -323,7 +347,7 @@ class _Emitter(KernelLayout):
             copy = f"mf::cp_async16_l2<{self.opts.l2_fetch}>({dst}, &{ref})"
         else:
             copy = f"mf::cp_async16({dst}, &{ref})"
-        return [f"{ind}for (int v = threadIdx.x; v < {nv}; v += {self.T}) {{",
+        return [*self.block_loop("v", nv, ind),
                 f"{ind}  const int i = v * 8;", *[ind + "  " + d for d in decls],
                 f"{ind}  {copy};", f"{ind}}}"]
 
@@ -339,7 +363,7 @@ class _Emitter(KernelLayout):
             ld = ld_vec_fn(V * dt.itemsize)
             body = [f"{ind}  const int i = v * {V};", *[ind + "  " + d for d in decls],
                     f"{ind}  {ld}(&{ref}, &{b}[{self.addr(n, idx)}]);"]
-            return [f"{ind}for (int v = threadIdx.x; v < {nv}; v += {self.T}) {{", *body, f"{ind}}}"]
+            return [*self.block_loop("v", nv, ind), *body, f"{ind}}}"]
         return self.elem_loop(n.shape, ind, lambda ex, idx: [
             f"{b}[{self.addr(n, idx)}] = mf::to_f({self.iter_ref(n, idx)});"])
 
@@ -363,7 +387,7 @@ class _Emitter(KernelLayout):
                     f"{ind}  for (int j = 0; j < {V}; ++j) {{", *ex.code(),
                     f"{ind}    vals[j] = {v};", f"{ind}  }}",
                     f"{ind}  {st}(&{self.out_ref(k, idx)}, vals);"]
-            return [f"{ind}for (int v = threadIdx.x; v < {nv}; v += {self.T}) {{", *body, f"{ind}}}"]
+            return [*self.block_loop("v", nv, ind), *body, f"{ind}}}"]
         return self.elem_loop(n.shape, ind,
                               lambda ex, idx: [f"{self.out_ref(k, idx)} = mf::from_f<{c}>({ex.val(n, idx)});"])
 
@@ -385,7 +409,7 @@ class _Emitter(KernelLayout):
                 if V:
                     ld = ld_vec_fn(V * dt.itemsize)
                     decls, idx = multi_index(x.shape, "i", "t")
-                    return [f"{ind}for (int v = threadIdx.x; v < {math.prod(x.shape) // V}; v += {self.T}) {{",
+                    return [*self.block_loop("v", math.prod(x.shape) // V, ind),
                             f"{ind}  const int i = v * {V};", *[ind + "  " + d for d in decls],
                             f"{ind}  {ld}(&{self.iter_ref(x, idx)}, &{b}[{self.addr(a, idx)}]);",
                             f"{ind}}}"]
@@ -409,7 +433,7 @@ class _Emitter(KernelLayout):
                     f"{ind}  for (int g = threadIdx.x % 32; g < {G}; g += 32) {{", *code,
                     f"{ind}    s += {f(v)};", f"{ind}  }}", f"{ind}  s = mf::warp_sum(s);",
                     f"{ind}  if (threadIdx.x % 32 == 0) {b}[o] {op} s;", f"{ind}}}"]
-        return [f"{ind}for (int o = threadIdx.x; o < {na}; o += {self.T}) {{",
+        return [*self.block_loop("o", na, ind),
                 *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
                 f"{ind}  for (int g = 0; g < {G}; ++g) {{", *code,
                 f"{ind}    s += {f(v)};", f"{ind}  }}", f"{ind}  {b}[o] {op} s;", f"{ind}}}"]
@@ -724,7 +748,7 @@ class _Emitter(KernelLayout):
         slice order and ``op``s the total into ``dst``."""
         terms = " + ".join(f"{scratch}[{j * size} + i]" for j in range(kw))
         return [*([f"{ind}__syncthreads();"] if barrier else []),
-                f"{ind}for (int i = threadIdx.x; i < {size}; i += {self.T}) {dst}[i] {op} {terms};"]
+                *self.block_loop("i", size, ind), f"{ind}  {dst}[i] {op} {terms};", f"{ind}}}"]
 
     def emit_matmul_simple(self, n: Node, dnode: Node, add: bool, ind: str) -> list[str]:
         A, B = n.src
@@ -770,7 +794,7 @@ class _Emitter(KernelLayout):
                 *inner(ind + "    "), f"{ind}  }}", f"{ind}  s = mf::warp_sum(s);",
                 f"{ind}  if (threadIdx.x % 32 == 0) mf_red[threadIdx.x / 32] = s;", f"{ind}}}",
                 f"{ind}__syncthreads();",
-                f"{ind}for (int o = threadIdx.x; o < {rows}; o += {self.T}) {{",
+                *self.block_loop("o", rows, ind),
                 *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
                 f"{ind}  for (int k = 0; k < {S}; ++k) s += mf_red[o * {S} + k];",
                 *store(ind + "  "), f"{ind}}}"]
@@ -800,7 +824,7 @@ class _Emitter(KernelLayout):
                     f"{ind}  for (int r = threadIdx.x % 32; r < {R}; r += 32) s += {xb}[{self.addr(x, xi)}];",
                     f"{ind}  s = mf::warp_sum(s);",
                     f"{ind}  if (threadIdx.x % 32 == 0) {dst}[o] = s{scale};", f"{ind}}}"]
-        return [f"{ind}for (int o = threadIdx.x; o < {no}; o += {self.T}) {{",
+        return [*self.block_loop("o", no, ind),
                 *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
                 f"{ind}  for (int r = 0; r < {R}; ++r) s += {xb}[{self.addr(x, xi)}];",
                 f"{ind}  {dst}[o] = s{scale};", f"{ind}}}"]
@@ -941,7 +965,7 @@ class _Emitter(KernelLayout):
                     f"{ind}  s = mf::warp_sum(s);",
                     f"{ind}  if (threadIdx.x % 32 == 0) {r}[o] = {fin};", f"{ind}}}"]
         else:
-            stat = [f"{ind}for (int o = threadIdx.x; o < {rows}; o += {self.T}) {{",
+            stat = [*self.block_loop("o", rows, ind),
                     f"{ind}  float s = 0.f;",
                     f"{ind}  for (int c = 0; c < {L}; ++c) {{ const float u = {xb}[o * {self.row(x)} + c]; s += u * u; }}",
                     f"{ind}  {r}[o] = {fin};", f"{ind}}}"]
@@ -1051,7 +1075,7 @@ class _Emitter(KernelLayout):
                   f"{ind}      for (int j = 0; j < 8; ++j) r[m * {N} + cv * 8 + j] = ga{i}[m * 8 + j];",
                   f"{ind}  }}", f"{ind}}}", f"{ind}__syncthreads();"]
         decls, idx = multi_index(n.shape, "e", "t")
-        lines += [f"{ind}for (int e = threadIdx.x; e < {M * N}; e += {self.T}) {{",
+        lines += [*self.block_loop("e", M * N, ind),
                   *[f"{ind}  {d}" for d in decls], f"{ind}  float s = 0.f;",
                   f"{ind}  for (int r = 0; r < {R}; ++r) s += {red}[r * {M * N} + e];",
                   f"{ind}  {self.buf[acc]}[{self.addr(acc, idx)}] += s;", f"{ind}}}",
@@ -1085,7 +1109,7 @@ class _Emitter(KernelLayout):
             """Sum ``n`` consecutive partials at ``src`` (each ``acc_floats`` long) in order."""
             out = []
             for a, o in zip(accs, offs, strict=True):
-                out += [f"    for (int i = threadIdx.x; i < {self.buf_size(a)}; i += {self.T}) {{",
+                out += [*self.block_loop("i", self.buf_size(a), "    "),
                         "      float s = 0.f;", "      #pragma unroll",
                         f"      for (int k = 0; k < {n}; ++k) s += __ldcg({src} + k * {acc_floats} + {o} + i);",
                         f"      {dst(a, o)} = s;", "    }"]
@@ -1097,8 +1121,8 @@ class _Emitter(KernelLayout):
                  f"    const int mf_blk = bx + {gx} * (by + {gy} * bz);",
                  f"    float* mf_mine = mf_part + ((size_t)mf_blk * {S} + mf_split) * {acc_floats};"]
         for a, o in zip(accs, offs, strict=True):
-            lines.append(f"    for (int i = threadIdx.x; i < {self.buf_size(a)}; i += {self.T}) "
-                         f"mf_mine[{o} + i] = {self.buf[a]}[i];")
+            lines += [*self.block_loop("i", self.buf_size(a), "    "),
+                      f"      mf_mine[{o} + i] = {self.buf[a]}[i];", "    }"]
         # the cooperative-groups grid-barrier pattern: the block's writes meet at a barrier,
         # then one thread fences (cumulative: it orders every write the barrier showed it) and
         # takes the ticket; the last block's thread fences again before the barrier that lets

@@ -1,0 +1,73 @@
+"""Re-time the end-to-end table's winners, as they are, under the current emitter (device only).
+
+Usage: PYTHONPATH=. python3 benchmarks/retime_winners.py [--rows W:B,...] [--table FILE]
+    [--reps 100] [--out FILE.json]
+
+For each row of ``benchmarks/results/gpu_optimize_latest.json`` (or ``--table``): the row's
+best μGraph is compiled with the schedules its tuner chose (the row's ``schedule``), validated
+against the float64 program on fresh random inputs, and timed the way the product times
+(``time_like_baselines``: CUDA-graph replays, L2 flushed, median). The μGraph and schedule stay
+fixed, so two runs of this script on two versions of the code (``PYTHONPATH`` pointing at each)
+measure what an emitter change alone does; the product's numbers still come from
+``gpu_optimize.py`` (search and tuner re-run). Prints one line per row; ``--out`` keeps them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from profile_saved import parse_schedules  # noqa: E402
+
+from mirage_formal.codegen import compile_graph, launches  # noqa: E402
+from mirage_formal.codegen.timing import device_inputs, time_like_baselines  # noqa: E402
+from mirage_formal.codegen.validate import validate  # noqa: E402
+from mirage_formal.ir.text import parse_text  # noqa: E402
+
+
+def retime(row: dict[str, Any], reps: int) -> dict[str, Any]:
+    graph = parse_text(row["best_ugraph"])
+    keys = [la.graph.key for la in launches(graph, 128)]
+    sched = parse_schedules(row.get("schedule"), keys)
+    t0 = time.perf_counter()
+    cg = compile_graph(graph, schedules=sched)
+    compile_s = time.perf_counter() - t0
+    rep = validate(cg, trials=2, seed=7, low=-row.get("input_range", 0.5),
+                   high=row.get("input_range", 0.5))
+    us = time_like_baselines(cg, reps=reps, inputs=device_inputs(cg, seed=3)) if rep.ok else None
+    return {"row": f"{row['workload']}:{row['b']}", "schedule": row.get("schedule"),
+            "validated": rep.ok, "max_rel_err": max(rep.errors, default=0.0), "us": us,
+            "table_us": row.get("ours_graph_us"), "compile_s": round(compile_s, 2)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--table", default=str(ROOT / "benchmarks/results/gpu_optimize_latest.json"))
+    ap.add_argument("--rows", default="", help="W:B,... (default: every row of the table)")
+    ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--out", default="")
+    a = ap.parse_args()
+    rows = json.loads(Path(a.table).read_text())
+    want = set(a.rows.split(",")) if a.rows else None
+    results = []
+    for row in rows:
+        name = f"{row['workload']}:{row['b']}"
+        if want is not None and name not in want:
+            continue
+        r = retime(row, a.reps)
+        results.append(r)
+        us = f"{r['us']:.2f}" if r["us"] is not None else "-"
+        print(f"{name:34s} valid={r['validated']!s:5s} us={us:>8s} table={r['table_us']:.2f}", flush=True)
+    if a.out:
+        Path(a.out).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
