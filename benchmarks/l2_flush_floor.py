@@ -10,7 +10,10 @@ with 16-byte loads into one partial: the read floor a fused kernel reading those
 reach under each flush; each also with Triton's L2 evict-first load policy, the policy of
 our ``Schedule.evict_first``). Each: CUDA graph of the
 kernel, median of 100 runs, flush before each, CUDA events around the kernel only.
-Usage (device): python3 benchmarks/l2_flush_floor.py [--out FILE.json]; prints a table.
+``--small`` adds the floor of small programs (the attention and elementwise rows): an empty
+kernel, and the fastest Triton streaming read of 0.25-32 MB (every configuration that divides
+the size, with and without evict-first; the fastest of each size is printed).
+Usage (device): python3 benchmarks/l2_flush_floor.py [--small] [--out FILE.json]; prints a table.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out")
+    ap.add_argument("--small", action="store_true", help="floors of small reads (0.25-32 MB)")
     args = ap.parse_args()
     dev = torch.device("cuda")
     flush_buf = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device=dev)
@@ -96,7 +100,8 @@ def main() -> None:
         """Each configuration as a case; the caller keeps the fastest."""
         flat = w.reshape(-1)
         out = {}
-        for block, iters, warps in ((4096, 1, 4), (4096, 4, 8), (4096, 16, 8), (8192, 8, 16)):
+        for block, iters, warps in ((1024, 1, 4), (4096, 1, 4), (4096, 4, 8), (4096, 16, 8),
+                                    (8192, 8, 16)):
             if flat.numel() % (block * iters):
                 continue
             grid = (flat.numel() // (block * iters),)
@@ -110,6 +115,18 @@ def main() -> None:
     for label, w in (("rmsnorm W 50 MB", W), ("gated_mlp W1|W2 67 MB", W12)):
         for cfg, fn in streaming(w).items():
             cases[f"streaming read {label} (Triton {cfg})"] = (fn, w.numel() * 2)
+    if args.small:
+        empty_out = torch.empty(1, device=dev, dtype=torch.float32)
+
+        @triton.jit
+        def empty(out_ptr):
+            pass
+
+        cases["empty kernel"] = (lambda: empty[(1,)](empty_out), 0)
+        for mb in (0.25, 1, 2, 4, 8, 16, 32):
+            w = torch.randn(int(mb * 1024 * 1024) // 2, device=dev, dtype=torch.float16)
+            for cfg, fn in streaming(w).items():
+                cases[f"small read {mb} MB (Triton {cfg})"] = (fn, w.numel() * 2)
     rows = []
     for name, (fn, nbytes) in cases.items():
         g = graphed(fn)
@@ -118,6 +135,14 @@ def main() -> None:
         rows.append({"kernel": name, "bytes": nbytes, "us_after_write_flush": tw,
                      "us_after_read_flush": tr, "tbps_write_flush": nbytes / tw / 1e6,
                      "tbps_read_flush": nbytes / tr / 1e6})
+    if args.small:  # the fastest configuration of each small size
+        best: dict[str, dict[str, Any]] = {}
+        for r in rows:
+            if r["kernel"].startswith("small read"):
+                size = r["kernel"].split(" (")[0]
+                if size not in best or r["us_after_write_flush"] < best[size]["us_after_write_flush"]:
+                    best[size] = r
+        rows = [r for r in rows if not r["kernel"].startswith("small read")] + list(best.values())
     env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
            "cuda": torch.version.cuda}
     if args.out:
