@@ -117,6 +117,8 @@ def run_one(name: str, args: argparse.Namespace, outdir: Path) -> dict[str, Any]
         rechecks = [recheck_f64(prog, a.graph) for a in r.accepted]
     expert = [(i, a) for i, a in enumerate(r.accepted) if EXPERT.get(name, lambda g: False)(a.graph)]
     s = r.summary()
+    # how the work spread over the units: the longest ones bound a many-core run
+    unit_s = sorted((r.extra.get("unit_seconds") or {}).values(), reverse=True)
     row = {
         "workload": name, "preset": r.config.name, "wall_s": round(wall, 2), **s,
         "expert_found": bool(expert),
@@ -126,6 +128,7 @@ def run_one(name: str, args: argparse.Namespace, outdir: Path) -> dict[str, Any]
         "recheck_max_rel_err": max(rechecks) if rechecks else None,
         "recheck_all_pass": all(e < 1e-6 for e in rechecks),
         **extra,
+        "unit_seconds_sum": round(sum(unit_s), 1), "longest_units_s": [round(x, 1) for x in unit_s[:5]],
         "best": str(r.accepted[0].graph) if r.accepted else None,
         "best_expert": str(expert[0][1].graph) if expert else None,
     }
