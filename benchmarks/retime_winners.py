@@ -9,7 +9,8 @@ against the float64 program on fresh random inputs, and timed the way the produc
 (``time_like_baselines``: CUDA-graph replays, L2 flushed, median), and again without the
 flush (``warm``: what the flush costs it). The μGraph and schedule stay
 fixed, so two runs of this script on two versions of the code (``PYTHONPATH`` pointing at each)
-measure what an emitter change alone does; the product's numbers still come from
+measure what an emitter change alone does (``--cluster``: each winner whose schedule splits its
+loop is also timed with the split combined through a thread-block cluster); the product's numbers still come from
 ``gpu_optimize.py`` (search and tuner re-run). Prints one line per row; ``--out`` keeps them.
 """
 
@@ -19,6 +20,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +30,18 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from profile_saved import parse_schedules  # noqa: E402
 
 from mirage_formal.codegen import compile_graph, launches  # noqa: E402
+from mirage_formal.codegen.schedule import CLUSTER_MAX  # noqa: E402
 from mirage_formal.codegen.timing import device_inputs, time_graph, time_like_baselines  # noqa: E402
 from mirage_formal.codegen.validate import validate  # noqa: E402
 from mirage_formal.ir.text import parse_text  # noqa: E402
 
 
-def retime(row: dict[str, Any], reps: int) -> dict[str, Any]:
+def retime(row: dict[str, Any], reps: int, cluster: bool = False) -> dict[str, Any]:
     graph = parse_text(row["best_ugraph"])
     keys = [la.graph.key for la in launches(graph, 128)]
     sched = parse_schedules(row.get("schedule"), keys)
+    if cluster:  # every split of at most CLUSTER_MAX combined through its cluster instead
+        sched = {k: replace(s, cluster_combine=1 < s.split <= CLUSTER_MAX) for k, s in sched.items()}
     t0 = time.perf_counter()
     cg = compile_graph(graph, schedules=sched)
     compile_s = time.perf_counter() - t0
@@ -58,6 +63,8 @@ def main() -> None:
     ap.add_argument("--rows", default="", help="W:B,... (default: every row of the table)")
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--out", default="")
+    ap.add_argument("--cluster", action="store_true",
+                    help="also time each split winner with its combine through a cluster")
     a = ap.parse_args()
     rows = json.loads(Path(a.table).read_text())
     want = set(a.rows.split(",")) if a.rows else None
@@ -68,6 +75,10 @@ def main() -> None:
             continue
         r = retime(row, a.reps)
         results.append(r)
+        if a.cluster and "split=" in (row.get("schedule") or ""):
+            c = retime(row, a.reps, cluster=True)
+            r["cluster_us"], r["cluster_validated"] = c["us"], c["validated"]
+            print(f"{name:34s} cluster: valid={c['validated']!s:5s} us={c['us'] or 0:.2f}", flush=True)
         us = f"{r['us']:.2f}" if r["us"] is not None else "-"
         warm = f"{r['warm_us']:.2f}" if r["warm_us"] is not None else "-"
         print(f"{name:34s} valid={r['validated']!s:5s} us={us:>8s} warm={warm:>8s} "

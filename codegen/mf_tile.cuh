@@ -245,6 +245,23 @@ __device__ __forceinline__ void grid_dep_launch() {
 #endif
 }
 
+// ---------------------------------------------------------------- thread-block clusters
+// (sm_90) A barrier over every thread of the block's cluster, releasing this thread's earlier
+// shared- and global-memory writes to the cluster and acquiring the others'; and a load of a
+// float from the same shared-memory offset in the cluster's block of rank `rank` (DSMEM).
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;\n"
+               ::: "memory");
+}
+__device__ __forceinline__ float ld_cluster(const float* p, unsigned rank) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  unsigned m;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(m) : "r"(a), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(m) : "memory");
+  return v;
+}
+
 // ---------------------------------------------------------------- reductions
 // Sum over each aligned group of G lanes (G a power of two <= 32); every lane of the warp
 // must call it.

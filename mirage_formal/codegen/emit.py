@@ -41,7 +41,7 @@ from mirage_formal.codegen.cindex import align_idx, fmt_float, multi_index, stri
 from mirage_formal.codegen.layout import Chain, KernelLayout
 from mirage_formal.codegen.plan import plan_buffers
 from mirage_formal.codegen.schedule import SIMPLE as SIMPLE
-from mirage_formal.codegen.schedule import Schedule
+from mirage_formal.codegen.schedule import CLUSTER_MAX, Schedule
 from mirage_formal.codegen.steps import (
     Accumulate,
     Finalize,
@@ -1082,6 +1082,32 @@ class _Emitter(KernelLayout):
                   f"{ind}__syncthreads();"]
         return lines
 
+    def cluster_combine(self) -> bool:
+        """Whether this kernel's split combine goes through the cluster's shared memory: asked
+        for, a split of 2..CLUSTER_MAX, and every accumulator in shared memory."""
+        return (self.opts.cluster_combine and 1 < self.split <= CLUSTER_MAX
+                and all(self.bufs[self.buf[a]].space == "smem"
+                        for a in self.nodes if a.op == "accum"))
+
+    def emit_cluster_combine(self, accs: Sequence[Node]) -> list[str]:
+        """The split combine of a cluster of S blocks (one per split, cluster rank = split
+        index): after a cluster barrier, block 0 sums the S blocks' accumulator tiles in split
+        order from their shared memory (the order of the global-memory combine, so the same
+        sums) and goes on to the post-loop steps; a second barrier keeps the other blocks'
+        shared memory alive until it has read them, then they return."""
+        S = self.split
+        lines = ["  {  // split combine through the cluster's shared memory",
+                 "    mf::cluster_sync();",
+                 "    if (mf_split == 0) {"]
+        for a in accs:
+            b = self.buf[a]
+            lines += [*self.block_loop("i", self.buf_size(a), "      "),
+                      "        float s = 0.f;", "        #pragma unroll",
+                      f"        for (int k = 0; k < {S}; ++k) s += mf::ld_cluster(&{b}[i], k);",
+                      f"        {b}[i] = s;", "      }"]
+        lines += ["    }", "    mf::cluster_sync();", "    if (mf_split != 0) return;", "  }"]
+        return lines
+
     def emit_split_combine(self, accs: Sequence[Node], ws_base: int) -> tuple[list[str], int]:
         """Combine the accumulators of the ``split`` blocks of one grid block: each writes its
         partial accumulators to the workspace and takes a ticket; the last of each group of
@@ -1170,7 +1196,9 @@ class _Emitter(KernelLayout):
         params = [f"const {dt.c_type}* __restrict__ in{k}" for k, (_, dt) in enumerate(bg.inputs)]
         params += [f"{o.node.dtype.c_type}* __restrict__ out{k}" for k, o in enumerate(bg.outputs)]
         params.append("float* __restrict__ ws")
-        lines = [f'extern "C" __global__ void __launch_bounds__({self.T}) {self.name}(',
+        self.bufs = bufs
+        cluster = f"__cluster_dims__({self.split}, 1, 1) " if self.cluster_combine() else ""
+        lines = [f'extern "C" __global__ void {cluster}__launch_bounds__({self.T}) {self.name}(',
                  "    " + ",\n    ".join(params) + ") {"]
         SP = self.split
         gx, gy, gz = bg.grid
@@ -1326,9 +1354,12 @@ class _Emitter(KernelLayout):
         combine_floats = 0
         if SP > 1:
             accs = [n for n in self.nodes if n.op == "accum"]
-            combine, combine_floats = self.emit_split_combine(
-                accs, ws_base=plan.ws_floats * math.prod(bg.grid) * SP)
-            tail.append(combine)
+            if self.cluster_combine():
+                tail.append(self.emit_cluster_combine(accs))
+            else:
+                combine, combine_floats = self.emit_split_combine(
+                    accs, ws_base=plan.ws_floats * math.prod(bg.grid) * SP)
+                tail.append(combine)
         chunks = [(code, frozenset[str]()) for code in tail]
         chunks += [(self.emit_step(s, "  "), self.reads_only(s)) for s in steps[q:]]
         lines += with_barriers(chunks, extents, "  ", close=False)

@@ -36,6 +36,8 @@ DEFAULT_SM_COUNT = 132
 #: (128 registers of accumulators) only with at most GEMV_WIDE_THREADS threads, so the
 #: compiler has 255 registers a thread for them, the B ring and the rest
 GEMV_MAX_ROWS = 16
+#: the largest thread-block cluster a split combine uses (the portable cluster size on sm_90)
+CLUSTER_MAX = 8
 GEMV_WIDE_THREADS = 256
 
 
@@ -114,10 +116,18 @@ class Schedule:
     #: room, so a weight stream read once does not push out lines still wanted, nor dirty
     #: lines (each such eviction is a DRAM write in the middle of the stream)
     evict_first: bool = False
+    #: a split loop's S blocks of one grid block (S <= ``CLUSTER_MAX``) run as one thread-block
+    #: cluster and combine their accumulators through distributed shared memory (block 0 of
+    #: the cluster sums the S tiles in split order after a cluster barrier) instead of through
+    #: global memory, fences and an atomic ticket; accumulators that do not fit shared memory
+    #: keep the global-memory combine
+    cluster_combine: bool = False
 
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):
             raise GraphError(f"schedule: l2_fetch must be 0, 128 or 256, got {self.l2_fetch}")
+        if not isinstance(self.cluster_combine, bool):
+            raise GraphError(f"schedule: cluster_combine must be True or False, got {self.cluster_combine!r}")
         if not isinstance(self.evict_first, bool):
             raise GraphError(f"schedule: evict_first must be True or False, got {self.evict_first!r}")
         if self.threads is not None and not (32 <= self.threads <= 1024 and self.threads % 32 == 0):
@@ -195,10 +205,11 @@ def warp_tiles(batch: int, mt: int, nt: int, warps: int, want_m: int = 0,
 
 
 def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph) -> list[Schedule]:
-    """The second round of tuning one kernel: each tried schedule's other choices (ring depth,
-    gemv, tiles, chain...) on the winner's thread count and split, where that combination was
-    not tried and is valid for ``bg`` (the first round varies one kind of choice at a time
-    from the default)."""
+    """The second round of tuning one kernel: the winner with 256-byte L2 fetches, with the
+    evict-first policy and (split, not yet clustered) with the cluster combine; then each tried
+    schedule's other choices (ring depth, gemv, tiles, chain...) on the winner's thread count
+    and split, where that combination was not tried and is valid for ``bg`` (the first round
+    varies one kind of choice at a time from the default)."""
     seen = {s.key for s in tried}
     out = []
     # the winner itself with 256-byte L2 fetches for its streamed reads, and with its streamed
@@ -209,6 +220,8 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph) -> list[S
             policies.append(replace(best, l2_fetch=256))
         if not best.evict_first:
             policies.append(replace(best, evict_first=True))
+        if 1 < best.split <= CLUSTER_MAX and not best.cluster_combine:
+            policies.append(replace(best, cluster_combine=True))
         for r in policies:
             if r.key not in seen:
                 seen.add(r.key)
@@ -318,6 +331,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       row tiles' k slices);
     - for gemv, deeper register rings for B vectors the thread loads itself (chunk 4 x depth 4,
       chunk 8 x depth 3, beside the default 8 x 2);
+    - for each split of at most ``CLUSTER_MAX``, its combine through a thread-block cluster's
+      shared memory (``cluster_combine``) at the widest block size;
     - a 2-stage cp.async ring beside the default's 4 (less shared memory, more blocks per SM);
     - for tensor-core matmuls of more than GEMV_MAX_ROWS rows, unblocked warp tiles
       (``warp_m = warp_n = 1``) beside :func:`warp_tiles`' register blocking;
@@ -364,6 +379,10 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
             if t in gemv_threads:
                 grid.append(replace(base, threads=t, split=s, gemv=True))
     extra: list[Schedule] = []
+    # each split's combine through the cluster's shared memory (no global partials, fences or
+    # ticket), beside the global-memory combine of the grid below
+    extra += [replace(base, threads=threads[-1], split=s, cluster_combine=True)
+              for s in splits[1:] if s <= CLUSTER_MAX]
     chained = [n for n in bg.nodes if n.op == "matmul" and n.src[0].op not in ("iter", "accum")
                and any(c.op == "matmul" for c in _consumers(bg, n.src[0]))]
     if chained:

@@ -231,6 +231,27 @@ def test_two_level_split_combine(kind: str, split: int) -> None:
         assert all(np.array_equal(a, b) for a, b in zip(cg(*xs), first, strict=True))
 
 
+@pytest.mark.parametrize("split", [2, 4, 8])
+@pytest.mark.parametrize("kind", ["matmul", "attention"])
+def test_cluster_split_combine_matches_the_global_one(kind: str, split: int) -> None:
+    """A split combined through a thread-block cluster's shared memory validates, repeats
+    bitwise, and equals the global-memory combine bit for bit (both sum the S partial tiles
+    in split order)."""
+    prog = (matmul_loop_program(32, 32, 16, 48) if kind == "matmul"
+            else attention_loop_program(64, 64, 64, 64, 48))
+    (la,) = launches(prog, 128)
+    clustered = compile_graph(prog, schedules={la.graph.key: Schedule(split=split, cluster_combine=True)})
+    plain = compile_graph(prog, schedules={la.graph.key: Schedule(split=split)})
+    assert "__cluster_dims__" in clustered.source and "__cluster_dims__" not in plain.source
+    assert validate(clustered, trials=2).ok
+    rng = np.random.default_rng(11)
+    xs = [rng.uniform(-0.5, 0.5, n.shape).astype(np.float16) for n in prog.inputs]
+    first = clustered(*xs)
+    for _ in range(2):
+        assert all(np.array_equal(a, b) for a, b in zip(clustered(*xs), first, strict=True))
+    assert all(np.array_equal(a, b) for a, b in zip(plain(*xs), first, strict=True))
+
+
 #: small row-wise programs whose lifts (search/seeds.py) exercise one-iteration accumulators
 #: and block-wide row reductions (few rows per block, rows of >= 64)
 LIFT_CASES = [("ntrans", {"rows": 2, "h": 512}), ("ntrans", {"rows": 8, "h": 256}),
