@@ -40,8 +40,8 @@ from mirage_formal.codegen.barriers import Extent, with_barriers
 from mirage_formal.codegen.cindex import align_idx, fmt_float, multi_index, strides
 from mirage_formal.codegen.layout import Chain, KernelLayout
 from mirage_formal.codegen.plan import plan_buffers
-from mirage_formal.codegen.schedule import SIMPLE as SIMPLE
 from mirage_formal.codegen.schedule import CLUSTER_MAX, Schedule
+from mirage_formal.codegen.schedule import SIMPLE as SIMPLE
 from mirage_formal.codegen.steps import (
     Accumulate,
     Finalize,
