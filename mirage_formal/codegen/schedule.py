@@ -221,6 +221,8 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph) -> list[S
         if not best.evict_first:
             policies.append(replace(best, evict_first=True))
         if 1 < best.split <= CLUSTER_MAX and not best.cluster_combine:
+            # (second round only: on the H100 it measured slower than the global combine on
+            # every split winner of the benchmark table, 1-55%: gpu_optimize_2026-11-24_s14)
             policies.append(replace(best, cluster_combine=True))
         for r in policies:
             if r.key not in seen:
@@ -331,8 +333,6 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       row tiles' k slices);
     - for gemv, deeper register rings for B vectors the thread loads itself (chunk 4 x depth 4,
       chunk 8 x depth 3, beside the default 8 x 2);
-    - for each split of at most ``CLUSTER_MAX``, its combine through a thread-block cluster's
-      shared memory (``cluster_combine``) at the widest block size;
     - a 2-stage cp.async ring beside the default's 4 (less shared memory, more blocks per SM);
     - for tensor-core matmuls of more than GEMV_MAX_ROWS rows, unblocked warp tiles
       (``warp_m = warp_n = 1``) beside :func:`warp_tiles`' register blocking;
@@ -379,10 +379,6 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
             if t in gemv_threads:
                 grid.append(replace(base, threads=t, split=s, gemv=True))
     extra: list[Schedule] = []
-    # each split's combine through the cluster's shared memory (no global partials, fences or
-    # ticket), beside the global-memory combine of the grid below
-    extra += [replace(base, threads=threads[-1], split=s, cluster_combine=True)
-              for s in splits[1:] if s <= CLUSTER_MAX]
     chained = [n for n in bg.nodes if n.op == "matmul" and n.src[0].op not in ("iter", "accum")
                and any(c.op == "matmul" for c in _consumers(bg, n.src[0]))]
     if chained:

@@ -520,8 +520,8 @@ def test_later_kernels_wait_for_their_predecessor_before_touching_its_results(ca
 def test_cluster_combine_compiles_and_falls_back_past_the_cluster_limit(split: int, cache: Path) -> None:
     """``cluster_combine``: a split of at most CLUSTER_MAX blocks runs as one cluster that
     needs no global partials (no combine workspace, no ticket); a larger split keeps the
-    global-memory combine. Both compile for sm_90; the tuner offers the cluster variant for
-    every split it tries up to the limit, and its second round tries it on a split winner."""
+    global-memory combine. Both compile for sm_90; the tuner's second round tries the cluster
+    variant on a split winner (its first round does not: slower on the H100)."""
     from mirage_formal.codegen import Schedule, candidate_schedules, launches
     from mirage_formal.codegen.schedule import CLUSTER_MAX, refinements
 
@@ -535,8 +535,6 @@ def test_cluster_combine_compiles_and_falls_back_past_the_cluster_limit(split: i
         assert k.extra_ws_floats == 0 and "mf_ticket" not in cg.source
     else:
         assert "__cluster_dims__" not in cg.source and "mf_ticket" in cg.source
-    cands = candidate_schedules(la.graph, sm_count=4096)
-    splits = {c.split for c in cands if c.split > 1}
-    assert {c.split for c in cands if c.cluster_combine} == {s for s in splits if s <= CLUSTER_MAX}
+    assert not any(c.cluster_combine for c in candidate_schedules(la.graph, sm_count=4096))
     best = Schedule(split=2)
     assert any(r.cluster_combine and r.split == 2 for r in refinements(best, [best], la.graph))

@@ -36,6 +36,7 @@ from mirage_formal.codegen import (
 from mirage_formal.codegen.autotune import Toolchain, TuningCache, tune
 from mirage_formal.codegen.nvrtc import nvrtc_version
 from mirage_formal.codegen.validate import validate
+from mirage_formal.ir.occupancy import combine_groups
 from mirage_formal.semantics.reference import run_reference
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs a GPU")]
@@ -235,8 +236,8 @@ def test_two_level_split_combine(kind: str, split: int) -> None:
 @pytest.mark.parametrize("kind", ["matmul", "attention"])
 def test_cluster_split_combine_matches_the_global_one(kind: str, split: int) -> None:
     """A split combined through a thread-block cluster's shared memory validates, repeats
-    bitwise, and equals the global-memory combine bit for bit (both sum the S partial tiles
-    in split order)."""
+    bitwise, and equals the global-memory combine bit for bit where that one sums the S
+    partial tiles in split order too (one level; from S = 6 it sums groups first)."""
     prog = (matmul_loop_program(32, 32, 16, 48) if kind == "matmul"
             else attention_loop_program(64, 64, 64, 64, 48))
     (la,) = launches(prog, 128)
@@ -249,7 +250,8 @@ def test_cluster_split_combine_matches_the_global_one(kind: str, split: int) -> 
     first = clustered(*xs)
     for _ in range(2):
         assert all(np.array_equal(a, b) for a, b in zip(clustered(*xs), first, strict=True))
-    assert all(np.array_equal(a, b) for a, b in zip(plain(*xs), first, strict=True))
+    if combine_groups(split) == split:
+        assert all(np.array_equal(a, b) for a, b in zip(plain(*xs), first, strict=True))
 
 
 #: small row-wise programs whose lifts (search/seeds.py) exercise one-iteration accumulators
