@@ -222,7 +222,7 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph) -> list[S
             policies.append(replace(best, evict_first=True))
         if 1 < best.split <= CLUSTER_MAX and not best.cluster_combine:
             # (second round only: on the H100 it measured slower than the global combine on
-            # every split winner of the benchmark table, 1-55%: gpu_optimize_2026-11-24_s14)
+            # every split winner of the benchmark table, 1-78%: gpu_optimize_2026-11-24_s14)
             policies.append(replace(best, cluster_combine=True))
         for r in policies:
             if r.key not in seen:
