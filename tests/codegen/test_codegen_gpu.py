@@ -26,6 +26,7 @@ from hypothesis import assume, given, settings
 from mirage_formal import workloads
 from mirage_formal.codegen import (
     SIMPLE,
+    CompiledGraph,
     EmitOptions,
     Schedule,
     candidate_schedules,
@@ -36,6 +37,7 @@ from mirage_formal.codegen import (
 from mirage_formal.codegen.autotune import Toolchain, TuningCache, tune
 from mirage_formal.codegen.nvrtc import nvrtc_version
 from mirage_formal.codegen.validate import validate
+from mirage_formal.ir.graph import KernelGraph
 from mirage_formal.ir.occupancy import combine_groups
 from mirage_formal.semantics.reference import run_reference
 
@@ -213,23 +215,34 @@ def test_handwritten_split_is_deterministic(name: str) -> None:
         assert np.array_equal(cg(*xs)[0], first)
 
 
+def _split_program(kind: str) -> KernelGraph:
+    """A one-kernel program with a 48-iteration loop: a matmul, or an attention."""
+    prog: KernelGraph = (matmul_loop_program(32, 32, 16, 48) if kind == "matmul"
+                         else attention_loop_program(64, 64, 64, 64, 48))
+    return prog
+
+
+def _repeats_bitwise(cg: CompiledGraph, xs: list[np.ndarray], times: int) -> list[np.ndarray]:
+    """``cg``'s outputs on ``xs``, after checking ``times`` more runs give the same bits."""
+    first = cg(*xs)
+    for _ in range(times):
+        assert all(np.array_equal(a, b) for a, b in zip(cg(*xs), first, strict=True))
+    return first
+
+
 @pytest.mark.parametrize("split", [6, 8, 16])
 @pytest.mark.parametrize("kind", ["matmul", "attention"])
 def test_two_level_split_combine(kind: str, split: int) -> None:
     """Splits of 6 and more combine in two levels (groups of G, then the S/G group partials):
     the result validates and repeats bitwise (the fixed summation order), every launch
     leaving its tickets at zero for the next."""
-    prog = (matmul_loop_program(32, 32, 16, 48) if kind == "matmul"
-            else attention_loop_program(64, 64, 64, 64, 48))
+    prog = _split_program(kind)
     (la,) = launches(prog, 128)
     cg = compile_graph(prog, schedules={la.graph.key: Schedule(split=split)})
     assert "mf_gcnt" in cg.source
     assert validate(cg, trials=2).ok
     rng = np.random.default_rng(5)
-    xs = [rng.uniform(-0.5, 0.5, n.shape).astype(np.float16) for n in prog.inputs]
-    first = cg(*xs)
-    for _ in range(3):
-        assert all(np.array_equal(a, b) for a, b in zip(cg(*xs), first, strict=True))
+    _repeats_bitwise(cg, [rng.uniform(-0.5, 0.5, n.shape).astype(np.float16) for n in prog.inputs], 3)
 
 
 @pytest.mark.parametrize("split", [2, 4, 8])
@@ -238,8 +251,7 @@ def test_cluster_split_combine_matches_the_global_one(kind: str, split: int) -> 
     """A split combined through a thread-block cluster's shared memory validates, repeats
     bitwise, and equals the global-memory combine bit for bit where that one sums the S
     partial tiles in split order too (one level; from S = 6 it sums groups first)."""
-    prog = (matmul_loop_program(32, 32, 16, 48) if kind == "matmul"
-            else attention_loop_program(64, 64, 64, 64, 48))
+    prog = _split_program(kind)
     (la,) = launches(prog, 128)
     clustered = compile_graph(prog, schedules={la.graph.key: Schedule(split=split, cluster_combine=True)})
     plain = compile_graph(prog, schedules={la.graph.key: Schedule(split=split)})
@@ -247,9 +259,7 @@ def test_cluster_split_combine_matches_the_global_one(kind: str, split: int) -> 
     assert validate(clustered, trials=2).ok
     rng = np.random.default_rng(11)
     xs = [rng.uniform(-0.5, 0.5, n.shape).astype(np.float16) for n in prog.inputs]
-    first = clustered(*xs)
-    for _ in range(2):
-        assert all(np.array_equal(a, b) for a, b in zip(clustered(*xs), first, strict=True))
+    first = _repeats_bitwise(clustered, xs, 2)
     if combine_groups(split) == split:
         assert all(np.array_equal(a, b) for a, b in zip(plain(*xs), first, strict=True))
 
