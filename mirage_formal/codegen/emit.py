@@ -32,14 +32,14 @@ it. Imports ``ir`` and the planning modules of ``codegen``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from mirage_formal.codegen.barriers import Extent, with_barriers
 from mirage_formal.codegen.cindex import align_idx, fmt_float, multi_index, strides
 from mirage_formal.codegen.layout import Chain, KernelLayout
-from mirage_formal.codegen.plan import plan_buffers
+from mirage_formal.codegen.plan import Buffer, plan_buffers
 from mirage_formal.codegen.schedule import CLUSTER_MAX, Schedule
 from mirage_formal.codegen.schedule import SIMPLE as SIMPLE
 from mirage_formal.codegen.steps import (
@@ -1082,12 +1082,20 @@ class _Emitter(KernelLayout):
                   f"{ind}__syncthreads();"]
         return lines
 
-    def cluster_combine(self) -> bool:
+    def cluster_combine(self, bufs: Mapping[str, Buffer]) -> bool:
         """Whether this kernel's split combine goes through the cluster's shared memory: asked
-        for, a split of 2..CLUSTER_MAX, and every accumulator in shared memory."""
+        for, a split of 2..CLUSTER_MAX, and every accumulator in shared memory (``bufs``: the
+        buffer plan)."""
         return (self.opts.cluster_combine and 1 < self.split <= CLUSTER_MAX
-                and all(self.bufs[self.buf[a]].space == "smem"
-                        for a in self.nodes if a.op == "accum"))
+                and all(bufs[self.buf[a]].space == "smem" for a in self.nodes if a.op == "accum"))
+
+    def sum_parts(self, a: Node, n: int, term: str, dst: str, ind: str) -> list[str]:
+        """Every thread sums ``n`` partials of accumulator ``a``'s element ``i`` in order (``term``:
+        partial ``k``'s element, in ``k`` and ``i``) into ``dst`` (in ``i``)."""
+        return [*self.block_loop("i", self.buf_size(a), ind),
+                f"{ind}  float s = 0.f;", f"{ind}  #pragma unroll",
+                f"{ind}  for (int k = 0; k < {n}; ++k) s += {term};",
+                f"{ind}  {dst} = s;", f"{ind}}}"]
 
     def emit_cluster_combine(self, accs: Sequence[Node]) -> list[str]:
         """The split combine of a cluster of S blocks (one per split, cluster rank = split
@@ -1095,16 +1103,12 @@ class _Emitter(KernelLayout):
         order from their shared memory (the order of the global-memory combine, so the same
         sums) and goes on to the post-loop steps; a second barrier keeps the other blocks'
         shared memory alive until it has read them, then they return."""
-        S = self.split
         lines = ["  {  // split combine through the cluster's shared memory",
                  "    mf::cluster_sync();",
                  "    if (mf_split == 0) {"]
         for a in accs:
             b = self.buf[a]
-            lines += [*self.block_loop("i", self.buf_size(a), "      "),
-                      "        float s = 0.f;", "        #pragma unroll",
-                      f"        for (int k = 0; k < {S}; ++k) s += mf::ld_cluster(&{b}[i], k);",
-                      f"        {b}[i] = s;", "      }"]
+            lines += self.sum_parts(a, self.split, f"mf::ld_cluster(&{b}[i], k)", f"{b}[i]", "      ")
         lines += ["    }", "    mf::cluster_sync();", "    if (mf_split != 0) return;", "  }"]
         return lines
 
@@ -1135,10 +1139,8 @@ class _Emitter(KernelLayout):
             """Sum ``n`` consecutive partials at ``src`` (each ``acc_floats`` long) in order."""
             out = []
             for a, o in zip(accs, offs, strict=True):
-                out += [*self.block_loop("i", self.buf_size(a), "    "),
-                        "      float s = 0.f;", "      #pragma unroll",
-                        f"      for (int k = 0; k < {n}; ++k) s += __ldcg({src} + k * {acc_floats} + {o} + i);",
-                        f"      {dst(a, o)} = s;", "    }"]
+                out += self.sum_parts(a, n, f"__ldcg({src} + k * {acc_floats} + {o} + i)",
+                                      dst(a, o), "    ")
             return out
 
         lines = ["  {  // split combine",
@@ -1196,9 +1198,9 @@ class _Emitter(KernelLayout):
         params = [f"const {dt.c_type}* __restrict__ in{k}" for k, (_, dt) in enumerate(bg.inputs)]
         params += [f"{o.node.dtype.c_type}* __restrict__ out{k}" for k, o in enumerate(bg.outputs)]
         params.append("float* __restrict__ ws")
-        self.bufs = bufs
-        cluster = f"__cluster_dims__({self.split}, 1, 1) " if self.cluster_combine() else ""
-        lines = [f'extern "C" __global__ void {cluster}__launch_bounds__({self.T}) {self.name}(',
+        cluster = self.cluster_combine(bufs)
+        dims = f"__cluster_dims__({self.split}, 1, 1) " if cluster else ""
+        lines = [f'extern "C" __global__ void {dims}__launch_bounds__({self.T}) {self.name}(',
                  "    " + ",\n    ".join(params) + ") {"]
         SP = self.split
         gx, gy, gz = bg.grid
@@ -1354,7 +1356,7 @@ class _Emitter(KernelLayout):
         combine_floats = 0
         if SP > 1:
             accs = [n for n in self.nodes if n.op == "accum"]
-            if self.cluster_combine():
+            if cluster:
                 tail.append(self.emit_cluster_combine(accs))
             else:
                 combine, combine_floats = self.emit_split_combine(

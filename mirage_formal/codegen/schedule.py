@@ -36,9 +36,9 @@ DEFAULT_SM_COUNT = 132
 #: (128 registers of accumulators) only with at most GEMV_WIDE_THREADS threads, so the
 #: compiler has 255 registers a thread for them, the B ring and the rest
 GEMV_MAX_ROWS = 16
+GEMV_WIDE_THREADS = 256
 #: the largest thread-block cluster a split combine uses (the portable cluster size on sm_90)
 CLUSTER_MAX = 8
-GEMV_WIDE_THREADS = 256
 
 
 def gemv_rows_ok(rows: int, threads: int) -> bool:
