@@ -1,0 +1,226 @@
+"""Where a kernel's time goes, phase by phase, measured inside the kernel (device only).
+
+Usage: PYTHONPATH=. python3 benchmarks/phase_probe.py [--rows W:B,...] [--table FILE]
+    [--runs 5] [--set FIELD=VALUE,...] [--out FILE.json]
+
+For each row of ``benchmarks/results/gpu_optimize_latest.json`` (or ``--table``) the row's best
+μGraph is compiled with its tuned schedules (``--set`` overrides fields of every kernel's
+schedule), validated, then compiled again with probes: thread 0 of every block records the
+GPU's global timer (ns) and its SM at five points of each kernel — entry, after the wait for the
+previous kernel (``griddepcontrol.wait``), before the main loop, after it, and at exit — into a
+``__device__`` array read back after a CUDA-graph replay that follows the same 256 MB L2 flush
+the product's timing uses. Per kernel it prints the span (first entry to last exit), the spread
+of block entries, and the median block's wait, prologue, loop and tail (after-loop reductions,
+split combine, stores), and the gap from the previous kernel's last exit to this one's first
+entry. The probes add a few instructions per block, outside the loop.
+
+The timer's resolution on the H100 is 32 ns (it advances in steps of that size), fine for the
+microsecond phases this is for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from profile_saved import parse_schedules  # noqa: E402
+
+from mirage_formal.codegen import compile_graph, launches  # noqa: E402
+from mirage_formal.codegen.compiled import CompiledGraph  # noqa: E402
+from mirage_formal.codegen.nvrtc import compile_cubin  # noqa: E402
+from mirage_formal.codegen.runtime import DeviceArray  # noqa: E402
+from mirage_formal.codegen.timing import device_inputs, time_graph, time_like_baselines  # noqa: E402
+from mirage_formal.codegen.validate import validate  # noqa: E402
+from mirage_formal.ir.dtypes import DType  # noqa: E402
+from mirage_formal.ir.text import parse_text  # noqa: E402
+
+SLOTS = ("entry", "waited", "loop", "looped", "exit")
+MAX_BLOCKS = 8192
+
+PROBE_PRELUDE = f"""
+__device__ unsigned long long mf_probe[{{nk}} * {MAX_BLOCKS} * {len(SLOTS) + 1}];
+__device__ __forceinline__ void mf_mark(int k, int slot) {{
+  if (threadIdx.x != 0) return;
+  unsigned long long t; unsigned int sm;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  const unsigned int b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  if (b >= {MAX_BLOCKS}) return;
+  unsigned long long* p = mf_probe + ((size_t)k * {MAX_BLOCKS} + b) * {len(SLOTS) + 1};
+  p[slot] = t;
+  if (slot == 0) p[{len(SLOTS)}] = sm;
+}}
+"""
+
+
+def instrument(source: str, names: list[str]) -> str:
+    """``source`` with probe marks in each kernel of ``names`` (in launch order)."""
+    lines = source.split("\n")
+    out: list[str] = []
+    k = -1
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = re.match(r'extern "C" __global__ .*?(mf_\w+)\($', line)
+        if m is None:
+            out.append(line)
+            i += 1
+            continue
+        k = names.index(m.group(1))
+        # the parameter list, then the body up to the function's closing brace
+        j = i
+        while not lines[j].endswith(") {"):
+            j += 1
+        out += lines[i:j + 1]
+        out.append(f"  mf_mark({k}, 0);")
+        body_end = j + 1
+        while lines[body_end] != "}":
+            body_end += 1
+        body = lines[j + 1:body_end]
+        b = 0
+        while b < len(body):
+            ln = body[b]
+            if ln.startswith("  for (int it0 = 0;"):
+                out.append(f"  mf_mark({k}, 2);")
+                out.append(ln)
+                b += 1
+                while body[b] != "  }":  # the loop's body is indented deeper
+                    out.append(body[b])
+                    b += 1
+                out.append(body[b])
+                out.append(f"  mf_mark({k}, 3);")
+                b += 1
+                continue
+            out.append(ln)
+            if ln.strip() == "mf::grid_dep_wait();":
+                out.append(f"  mf_mark({k}, 1);")
+            b += 1
+        out.append(f"  mf_mark({k}, 4);")
+        out.append("}")
+        i = body_end + 1
+    src = "\n".join(out)
+    head = '#include "mf_tile.cuh"\n'
+    return src.replace(head, head + PROBE_PRELUDE.replace("{nk}", str(len(names))), 1)
+
+
+def probe_row(row: dict[str, Any], runs: int, overrides: dict[str, Any]) -> dict[str, Any]:
+    graph = parse_text(row["best_ugraph"])
+    keys = [la.graph.key for la in launches(graph, 128)]
+    sched = parse_schedules(row.get("schedule"), keys)
+    if overrides:
+        sched = {k: replace(sched.get(k) or type(next(iter(sched.values())))(), **overrides)
+                 for k in keys}
+    cg = compile_graph(graph, schedules=sched)
+    rep = validate(cg, trials=2, seed=7, low=-0.5, high=0.5)
+    xs = device_inputs(cg, seed=3)
+    us = time_like_baselines(cg, inputs=xs) if rep.ok else None
+    names = [k.name for k in cg.kernels]
+    uniq = list(dict.fromkeys(names))
+    src = instrument(cg.source, uniq)
+    cubin = compile_cubin(src, cg.arch, name=f"probe_{graph.key[:16]}.cu")
+    pg = CompiledGraph(graph, src, cubin, cg.arch, cg.launches, cg.kernels)
+    rt = cg._rt
+    assert rt is not None
+    mod = rt.load(cubin)
+    pg._funcs = [rt.function(mod, k.name, k.smem_bytes) for k in pg.kernels]
+    ws = max((k.ws_bytes for k in pg.kernels), default=0)
+    pg._ws = DeviceArray((max(ws // 4, 4),), DType.F32, rt)
+    rt.fill32(pg._ws.ptr, 0, max(ws // 4, 4))
+    pg._rt = rt
+    ptr, size = rt.ck(rt.drv.cuModuleGetGlobal(mod, b"mf_probe"), "cuModuleGetGlobal")
+    host = np.zeros(int(size) // 8, dtype=np.uint64)
+    per_run = []
+    for _ in range(runs):
+        rt.fill32(int(ptr), 0, int(size) // 4)
+        probed_us = time_graph(pg, warmup=0, reps=1, graph=True, flush_l2=True, inputs=xs)
+        rt.sync()
+        rt.dtoh(host, int(ptr))
+        arr = host.reshape(len(uniq), MAX_BLOCKS, len(SLOTS) + 1).astype(np.int64)
+        kernels = []
+        prev_exit = None
+        for k in cg.kernels:  # a kernel launched twice keeps the second launch's marks
+            a = arr[uniq.index(k.name)]
+            nb = min(int(np.prod(k.grid)), MAX_BLOCKS)
+            a = a[:nb]
+            t0 = int(a[:, 0].min())
+            rel = {s: a[:, j] - t0 for j, s in enumerate(SLOTS)}
+
+            def med(x: str, y: str, rel: dict[str, Any] = rel) -> float | None:
+                if (rel[x] < -10**12).any() or (rel[y] < -10**12).any():
+                    return None  # that mark is not in this kernel (no main loop)
+                return float(np.median(rel[y] - rel[x])) / 1000.0
+            kernels.append({
+                "kernel": k.name, "grid": list(k.grid), "threads": k.threads,
+                "sms": len(set(a[:, len(SLOTS)].tolist())),
+                "span_us": float(rel["exit"].max()) / 1000.0,
+                "entry_spread_us": float(rel["entry"].max()) / 1000.0,
+                "wait_us": med("entry", "waited"), "prologue_us": med("waited", "loop"),
+                "loop_us": med("loop", "looped"), "tail_us": med("looped", "exit"),
+                "slowest_block_us": float((rel["exit"] - rel["entry"]).max()) / 1000.0,
+                "gap_from_previous_us": None if prev_exit is None else (t0 - prev_exit) / 1000.0,
+                "t0_ns": t0,
+            })
+            prev_exit = int(a[:, 4].max())
+        per_run.append({"probed_us": probed_us, "kernels": kernels})
+    return {"row": f"{row['workload']}:{row['b']}", "schedule": row.get("schedule"),
+            "validated": rep.ok, "us": us, "runs": per_run}
+
+
+def summarize(res: dict[str, Any]) -> list[str]:
+    out = [f"{res['row']}: {res['us'] and round(res['us'], 1)} µs (probed "
+           f"{round(statistics.median(r['probed_us'] for r in res['runs']), 1)})  {res['schedule']}"]
+    nk = len(res["runs"][0]["kernels"])
+    for i in range(nk):
+        ks = [r["kernels"][i] for r in res["runs"]]
+
+        def m(f: str, ks: list[dict[str, Any]] = ks) -> str:
+            v = [k[f] for k in ks if k[f] is not None]
+            return f"{statistics.median(v):6.2f}" if v else "     -"
+        k = ks[0]
+        out.append(f"  {k['kernel'][:22]:22s} grid {k['grid']} x{k['threads']} on {k['sms']} SMs | "
+                   f"gap {m('gap_from_previous_us')} span {m('span_us')} entries {m('entry_spread_us')}"
+                   f" | wait {m('wait_us')} prologue {m('prologue_us')} loop {m('loop_us')} "
+                   f"tail {m('tail_us')} | slowest block {m('slowest_block_us')}")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--table", default=str(ROOT / "benchmarks/results/gpu_optimize_latest.json"))
+    ap.add_argument("--rows", default="", help="W:B,... (default: every row)")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--set", default="", help="FIELD=VALUE,... applied to every kernel's schedule")
+    ap.add_argument("--out", default="")
+    a = ap.parse_args()
+    rows = json.loads(Path(a.table).read_text())
+    want = [r for r in a.rows.split(",") if r]
+    if want:
+        rows = [r for r in rows if f"{r['workload']}:{r['b']}" in want]
+    overrides = {k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in a.set.split(",") if kv)}
+    results = []
+    for row in rows:
+        try:
+            res = probe_row(row, a.runs, overrides)
+        except Exception as e:  # a row that fails to build is reported, the others still run
+            print(f"{row['workload']}:{row['b']}: {type(e).__name__}: {e}")
+            continue
+        results.append(res)
+        print("\n".join(summarize(res)), flush=True)
+    if a.out:
+        Path(a.out).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
