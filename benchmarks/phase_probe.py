@@ -46,7 +46,7 @@ from mirage_formal.codegen.validate import validate  # noqa: E402
 from mirage_formal.ir.dtypes import DType  # noqa: E402
 from mirage_formal.ir.text import parse_text  # noqa: E402
 
-SLOTS = ("entry", "waited", "loop", "looped", "exit")
+SLOTS = ("entry", "waited", "loop", "looped", "exit", "combined")
 MAX_BLOCKS = 8192
 
 PROBE_PRELUDE = f"""
@@ -103,6 +103,12 @@ def instrument(source: str, names: list[str]) -> str:
                 out.append(f"  mf_mark({k}, 3);")
                 b += 1
                 continue
+            if ln.strip().endswith(" return;"):  # a split block that leaves the combine early
+                out.append(ln.replace(" return;", f" {{ mf_mark({k}, 4); return; }}"))
+                if "mf_ticket" in ln or "mf_split" in ln:  # the block that goes on combines
+                    out.append(f"  mf_mark({k}, 5);")
+                b += 1
+                continue
             out.append(ln)
             if ln.strip() == "mf::grid_dep_wait();":
                 out.append(f"  mf_mark({k}, 1);")
@@ -157,17 +163,21 @@ def probe_row(row: dict[str, Any], runs: int, overrides: dict[str, Any]) -> dict
             t0 = int(a[:, 0].min())
             rel = {s: a[:, j] - t0 for j, s in enumerate(SLOTS)}
 
-            def med(x: str, y: str, rel: dict[str, Any] = rel) -> float | None:
-                if (rel[x] < -10**12).any() or (rel[y] < -10**12).any():
-                    return None  # that mark is not in this kernel (no main loop)
-                return float(np.median(rel[y] - rel[x])) / 1000.0
+            def med(x: str, y: str, rel: dict[str, Any] = rel, q: float = 50) -> float | None:
+                has = (rel[x] > -10**12) & (rel[y] > -10**12)  # blocks that passed both marks
+                if not has.any():
+                    return None  # a mark this kernel does not have (no main loop, no split)
+                return float(np.percentile((rel[y] - rel[x])[has], q)) / 1000.0
             kernels.append({
                 "kernel": k.name, "grid": list(k.grid), "threads": k.threads,
                 "sms": len(set(a[:, len(SLOTS)].tolist())),
                 "span_us": float(rel["exit"].max()) / 1000.0,
                 "entry_spread_us": float(rel["entry"].max()) / 1000.0,
                 "wait_us": med("entry", "waited"), "prologue_us": med("waited", "loop"),
-                "loop_us": med("loop", "looped"), "tail_us": med("looped", "exit"),
+                "loop_us": med("loop", "looped"), "loop_max_us": med("loop", "looped", q=100),
+                "tail_us": med("looped", "exit"),
+                # the blocks that combine a split: their loop's end to the ticket, and the rest
+                "ticket_us": med("looped", "combined"), "after_ticket_us": med("combined", "exit"),
                 "slowest_block_us": float((rel["exit"] - rel["entry"]).max()) / 1000.0,
                 "gap_from_previous_us": None if prev_exit is None else (t0 - prev_exit) / 1000.0,
                 "t0_ns": t0,
@@ -192,7 +202,8 @@ def summarize(res: dict[str, Any]) -> list[str]:
         out.append(f"  {k['kernel'][:22]:22s} grid {k['grid']} x{k['threads']} on {k['sms']} SMs | "
                    f"gap {m('gap_from_previous_us')} span {m('span_us')} entries {m('entry_spread_us')}"
                    f" | wait {m('wait_us')} prologue {m('prologue_us')} loop {m('loop_us')} "
-                   f"tail {m('tail_us')} | slowest block {m('slowest_block_us')}")
+                   f"(max {m('loop_max_us')}) tail {m('tail_us')} [ticket {m('ticket_us')} then "
+                   f"{m('after_ticket_us')}] | slowest block {m('slowest_block_us')}")
     return out
 
 

@@ -67,6 +67,8 @@ ONE_WAVE_BLOCKS = 132
 #: a loop in which a block's threads share work items is fully unrolled up to this many items
 #: per thread (see _Emitter.block_loop)
 BLOCK_LOOP_UNROLL = 16
+#: registers a thread of a cluster combine fills with remote partials before it sums them
+CLUSTER_LOAD_REGS = 32
 #: the (original, unsplit) block index of the block graph, as declared at kernel entry
 BLOCK_IDX = ("bx", "by", "bz")
 
@@ -1103,12 +1105,34 @@ class _Emitter(KernelLayout):
         order from their shared memory (the order of the global-memory combine, so the same
         sums) and goes on to the post-loop steps; a second barrier keeps the other blocks'
         shared memory alive until it has read them, then they return."""
+        S, T = self.split, self.T
         lines = ["  {  // split combine through the cluster's shared memory",
                  "    mf::cluster_sync();",
                  "    if (mf_split == 0) {"]
         for a in accs:
-            b = self.buf[a]
-            lines += self.sum_parts(a, self.split, f"mf::ld_cluster(&{b}[i], k)", f"{b}[i]", "      ")
+            b, n = self.buf[a], self.buf_size(a)
+            # all of a chunk's remote loads go out before the sums are stored: a store between
+            # them would hold each next load back behind the last one's round trip
+            per = max(1, CLUSTER_LOAD_REGS // S)
+            for c0 in range(0, -(-n // T), per):
+                rows = min(per, -(-n // T) - c0)
+                guard = f" if (i >= {n}) break;" if (c0 + rows) * T > n else ""
+                head = (f"        for (int r = 0; r < {rows}; ++r) {{ const int i = threadIdx.x + "
+                        f"({c0} + r) * {T};{guard}")
+                lines += ["      {",
+                          f"        float mf_cv[{rows}][{S}];",
+                          "        #pragma unroll", head,
+                          "          #pragma unroll",
+                          f"          for (int k = 0; k < {S}; ++k) mf_cv[r][k] = "
+                          f"mf::ld_cluster(&{b}[i], k);",
+                          "        }",
+                          "        #pragma unroll", head,
+                          "          float s = 0.f;",
+                          "          #pragma unroll",
+                          f"          for (int k = 0; k < {S}; ++k) s += mf_cv[r][k];",
+                          f"          {b}[i] = s;",
+                          "        }",
+                          "      }"]
         lines += ["    }", "    mf::cluster_sync();", "    if (mf_split != 0) return;", "  }"]
         return lines
 
@@ -1271,7 +1295,8 @@ class _Emitter(KernelLayout):
         one_wave = gx * gy * gz * SP <= ONE_WAVE_BLOCKS
         if one_wave:
             lines.append("  mf::grid_dep_launch();")
-        lines.append("  mf::grid_dep_wait();")
+        if self.waits:
+            lines.append("  mf::grid_dep_wait();")
         for s in steps[:p]:
             if isinstance(s, Op):  # a loop-invariant op reads tiles the steps above wrote
                 lines.append("  __syncthreads();")
@@ -1378,7 +1403,7 @@ class _Emitter(KernelLayout):
 
 def emit_block_graph(bg: BlockGraph, name: str, smem_limit: int = SMEM_LIMIT_BYTES,
                      opts: EmitOptions | None = None,
-                     early: frozenset[int] = frozenset()) -> EmittedKernel:
+                     early: frozenset[int] = frozenset(), waits: bool = True) -> EmittedKernel:
     """Emit the ``__global__`` function ``name`` computing block graph ``bg``.
 
     Every kernel waits for the kernel launched before it (``griddepcontrol.wait``: a no-op
@@ -1387,7 +1412,10 @@ def emit_block_graph(bg: BlockGraph, name: str, smem_limit: int = SMEM_LIMIT_BYT
     cp.async copies of those inputs' first ring stages are issued before the wait, so they
     overlap the previous kernel's tail. A kernel lets its dependent begin launching
     (``griddepcontrol.launch_dependents``) at its start when its grid fits one wave
-    (``ONE_WAVE_BLOCKS``), else after its main loop."""
+    (``ONE_WAVE_BLOCKS``), else after its main loop. ``waits=False`` (a graph's first kernel,
+    launched in stream order) leaves the wait out: it costs about 0.4 µs at kernel entry even
+    with nothing to wait for."""
     em = _Emitter(bg, name, smem_limit, opts or EmitOptions())
     em.early = early
+    em.waits = waits
     return em.emit()
