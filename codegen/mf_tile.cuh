@@ -230,6 +230,25 @@ __device__ __forceinline__ void st8(float* p, const float* v) {
   reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
 }
 
+// ---------------------------------------------------------------- split-combine tickets
+// A block's ticket: add 1 to the counter with acquire-release semantics at GPU scope. Called
+// by one thread after a block barrier, it publishes the block's partials (the barrier orders
+// the other threads' stores before it; release is cumulative) and, for the last block, makes
+// every other block's partials visible to the reads after the next barrier: one atomic
+// instead of a fence, an atomic and a second fence.
+__device__ __forceinline__ unsigned ticket_acq_rel(unsigned* counter) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
+  return old;
+#else
+  __threadfence();
+  const unsigned old = atomicAdd(counter, 1u);
+  __threadfence();
+  return old;
+#endif
+}
+
 // ---------------------------------------------------------------- launch overlap
 // Programmatic dependent launch (sm_90+): wait until the previous kernel of the stream has
 // finished and its writes are visible (a no-op when it was launched in plain stream order),

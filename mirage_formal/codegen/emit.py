@@ -1175,17 +1175,13 @@ class _Emitter(KernelLayout):
         for a, o in zip(accs, offs, strict=True):
             lines += [*self.block_loop("i", self.buf_size(a), "    "),
                       f"      mf_mine[{o} + i] = {self.buf[a]}[i];", "    }"]
-        # the cooperative-groups grid-barrier pattern: the block's writes meet at a barrier,
-        # then one thread fences (cumulative: it orders every write the barrier showed it) and
-        # takes the ticket; the last block's thread fences again before the barrier that lets
-        # its threads read the others' partials (through L2, __ldcg)
+        # the block's writes meet at a barrier, then one thread takes the ticket with one
+        # acquire-release atomic (release is cumulative: it publishes every write the barrier
+        # showed it; for the last block, acquire makes the others' partials visible to its
+        # threads after the next barrier; they read them through L2, __ldcg)
         def ticket(counter: str, last: int) -> list[str]:
             return ["    __syncthreads();",
-                    "    if (threadIdx.x == 0) {",
-                    "      __threadfence();",
-                    f"      mf_ticket = atomicAdd({counter}, 1u);",
-                    f"      if (mf_ticket == {last}u) __threadfence();",
-                    "    }",
+                    f"    if (threadIdx.x == 0) mf_ticket = mf::ticket_acq_rel({counter});",
                     "    __syncthreads();",
                     f"    if (mf_ticket != {last}u) return;"]
 
@@ -1295,8 +1291,7 @@ class _Emitter(KernelLayout):
         one_wave = gx * gy * gz * SP <= ONE_WAVE_BLOCKS
         if one_wave:
             lines.append("  mf::grid_dep_launch();")
-        if self.waits:
-            lines.append("  mf::grid_dep_wait();")
+        lines.append("  mf::grid_dep_wait();")
         for s in steps[:p]:
             if isinstance(s, Op):  # a loop-invariant op reads tiles the steps above wrote
                 lines.append("  __syncthreads();")
@@ -1403,7 +1398,7 @@ class _Emitter(KernelLayout):
 
 def emit_block_graph(bg: BlockGraph, name: str, smem_limit: int = SMEM_LIMIT_BYTES,
                      opts: EmitOptions | None = None,
-                     early: frozenset[int] = frozenset(), waits: bool = True) -> EmittedKernel:
+                     early: frozenset[int] = frozenset()) -> EmittedKernel:
     """Emit the ``__global__`` function ``name`` computing block graph ``bg``.
 
     Every kernel waits for the kernel launched before it (``griddepcontrol.wait``: a no-op
@@ -1412,10 +1407,7 @@ def emit_block_graph(bg: BlockGraph, name: str, smem_limit: int = SMEM_LIMIT_BYT
     cp.async copies of those inputs' first ring stages are issued before the wait, so they
     overlap the previous kernel's tail. A kernel lets its dependent begin launching
     (``griddepcontrol.launch_dependents``) at its start when its grid fits one wave
-    (``ONE_WAVE_BLOCKS``), else after its main loop. ``waits=False`` (a graph's first kernel,
-    launched in stream order) leaves the wait out: it costs about 0.4 µs at kernel entry even
-    with nothing to wait for."""
+    (``ONE_WAVE_BLOCKS``), else after its main loop."""
     em = _Emitter(bg, name, smem_limit, opts or EmitOptions())
     em.early = early
-    em.waits = waits
     return em.emit()
