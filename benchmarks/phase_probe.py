@@ -213,12 +213,21 @@ def main() -> None:
     ap.add_argument("--rows", default="", help="W:B,... (default: every row)")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--set", default="", help="FIELD=VALUE,... applied to every kernel's schedule")
+    ap.add_argument("--ugraph", action="append", default=[],
+                    help="LABEL=FILE=SCHEDULE: probe the μGraph in FILE (text form) under SCHEDULE "
+                         "(as the table writes it: PREFIX:FIELD=VALUE,...;...) instead of table rows")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
     rows = json.loads(Path(a.table).read_text())
     want = [r for r in a.rows.split(",") if r]
     if want:
         rows = [r for r in rows if f"{r['workload']}:{r['b']}" in want]
+    if a.ugraph:
+        rows = []
+        for spec in a.ugraph:
+            label, file, sched = spec.split("=", 2)
+            rows.append({"workload": label, "b": "-", "best_ugraph": Path(file).read_text(),
+                         "schedule": sched})
     overrides = {k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in a.set.split(",") if kv)}
     results = []
     for row in rows:

@@ -40,7 +40,7 @@ def parse_schedules(text: str | None, keys: list[str]) -> dict[str, Schedule]:
                 k, v = kv.split("=", 1)
                 fields[k] = None if v == "None" else ast.literal_eval(v)
         for k in keys:
-            if k.startswith(prefix):
+            if k.startswith(prefix) or prefix == "*":  # "*": every kernel
                 out[k] = Schedule(**fields)
     return out
 
