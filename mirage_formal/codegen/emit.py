@@ -1314,23 +1314,26 @@ class _Emitter(KernelLayout):
         # their graph inputs while this one runs; a grid of more waves signals after its loop
         # (earlier, the dependent's waiting blocks would hold SMs its later waves need)
         one_wave = gx * gy * gz * SP <= ONE_WAVE_BLOCKS
-        if one_wave:
+        if one_wave and self.triggers:
             lines.append("  mf::grid_dep_launch();")
         lines.append("  mf::grid_dep_wait();")
-        for s in steps[:p]:
-            if isinstance(s, Op):  # a loop-invariant op reads tiles the steps above wrote
-                lines.append("  __syncthreads();")
-            lines += self.emit_step(s, "  ")
-        for j in range(S - 1 if raw else 0):  # iterations 0..S-2 of the cp.async tiles
+        # iterations 0..S-2 of the cp.async tiles, before the loop-invariant steps: those load
+        # their tiles through registers (a warp waits for each load before it goes on), so
+        # copies issued after them would start a whole memory round trip later
+        for j in range(S - 1 if raw else 0):
             if j < F:
                 for x in raw:
                     if x not in ahead:  # (those went out before the wait, in group 0)
                         lines += self.emit_cp_async(x, str(j), "  ")
             lines.append("  mf::cp_async_commit();")
-        for st in range(D):
+        for st in range(D):  # the register prefetch's first iterations likewise
             for x in staged:
                 lines.append(f"  {self.raw_type(x)} pf{self.ids[x]}_{st}[{self.prefetch_regs(x)}];")
                 lines += self.emit_prefetch(x, str(st), "  ", st)
+        for s in steps[:p]:
+            if isinstance(s, Op):  # a loop-invariant op reads tiles the steps above wrote
+                lines.append("  __syncthreads();")
+            lines += self.emit_step(s, "  ")
         lines.append("  __syncthreads();")
         for n in sorted(self.reg_acc, key=self.ids.__getitem__):
             WM, WN, _ = self.warp_blocking(n)
@@ -1389,7 +1392,7 @@ class _Emitter(KernelLayout):
             lines.append("  }")
         if raw:
             lines.append("  mf::cp_async_wait<0>();")
-        if not one_wave:
+        if not one_wave and self.triggers:
             lines.append("  mf::grid_dep_launch();")
         # after the loop: register results to their tiles, the split combine, the post-loop
         # steps; barriers only where one of them touches memory an earlier one touched
@@ -1426,7 +1429,7 @@ class _Emitter(KernelLayout):
 
 def emit_block_graph(bg: BlockGraph, name: str, smem_limit: int = SMEM_LIMIT_BYTES,
                      opts: EmitOptions | None = None,
-                     early: frozenset[int] = frozenset()) -> EmittedKernel:
+                     early: frozenset[int] = frozenset(), triggers: bool = True) -> EmittedKernel:
     """Emit the ``__global__`` function ``name`` computing block graph ``bg``.
 
     Every kernel waits for the kernel launched before it (``griddepcontrol.wait``: a no-op
@@ -1435,7 +1438,9 @@ def emit_block_graph(bg: BlockGraph, name: str, smem_limit: int = SMEM_LIMIT_BYT
     cp.async copies of those inputs' first ring stages are issued before the wait, so they
     overlap the previous kernel's tail. A kernel lets its dependent begin launching
     (``griddepcontrol.launch_dependents``) at its start when its grid fits one wave
-    (``ONE_WAVE_BLOCKS``), else after its main loop."""
+    (``ONE_WAVE_BLOCKS``), else after its main loop; ``triggers=False`` (the graph's last
+    kernel, whose successor is launched in stream order) leaves the trigger out."""
     em = _Emitter(bg, name, smem_limit, opts or EmitOptions())
     em.early = early
+    em.triggers = triggers
     return em.emit()
