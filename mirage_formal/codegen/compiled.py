@@ -62,17 +62,13 @@ def emit_graph(kg: KernelGraph, threads: int = 128, smem_limit: int = SMEM_LIMIT
         # after the first launch, a kernel may begin before its predecessor ends (programmatic
         # dependent launch): its loads of graph inputs go ahead of the wait for it
         early = frozenset(j for j, n in enumerate(la.inputs) if n.op == INPUT) if i else frozenset()
-        # the last launch has no dependent in the graph (the next replay's first kernel is
-        # launched in stream order): no trigger
-        triggers = i < len(ls) - 1
-        k = by_key.get((la.graph.key, early, triggers))
+        k = by_key.get((la.graph.key, early))
         if k is None:
             sched = (schedules or {}).get(la.graph.key, opts)
             tag = "".join("1" if j in early else "0" for j in range(len(la.inputs))) if early else ""
-            k = emit_block_graph(la.graph, f"mf_{la.graph.key[:16]}" + (f"_e{tag}" if tag else "")
-                                 + ("" if triggers else "_l"), smem_limit, sched, early=early,
-                                 triggers=triggers)
-            by_key[la.graph.key, early, triggers] = k
+            k = emit_block_graph(la.graph, f"mf_{la.graph.key[:16]}" + (f"_e{tag}" if tag else ""),
+                                 smem_limit, sched, early=early)
+            by_key[la.graph.key, early] = k
         kernels.append(k)
     src = PRELUDE + "\n".join(k.source for k in by_key.values())
     return src, ls, kernels

@@ -1136,8 +1136,7 @@ class _Emitter(KernelLayout):
         lines += ["    }", "    mf::cluster_sync();", "    if (mf_split != 0) return;", "  }"]
         return lines
 
-    def emit_split_combine(self, accs: Sequence[Node], ws_base: int,
-                           vec4: bool = False) -> tuple[list[str], int]:
+    def emit_split_combine(self, accs: Sequence[Node], ws_base: int) -> tuple[list[str], int]:
         """Combine the accumulators of the ``split`` blocks of one grid block: each writes its
         partial accumulators to the workspace and takes a ticket; the last of each group of
         ``G`` consecutive splits sums its group's partials in the fixed order (a group partial),
@@ -1147,13 +1146,7 @@ class _Emitter(KernelLayout):
         (one block reading partials through one SM) at G + S/G partials instead of S
         (G = the divisor of S nearest sqrt(S); one level, G = S, up to S = 4). Returns the code
         and the workspace floats it uses (partials, group partials, then one unsigned ticket
-        per grid block and one per group, zeroed when the workspace is allocated).
-
-        ``vec4`` (every accumulator tile 16-byte aligned where it lives): partials are written
-        and summed four floats at a time (``float4``; each element's sum in the same order, so
-        the same bits; a quarter of the instructions). Measured on the H100 the tail is bound
-        by its round trips (the release, the ticket, the partials' reads: 1.4-2.7 µs from the
-        last block's loop end to its exit), not by how many bytes it moves."""
+        per grid block and one per group, zeroed when the workspace is allocated)."""
         S = self.split
         G = combine_groups(S)
         NG = S // G
@@ -1165,27 +1158,13 @@ class _Emitter(KernelLayout):
             acc_floats += self.buf_size(a)
         part = nblk * S * acc_floats
         grp = nblk * NG * acc_floats if NG > 1 else 0
-        vec4 = (vec4 and acc_floats % 4 == 0 and ws_base % 4 == 0
-                and all(self.buf_size(a) % 4 == 0 for a in accs))
 
         def add_up(src: str, n: int, dst: Callable[[Node, int], str]) -> list[str]:
-            """Sum ``n`` consecutive partials at ``src`` (each ``acc_floats`` long) in order
-            into the tiles at ``dst(a, o)`` (a pointer expression)."""
+            """Sum ``n`` consecutive partials at ``src`` (each ``acc_floats`` long) in order."""
             out = []
             for a, o in zip(accs, offs, strict=True):
-                if not vec4:
-                    out += self.sum_parts(a, n, f"__ldcg({src} + k * {acc_floats} + {o} + i)",
-                                          f"({dst(a, o)})[i]", "    ")
-                    continue
-                out += [*self.block_loop("i", self.buf_size(a) // 4, "    "),
-                        "      float4 s = make_float4(0.f, 0.f, 0.f, 0.f);",
-                        "      #pragma unroll",
-                        f"      for (int k = 0; k < {n}; ++k) {{",
-                        f"        const float4 v = __ldcg(reinterpret_cast<const float4*>({src} + k * "
-                        f"{acc_floats} + {o}) + i);",
-                        "        s.x += v.x; s.y += v.y; s.z += v.z; s.w += v.w;",
-                        "      }",
-                        f"      reinterpret_cast<float4*>({dst(a, o)})[i] = s;", "    }"]
+                out += self.sum_parts(a, n, f"__ldcg({src} + k * {acc_floats} + {o} + i)",
+                                      dst(a, o), "    ")
             return out
 
         lines = ["  {  // split combine",
@@ -1194,13 +1173,8 @@ class _Emitter(KernelLayout):
                  f"    const int mf_blk = bx + {gx} * (by + {gy} * bz);",
                  f"    float* mf_mine = mf_part + ((size_t)mf_blk * {S} + mf_split) * {acc_floats};"]
         for a, o in zip(accs, offs, strict=True):
-            if vec4:
-                lines += [*self.block_loop("i", self.buf_size(a) // 4, "    "),
-                          f"      reinterpret_cast<float4*>(mf_mine + {o})[i] = "
-                          f"reinterpret_cast<const float4*>({self.buf[a]})[i];", "    }"]
-            else:
-                lines += [*self.block_loop("i", self.buf_size(a), "    "),
-                          f"      mf_mine[{o} + i] = {self.buf[a]}[i];", "    }"]
+            lines += [*self.block_loop("i", self.buf_size(a), "    "),
+                      f"      mf_mine[{o} + i] = {self.buf[a]}[i];", "    }"]
         # the block's writes meet at a barrier, then one thread takes the ticket with one
         # acquire-release atomic (release is cumulative: it publishes every write the barrier
         # showed it; for the last block, acquire makes the others' partials visible to its
@@ -1219,15 +1193,15 @@ class _Emitter(KernelLayout):
             lines += ticket("mf_gcnt", G - 1)
             lines += [f"    const float* mf_gin = mf_part + ((size_t)mf_blk * {S} + mf_g * {G}) * {acc_floats};",
                       f"    float* mf_gout = mf_grp + ((size_t)mf_blk * {NG} + mf_g) * {acc_floats};"]
-            lines += add_up("mf_gin", G, lambda a, o: f"mf_gout + {o}")
+            lines += add_up("mf_gin", G, lambda a, o: f"mf_gout[{o} + i]")
             lines += ["    if (threadIdx.x == 0) *mf_gcnt = 0u;"]
             lines += ticket("&mf_cnt[mf_blk]", NG - 1)
             lines += [f"    const float* mf_all = mf_grp + (size_t)mf_blk * {NG} * {acc_floats};"]
-            lines += add_up("mf_all", NG, lambda a, o: self.buf[a])
+            lines += add_up("mf_all", NG, lambda a, o: f"{self.buf[a]}[i]")
         else:
             lines += ticket("&mf_cnt[mf_blk]", S - 1)
             lines += [f"    const float* mf_all = mf_part + (size_t)mf_blk * {S} * {acc_floats};"]
-            lines += add_up("mf_all", S, lambda a, o: self.buf[a])
+            lines += add_up("mf_all", S, lambda a, o: f"{self.buf[a]}[i]")
         lines += ["    if (threadIdx.x == 0) mf_cnt[mf_blk] = 0u;", "    __syncthreads();", "  }"]
         return lines, part + grp + nblk + (nblk * NG if NG > 1 else 0)
 
@@ -1315,26 +1289,23 @@ class _Emitter(KernelLayout):
         # their graph inputs while this one runs; a grid of more waves signals after its loop
         # (earlier, the dependent's waiting blocks would hold SMs its later waves need)
         one_wave = gx * gy * gz * SP <= ONE_WAVE_BLOCKS
-        if one_wave and self.triggers:
+        if one_wave:
             lines.append("  mf::grid_dep_launch();")
         lines.append("  mf::grid_dep_wait();")
-        # iterations 0..S-2 of the cp.async tiles, before the loop-invariant steps: those load
-        # their tiles through registers (a warp waits for each load before it goes on), so
-        # copies issued after them would start a whole memory round trip later
-        for j in range(S - 1 if raw else 0):
+        for s in steps[:p]:
+            if isinstance(s, Op):  # a loop-invariant op reads tiles the steps above wrote
+                lines.append("  __syncthreads();")
+            lines += self.emit_step(s, "  ")
+        for j in range(S - 1 if raw else 0):  # iterations 0..S-2 of the cp.async tiles
             if j < F:
                 for x in raw:
                     if x not in ahead:  # (those went out before the wait, in group 0)
                         lines += self.emit_cp_async(x, str(j), "  ")
             lines.append("  mf::cp_async_commit();")
-        for st in range(D):  # the register prefetch's first iterations likewise
+        for st in range(D):
             for x in staged:
                 lines.append(f"  {self.raw_type(x)} pf{self.ids[x]}_{st}[{self.prefetch_regs(x)}];")
                 lines += self.emit_prefetch(x, str(st), "  ", st)
-        for s in steps[:p]:
-            if isinstance(s, Op):  # a loop-invariant op reads tiles the steps above wrote
-                lines.append("  __syncthreads();")
-            lines += self.emit_step(s, "  ")
         lines.append("  __syncthreads();")
         for n in sorted(self.reg_acc, key=self.ids.__getitem__):
             WM, WN, _ = self.warp_blocking(n)
@@ -1393,7 +1364,7 @@ class _Emitter(KernelLayout):
             lines.append("  }")
         if raw:
             lines.append("  mf::cp_async_wait<0>();")
-        if not one_wave and self.triggers:
+        if not one_wave:
             lines.append("  mf::grid_dep_launch();")
         # after the loop: register results to their tiles, the split combine, the post-loop
         # steps; barriers only where one of them touches memory an earlier one touched
@@ -1408,11 +1379,8 @@ class _Emitter(KernelLayout):
             if cluster:
                 tail.append(self.emit_cluster_combine(accs))
             else:
-                # float4 partials when every accumulator tile sits on a 16-byte boundary
-                aligned = all(bufs[self.buf[a]].offset % 4 == 0 and (
-                    bufs[self.buf[a]].space == "smem" or plan.ws_floats % 4 == 0) for a in accs)
                 combine, combine_floats = self.emit_split_combine(
-                    accs, ws_base=plan.ws_floats * math.prod(bg.grid) * SP, vec4=aligned)
+                    accs, ws_base=plan.ws_floats * math.prod(bg.grid) * SP)
                 tail.append(combine)
         chunks = [(code, frozenset[str]()) for code in tail]
         chunks += [(self.emit_step(s, "  "), self.reads_only(s)) for s in steps[q:]]
@@ -1430,7 +1398,7 @@ class _Emitter(KernelLayout):
 
 def emit_block_graph(bg: BlockGraph, name: str, smem_limit: int = SMEM_LIMIT_BYTES,
                      opts: EmitOptions | None = None,
-                     early: frozenset[int] = frozenset(), triggers: bool = True) -> EmittedKernel:
+                     early: frozenset[int] = frozenset()) -> EmittedKernel:
     """Emit the ``__global__`` function ``name`` computing block graph ``bg``.
 
     Every kernel waits for the kernel launched before it (``griddepcontrol.wait``: a no-op
@@ -1439,9 +1407,7 @@ def emit_block_graph(bg: BlockGraph, name: str, smem_limit: int = SMEM_LIMIT_BYT
     cp.async copies of those inputs' first ring stages are issued before the wait, so they
     overlap the previous kernel's tail. A kernel lets its dependent begin launching
     (``griddepcontrol.launch_dependents``) at its start when its grid fits one wave
-    (``ONE_WAVE_BLOCKS``), else after its main loop; ``triggers=False`` (the graph's last
-    kernel, whose successor is launched in stream order) leaves the trigger out."""
+    (``ONE_WAVE_BLOCKS``), else after its main loop."""
     em = _Emitter(bg, name, smem_limit, opts or EmitOptions())
     em.early = early
-    em.triggers = triggers
     return em.emit()

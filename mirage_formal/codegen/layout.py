@@ -152,8 +152,6 @@ class KernelLayout:
         #: kernel inputs (graph inputs) whose first ring stages are copied before the wait for
         #: the previous kernel (see emit.emit_block_graph)
         self.early: frozenset[int] = frozenset()
-        #: the kernel lets the next launch begin early (griddepcontrol.launch_dependents)
-        self.triggers = True
         #: computed tiles that are the same in every iteration of a real loop (every iterator
         #: they derive from has fmap -1, no accumulator in between): computed once, before it
         self.invariant = loop_invariant(bg)
