@@ -39,6 +39,7 @@ from mirage_formal.codegen import (
     compile_graph,
     emit_graph,
     gpu_available,
+    launches,
 )
 from mirage_formal.codegen.schedule import WARP_TILES_MAX, Schedule, warp_tiles
 from mirage_formal.ir.mirage import load_mirage
@@ -538,3 +539,28 @@ def test_cluster_combine_compiles_and_falls_back_past_the_cluster_limit(split: i
     assert not any(c.cluster_combine for c in candidate_schedules(la.graph, sm_count=4096))
     best = Schedule(split=2)
     assert any(r.cluster_combine and r.split == 2 for r in refinements(best, [best], la.graph))
+
+
+def test_phase_probe_instrumentation_compiles_with_every_mark(cache: Path) -> None:
+    """benchmarks/phase_probe.py's probes (a device-side measurement tool): a split kernel
+    after another (rms_norm, then a split matmul) gets its entry, wait, loop, after-loop,
+    ticket and exit marks, an early-leaving split block marks its exit, and the source
+    compiles for sm_90."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from phase_probe import instrument
+
+    prog = workloads.program("rmsnorm", 1, rows=16, h=256, n=256)
+    keys = [la.graph.key for la in launches(prog, 128)]
+    cg = compile_graph(prog, arch="sm_90", load=False, cache=cache,
+                       schedules={keys[-1]: Schedule(split=2)})
+    names = list(dict.fromkeys(k.name for k in cg.kernels))
+    src = instrument(cg.source, names)
+    for k in range(len(names)):
+        for slot in (0, 1, 4):
+            assert f"mf_mark({k}, {slot});" in src
+    last = len(names) - 1
+    assert f"mf_mark({last}, 2);" in src and f"mf_mark({last}, 3);" in src
+    assert f"mf_mark({last}, 5);" in src and f"{{ mf_mark({last}, 4); return; }}" in src
+    assert _is_cubin(compile_cubin(src, "sm_90", cache=cache, name="probe.cu"))
