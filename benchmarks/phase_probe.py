@@ -35,16 +35,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from profile_saved import parse_schedules  # noqa: E402
+from retime_winners import winner  # noqa: E402
 
-from mirage_formal.codegen import compile_graph, launches  # noqa: E402
+from mirage_formal.codegen import Schedule, compile_graph, launches  # noqa: E402
 from mirage_formal.codegen.compiled import CompiledGraph  # noqa: E402
 from mirage_formal.codegen.nvrtc import compile_cubin  # noqa: E402
-from mirage_formal.codegen.runtime import DeviceArray  # noqa: E402
 from mirage_formal.codegen.timing import device_inputs, time_graph, time_like_baselines  # noqa: E402
 from mirage_formal.codegen.validate import validate  # noqa: E402
-from mirage_formal.ir.dtypes import DType  # noqa: E402
-from mirage_formal.ir.text import parse_text  # noqa: E402
 
 SLOTS = ("entry", "waited", "loop", "looped", "exit", "combined")
 MAX_BLOCKS = 8192
@@ -69,7 +66,6 @@ def instrument(source: str, names: list[str]) -> str:
     """``source`` with probe marks in each kernel of ``names`` (in launch order)."""
     lines = source.split("\n")
     out: list[str] = []
-    k = -1
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -122,12 +118,10 @@ def instrument(source: str, names: list[str]) -> str:
 
 
 def probe_row(row: dict[str, Any], runs: int, overrides: dict[str, Any]) -> dict[str, Any]:
-    graph = parse_text(row["best_ugraph"])
-    keys = [la.graph.key for la in launches(graph, 128)]
-    sched = parse_schedules(row.get("schedule"), keys)
+    graph, sched = winner(row)
     if overrides:
-        sched = {k: replace(sched.get(k) or type(next(iter(sched.values())))(), **overrides)
-                 for k in keys}
+        sched = {la.graph.key: replace(sched.get(la.graph.key) or Schedule(), **overrides)
+                 for la in launches(graph, 128)}
     cg = compile_graph(graph, schedules=sched)
     rep = validate(cg, trials=2, seed=7, low=-0.5, high=0.5)
     xs = device_inputs(cg, seed=3)
@@ -137,15 +131,10 @@ def probe_row(row: dict[str, Any], runs: int, overrides: dict[str, Any]) -> dict
     src = instrument(cg.source, uniq)
     cubin = compile_cubin(src, cg.arch, name=f"probe_{graph.key[:16]}.cu")
     pg = CompiledGraph(graph, src, cubin, cg.arch, cg.launches, cg.kernels)
-    rt = cg._rt
+    pg.load()
+    rt = pg._rt
     assert rt is not None
-    mod = rt.load(cubin)
-    pg._funcs = [rt.function(mod, k.name, k.smem_bytes) for k in pg.kernels]
-    ws = max((k.ws_bytes for k in pg.kernels), default=0)
-    pg._ws = DeviceArray((max(ws // 4, 4),), DType.F32, rt)
-    rt.fill32(pg._ws.ptr, 0, max(ws // 4, 4))
-    pg._rt = rt
-    ptr, size = rt.ck(rt.drv.cuModuleGetGlobal(mod, b"mf_probe"), "cuModuleGetGlobal")
+    ptr, size = rt.ck(rt.drv.cuModuleGetGlobal(pg._module, b"mf_probe"), "cuModuleGetGlobal")
     host = np.zeros(int(size) // 8, dtype=np.uint64)
     per_run = []
     for _ in range(runs):

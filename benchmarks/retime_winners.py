@@ -30,16 +30,21 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from profile_saved import parse_schedules  # noqa: E402
 
 from mirage_formal.codegen import compile_graph, launches  # noqa: E402
-from mirage_formal.codegen.schedule import CLUSTER_MAX  # noqa: E402
+from mirage_formal.codegen.schedule import CLUSTER_MAX, Schedule  # noqa: E402
 from mirage_formal.codegen.timing import device_inputs, time_graph, time_like_baselines  # noqa: E402
 from mirage_formal.codegen.validate import validate  # noqa: E402
+from mirage_formal.ir.graph import KernelGraph  # noqa: E402
 from mirage_formal.ir.text import parse_text  # noqa: E402
 
 
-def retime(row: dict[str, Any], reps: int, cluster: bool = False) -> dict[str, Any]:
+def winner(row: dict[str, Any]) -> tuple[KernelGraph, dict[str, Schedule]]:
+    """A table row's best μGraph and the schedule of each of its kernels (the row's)."""
     graph = parse_text(row["best_ugraph"])
-    keys = [la.graph.key for la in launches(graph, 128)]
-    sched = parse_schedules(row.get("schedule"), keys)
+    return graph, parse_schedules(row.get("schedule"), [la.graph.key for la in launches(graph, 128)])
+
+
+def retime(row: dict[str, Any], reps: int, cluster: bool = False) -> dict[str, Any]:
+    graph, sched = winner(row)
     if cluster:  # every split of at most CLUSTER_MAX combined through its cluster instead
         sched = {k: replace(s, cluster_combine=1 < s.split <= CLUSTER_MAX) for k, s in sched.items()}
     t0 = time.perf_counter()

@@ -86,6 +86,8 @@ class CompiledGraph:
     kernels: list[EmittedKernel]
     _rt: Runtime | None = field(default=None, repr=False)
     _funcs: list[Any] = field(default_factory=list, repr=False)
+    #: the loaded module (its ``__device__`` globals are reachable through it)
+    _module: Any = field(default=None, repr=False)
     _bufs: dict[Node, DeviceArray] = field(default_factory=dict, repr=False)
     _ws: DeviceArray | None = field(default=None, repr=False)
     _in_bufs: dict[int, DeviceArray] = field(default_factory=dict, repr=False)
@@ -102,7 +104,7 @@ class CompiledGraph:
         if rt.arch != self.arch:
             raise MirageError(f"compiled for {self.arch} but the GPU is {rt.arch}; recompile with "
                               f"arch={rt.arch!r}")
-        mod = rt.load(self.cubin)
+        mod = self._module = rt.load(self.cubin)
         self._funcs = [rt.function(mod, k.name, k.smem_bytes) for k in self.kernels]
         ws = max((k.ws_bytes for k in self.kernels), default=0)
         self._ws = DeviceArray((max(ws // 4, 4),), DType.F32, rt)

@@ -1109,13 +1109,14 @@ class _Emitter(KernelLayout):
         lines = ["  {  // split combine through the cluster's shared memory",
                  "    mf::cluster_sync();",
                  "    if (mf_split == 0) {"]
+        per = max(1, CLUSTER_LOAD_REGS // S)  # items a thread loads before it sums them
         for a in accs:
             b, n = self.buf[a], self.buf_size(a)
+            items = -(-n // T)  # per thread
             # all of a chunk's remote loads go out before the sums are stored: a store between
             # them would hold each next load back behind the last one's round trip
-            per = max(1, CLUSTER_LOAD_REGS // S)
-            for c0 in range(0, -(-n // T), per):
-                rows = min(per, -(-n // T) - c0)
+            for c0 in range(0, items, per):
+                rows = min(per, items - c0)
                 guard = f" if (i >= {n}) break;" if (c0 + rows) * T > n else ""
                 head = (f"        for (int r = 0; r < {rows}; ++r) {{ const int i = threadIdx.x + "
                         f"({c0} + r) * {T};{guard}")

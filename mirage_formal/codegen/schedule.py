@@ -119,7 +119,7 @@ class Schedule:
     #: a split loop's S blocks of one grid block (S <= ``CLUSTER_MAX``) run as one thread-block
     #: cluster and combine their accumulators through distributed shared memory (block 0 of
     #: the cluster sums the S tiles in split order after a cluster barrier) instead of through
-    #: global memory, fences and an atomic ticket; accumulators that do not fit shared memory
+    #: global memory and an atomic ticket; accumulators that do not fit shared memory
     #: keep the global-memory combine
     cluster_combine: bool = False
 
