@@ -20,10 +20,12 @@ Imports nothing of ours but the errors and the package version.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
 import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -73,20 +75,41 @@ class DiskCache:
         self.reads = reads
         self.salt = f"mirage-formal {_package_version()} {LAYOUT}"
         self.dropped = 0
-        try:
-            con = self._con()
-            con.execute("PRAGMA journal_mode=WAL")
-            cols = [r[1] for r in con.execute("PRAGMA table_info(decisions)")]
-            if cols and "checksum" not in cols:
-                warnings.warn(f"oracle cache {self.path}: written by an older version without "
-                              "checksums; emptied, decisions will be recomputed", CacheWarning,
-                              stacklevel=2)
-                con.execute("DROP TABLE decisions")
-            con.execute(_SCHEMA)
-            con.commit()
-        except (sqlite3.Error, UnicodeDecodeError) as e:  # a damaged schema's text, too
-            raise MirageError(f"oracle cache {self.path}: cannot open SQLite database: {e}; "
-                              "delete the file (or run with --fresh) to start a new one") from None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self._set_up()
+                break
+            except sqlite3.OperationalError as e:
+                # Switching a new file to WAL takes an exclusive lock, and SQLite answers
+                # "database is locked" at once (its busy timeout does not cover this step)
+                # when another process is setting up the same file: wait and try again.
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise self._unopenable(e) from None
+                self._rollback()
+                time.sleep(0.05)
+            except (sqlite3.Error, UnicodeDecodeError) as e:  # a damaged schema's text, too
+                raise self._unopenable(e) from None
+
+    def _set_up(self) -> None:
+        con = self._con()
+        con.execute("PRAGMA journal_mode=WAL")
+        cols = [r[1] for r in con.execute("PRAGMA table_info(decisions)")]
+        if cols and "checksum" not in cols:
+            warnings.warn(f"oracle cache {self.path}: written by an older version without "
+                          "checksums; emptied, decisions will be recomputed", CacheWarning,
+                          stacklevel=3)
+            con.execute("DROP TABLE decisions")
+        con.execute(_SCHEMA)
+        con.commit()
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._con().rollback()
+
+    def _unopenable(self, e: BaseException) -> MirageError:
+        return MirageError(f"oracle cache {self.path}: cannot open SQLite database: {e}; "
+                           "delete the file (or run with --fresh) to start a new one")
 
     def _con(self) -> sqlite3.Connection:
         con: sqlite3.Connection | None = getattr(self._local, "con", None)
