@@ -152,6 +152,26 @@ def test_disk_cache_two_processes(tmp_path: Path) -> None:
     assert r0["sum(512, mul(X, W))"] and not r0["exp(X)"]
 
 
+def _open_and_write(path: str) -> None:
+    from mirage_formal.formal.cache import DiskCache
+
+    DiskCache(path).put("space", "expr", {"keep": True})
+
+
+def test_disk_cache_concurrent_set_up(tmp_path: Path) -> None:
+    """Processes that open a new cache file at the same moment all succeed (SQLite's busy
+    timeout does not cover the switch to WAL; the set-up retries)."""
+    ctx = mp.get_context("fork")
+    for round_ in range(20):
+        path = str(tmp_path / f"c{round_}.sqlite")
+        ps = [ctx.Process(target=_open_and_write, args=(path,)) for _ in range(6)]
+        for p in ps:
+            p.start()
+        for p in ps:
+            p.join(60)
+        assert [p.exitcode for p in ps] == [0] * 6
+
+
 def _ntrans_one_kernel() -> object:
     """The single-kernel ntrans μGraph the search finds (rows split over the grid)."""
     import mirage_formal as mf
