@@ -7,7 +7,7 @@ says how much was gained. The pruner and checker are the product's (Z3 oracle wi
 default axiom sets, the verifier chain), built as ``superoptimize`` builds them; units run
 one after another in this process, like the inline executor.
 
-Usage: PYTHONPATH=. python3 benchmarks/search_unit_sample.py PROGRAM [UNITS] [SEED] [--batch B]
+Usage: PYTHONPATH=. python3 benchmarks/search_unit_sample.py PROGRAM [COUNT] [SEED] [--batch B] [--warm] [--units I,J,...]
 Prints "PROGRAM N units T s FINGERPRINT".
 """
 
@@ -33,16 +33,25 @@ from mirage_formal.search.state import SearchState
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("program")
-    ap.add_argument("units", type=int, nargs="?", default=12)
+    ap.add_argument("count", type=int, nargs="?", default=12, help="units in the random sample")
     ap.add_argument("seed", type=int, nargs="?", default=1)
     ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--units", type=lambda v: [int(x) for x in v.split(",")], default=None,
+                    help="time these unit indices (e.g. a run's heaviest_units) instead of a "
+                         "random sample")
+    ap.add_argument("--warm", action="store_true",
+                    help="run the sample once untimed first, so the oracle's answers are cached "
+                         "and the time is the enumerator's own (a long search's steady state)")
     args = ap.parse_args()
     prog = workloads.program(args.program, args.batch)
     cfg = make_config(prog)
     oracle, checker = SearchComponents(prog, tuple(DEFAULT_SETS), 2.0**-64, 0, None,
                                        socket.gethostname())()
     moves = SearchState(prog, cfg, oracle, checker).enumerator().moves()
-    idx = sorted(random.Random(args.seed).sample(range(len(moves)), min(args.units, len(moves))))
+    idx = args.units if args.units is not None else sorted(
+        random.Random(args.seed).sample(range(len(moves)), min(args.count, len(moves))))
+    for i in idx if args.warm else ():
+        SearchState(prog, cfg, oracle, checker).enumerator().run_move(moves[i])
     total = 0.0
     h = hashlib.sha256()
     for i in idx:

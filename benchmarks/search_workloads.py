@@ -118,7 +118,10 @@ def run_one(name: str, args: argparse.Namespace, outdir: Path) -> dict[str, Any]
     expert = [(i, a) for i, a in enumerate(r.accepted) if EXPERT.get(name, lambda g: False)(a.graph)]
     s = r.summary()
     # how the work spread over the units: the longest ones bound a many-core run
-    unit_s = sorted((r.extra.get("unit_seconds") or {}).values(), reverse=True)
+    by_unit = r.extra.get("unit_seconds") or {}
+    unit_s = sorted(by_unit.values(), reverse=True)
+    # the heaviest units by index, for benchmarks/search_unit_sample.py --units
+    heaviest = sorted(by_unit, key=lambda i: -by_unit[i])[:20]
     row = {
         "workload": name, "preset": r.config.name, "wall_s": round(wall, 2), **s,
         "expert_found": bool(expert),
@@ -129,6 +132,7 @@ def run_one(name: str, args: argparse.Namespace, outdir: Path) -> dict[str, Any]
         "recheck_all_pass": all(e < 1e-6 for e in rechecks),
         **extra,
         "unit_seconds_sum": round(sum(unit_s), 1), "longest_units_s": [round(x, 1) for x in unit_s[:5]],
+        "heaviest_units": {int(i): round(by_unit[i], 2) for i in heaviest},
         "best": str(r.accepted[0].graph) if r.accepted else None,
         "best_expert": str(expert[0][1].graph) if expert else None,
     }

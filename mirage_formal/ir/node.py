@@ -66,8 +66,9 @@ class Node:
     def __hash__(self) -> int:
         return self._hash
 
-    def __eq__(self, other: object) -> bool:
-        return self is other
+    # Equality is identity (nodes are interned): object's own __eq__, which runs in C — a
+    # Python-level one was called for every non-identical element of a list membership test
+    # and dominated the search's inner loop.
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("IR nodes are immutable")

@@ -201,6 +201,18 @@ class Move:
         return f"kernel{self.args} grid[{ax}] loop[{lp}]{sp}"
 
 
+_UNSEEN: Any = object()
+
+
+def _desc(args: tuple[int, ...]) -> tuple[int, ...]:
+    """Operand positions in descending order (the first element of a move's canonical key)."""
+    if len(args) == 1:
+        return args
+    if len(args) == 2:
+        return args if args[0] >= args[1] else (args[1], args[0])
+    return tuple(sorted(args, reverse=True))
+
+
 def _need(loop_d: int, post_d: int, kout: int) -> int:
     """Fewest block ops that leave no loop-phase tensor and at most ``kout`` accumulated ones
     dangling: each op consumes at most one net dangling tensor, and consuming the loop-phase
@@ -757,9 +769,41 @@ class BlockSearch:
         self.split_labels = set(self.axis_labels.values()) | ({mc.loop[0]} if mc.loop and mc.forloop > 1 else set())
         self.sig = tuple((n.shape, n.dtype) for n in kin)
         self.in_labels = in_labels
+        #: (op, operand nodes, attribute key) -> :meth:`_verdict`
+        self.verdicts: dict[tuple[str, tuple[Node, ...], str], list[Any] | None] = {}
+        self.accum_choices: dict[Labels, list[tuple[dict[str, Any], str]]] = {}
 
     def _keep(self, n: Node) -> bool:
         return self.o.keep(n, self.kin, self.grid, self.F)
+
+    def _verdict(self, name: str, args: tuple[int, ...], srcs: tuple[Node, ...],
+                 attrs: dict[str, Any], ak: str) -> list[Any] | None:
+        """What a move's operands decide on their own, whatever the rest of the block graph:
+        None when the op's shape rule refuses them; else ``[node, labels, keep]`` with labels
+        None when they are inconsistent (or the op reduces a split dimension) and ``keep`` the
+        pruner's answer, filled in the first time a move needs it (None until then). A node's
+        labels follow from its sources' within one map configuration, and the pruner's answer
+        from the node, the kernel inputs, grid and loop, so :meth:`_dfs` keeps these per
+        block search (moves recur at every depth below the op that made their operands)."""
+        if len(args) == 2 and not precheck(name, [s.shape for s in srcs],
+                                           [self.lab[i] for i in args]):
+            return None
+        mk = (name, srcs, ak)
+        made = self.o.block_nodes
+        if mk in made:
+            n = made[mk]
+        else:
+            try:
+                n = make_op(name, srcs, attrs, BLOCK)
+            except GraphError:
+                n = None
+            made[mk] = n
+        if n is None:
+            return None
+        lab = infer(n, [self.lab[i] for i in args], self.loop_label if self.F > 1 else None)
+        if lab is not None and self._reduces_split(n, self.lab[args[0]]):
+            lab = None
+        return [n, lab, None]
 
     def _reduces_split(self, n: Node, src_labels: Labels) -> bool:
         """Whether block op ``n`` reduces (a row normalisation, a sum or mean over an axis) a
@@ -798,43 +842,75 @@ class BlockSearch:
         yield from self._dfs()
 
     def _moves(self, m0: int, must: set[int] | None
-               ) -> Iterator[tuple[str, tuple[int, ...], dict[str, Any], str]]:
+               ) -> list[tuple[str, tuple[int, ...], dict[str, Any], str]]:
         """Candidate ops (name, operand positions, attributes, attribute key) whose largest
         input position is >= m0 (canonical order) and, when ``must`` is given, that consume one
-        of those (dangling) tensors (bound tier). Operand tuples come in lexicographic order;
-        only those whose largest position is >= m0 are generated at all."""
-        n = len(self.t)
-        accums = self.cfg.accums
-        for name in [*self.o.block_ops, "accum"]:
-            if name == "accum":
-                for p in range(m0, n):
-                    if self.post[p] or (self.F == 1 and p >= self.n_iters) or (self.F > 1 and not self.var[p]):
-                        continue
-                    if must is not None and p not in must:
-                        continue
-                    for a in accums:
-                        kind, _, fold = a.partition(":")
-                        if fold == "x":
-                            for x in fold_choices(self.lab[p]):
-                                at = {"kind": kind, "fold": x}
-                                yield "accum", (p,), at, _attr_key(at)
-                        else:
-                            at = {"kind": kind, "fold": int(fold) if fold else None}
-                            yield "accum", (p,), at, _attr_key(at)
-                continue
+        of those (dangling) tensors (bound tier). Ops in the block-op order with ``accum``
+        last; each op's operand tuples in lexicographic order, only those whose largest
+        position is >= m0 generated at all."""
+        t, post = self.t, self.post
+        n = len(t)
+        keyed = self.o.op_attrs_keyed
+        out: list[tuple[str, tuple[int, ...], dict[str, Any], str]] = []
+        add = out.append
+        args: tuple[int, ...]
+        for name in self.o.block_ops:
             spec = REGISTRY[name]
             lo, hi = spec.arity
+            # a reduction's axis choices depend on its operand's rank; other ops' do not
+            fixed = None if spec.label == "reduce" else keyed(name, t[0])
             for k in range(lo, hi + 1):
-                for args in _canonical_args(n, k, m0):
-                    if must is not None and must.isdisjoint(args):
-                        continue
-                    if k == 2:
-                        if args[0] == args[1] or (spec.commutative and args[0] > args[1]):
+                if k == 1:
+                    for i in range(m0, n):
+                        if must is not None and i not in must:
                             continue
-                        if self.post[args[0]] != self.post[args[1]]:
+                        args = (i,)
+                        for at, ak in fixed if fixed is not None else keyed(name, t[i]):
+                            add((name, args, at, ak))
+                elif k == 2:
+                    comm = spec.commutative
+                    for i in range(n):
+                        pi = post[i]
+                        mi = must is None or i in must
+                        for j in range(i + 1 if comm else 0, n) if i >= m0 else range(
+                                max(m0, i + 1) if comm else m0, n):
+                            if i == j or post[j] != pi or not (mi or j in must):  # type: ignore[operator]
+                                continue
+                            args = (i, j)
+                            for at, ak in fixed if fixed is not None else keyed(name, t[i]):
+                                add((name, args, at, ak))
+                else:
+                    for args in _canonical_args(n, k, m0):
+                        if must is not None and must.isdisjoint(args):
                             continue
-                    for at, ak in self.o.op_attrs_keyed(name, self.t[args[0]]):
-                        yield name, args, at, ak
+                        for at, ak in fixed if fixed is not None else keyed(name, t[args[0]]):
+                            add((name, args, at, ak))
+        F = self.F
+        for p in range(m0, n):
+            if post[p] or (F == 1 and p >= self.n_iters) or (F > 1 and not self.var[p]):
+                continue
+            if must is not None and p not in must:
+                continue
+            for at, ak in self._accum_choices(self.lab[p]):
+                add(("accum", (p,), at, ak))
+        return out
+
+    def _accum_choices(self, labels: Labels) -> list[tuple[dict[str, Any], str]]:
+        """The accumulator attribute sets (and keys) for a tile with these labels."""
+        got = self.accum_choices.get(labels)
+        if got is not None:
+            return got
+        out: list[tuple[dict[str, Any], str]] = self.accum_choices.setdefault(labels, [])
+        for a in self.cfg.accums:
+            kind, _, fold = a.partition(":")
+            if fold == "x":
+                for x in fold_choices(labels):
+                    at: dict[str, Any] = {"kind": kind, "fold": x}
+                    out.append((at, _attr_key(at)))
+            else:
+                at = {"kind": kind, "fold": int(fold) if fold else None}
+                out.append((at, _attr_key(at)))
+        return out
 
     def _dfs(self) -> Iterator[tuple[BlockGraph, list[Labels]]]:
         st = self.o.stats
@@ -851,7 +927,7 @@ class BlockSearch:
         must = None
         if need0 > left:
             must = {i for i, u in enumerate(self.uses) if u == 0}
-        moves = list(self._moves(m0, must))
+        moves = self._moves(m0, must)
         if self.parts > 1 and len(self.t) == self.n_iters + ONE_KERNEL_SPLIT_DEPTH:
             # this unit's share of the second block ops: round robin within the first op's
             # moves, from an offset its key fixes (the same in every part and process, whatever
@@ -859,22 +935,23 @@ class BlockSearch:
             k0 = zlib.crc32(repr(self.last).encode())
             moves = [m for j, m in enumerate(moves, k0) if j % self.parts == self.part]
         last = self.last
-        made = self.o.block_nodes
-        uses, post = self.uses, self.post
+        verdicts = self.verdicts
+        t, uses, post = self.t, self.uses, self.post
         for name, args, attrs, ak in moves:
             key: tuple[Any, ...] | None = None
             # canonical order: a move whose largest input is past the last op's comes after it
             # (the first key element decides), so only ties on it need the whole key (every
             # move's largest input is >= m0, so "not past" means m0 is one of its inputs)
             if last and m0 in args:
-                key = (tuple(sorted(args, reverse=True)), btype[name], (args, ak))
+                key = (_desc(args), btype[name], (args, ak))
                 if key <= last:
                     continue
-            # bound tier, before any node is built
+            # bound tier, before any node is built: the dangling tensors the move consumes
+            # (pairs never repeat a position: _moves skips them) and the one it adds
             ld, pd = loop_d, post_d
-            # (pairs never repeat a position: _moves skips them)
-            for i in args if len(args) <= 2 else set(args):
-                if uses[i] == 0:
+            nargs = len(args)
+            for i in args if nargs <= 2 else set(args):
+                if not uses[i]:
                     if post[i]:
                         pd -= 1
                     else:
@@ -883,35 +960,33 @@ class BlockSearch:
                 pd += 1
             else:
                 ld += 1
-            if _need(ld, pd, kout) > left:
+            over = pd + 1 - kout if ld else pd - kout
+            if ld + (over if over > 0 else 0) > left:  # _need(ld, pd, kout) > left
                 st.pruned_bound += 1
                 continue
-            if len(args) == 2 and not precheck(name, [self.t[i].shape for i in args],
-                                               [self.lab[i] for i in args]):
+            srcs = ((t[args[0]], t[args[1]]) if nargs == 2 else (t[args[0]],) if nargs == 1
+                    else tuple(t[i] for i in args))
+            vk = (name, srcs, ak)
+            v = verdicts.get(vk, _UNSEEN)
+            if v is _UNSEEN:
+                v = verdicts[vk] = self._verdict(name, args, srcs, attrs, ak)
+            if v is None:
                 st.pruned_shape += 1
                 continue
-            srcs = tuple(self.t[i] for i in args)
-            mk = (name, srcs, ak)
-            if mk in made:
-                got = made[mk]
-            else:
-                try:
-                    got = make_op(name, srcs, attrs, BLOCK)
-                except GraphError:
-                    got = None
-                made[mk] = got
-            if got is None:
-                st.pruned_shape += 1
-                continue
-            n = got
-            if n in self.t:
+            n = v[0]
+            if n in t:
                 st.pruned_dedup += 1
                 continue
-            lab = infer(n, [self.lab[i] for i in args], self.loop_label if self.F > 1 else None)
-            if lab is None or self._reduces_split(n, self.lab[args[0]]):
+            lab = v[1]
+            if lab is None:
                 st.pruned_shape += 1
                 continue
-            if not self._keep(n):
+            ok = v[2]
+            if ok is None:
+                ok = v[2] = self._keep(n)
+            else:  # the answer the search state's memo would give, counted as it counts it
+                st.oracle_cache_hits += 1
+            if not ok:
                 st.pruned_oracle += 1
                 continue
             # push
@@ -923,7 +998,7 @@ class BlockSearch:
             self.var.append(any(self.var[i] for i in args))
             self.uses.append(0)
             if key is None:
-                key = (tuple(sorted(args, reverse=True)), btype[name], (args, ak))
+                key = (_desc(args), btype[name], (args, ak))
             saved_last = self.last
             self.last = key
             try:
