@@ -180,11 +180,27 @@ def _split_small(a: Array, b: Array, m: int, w: int, bits: int) -> Array:
     bigf = big.astype(np.float64)
     mask = (1 << w) - 1
     acc: Array | None = None
+    # in place wherever it can be: these arrays run to hundreds of MB, and every fresh one
+    # costs page faults on top of the pass itself
     for i in range(-(-bits // w)):
-        limb = ((small >> (w * i)) & mask).astype(np.float64)
-        prod = batched_matmul(limb, bigf) if split_a else batched_matmul(bigf, limb)
-        part = prod.astype(np.int64) % m * ((1 << (w * i)) % m) % m
-        acc = part if acc is None else (acc + part) % m
+        limb = small >> (w * i) if i else small & mask
+        if i:
+            limb &= mask
+        limbf = limb.astype(np.float64)
+        del limb
+        prod = batched_matmul(limbf, bigf) if split_a else batched_matmul(bigf, limbf)
+        del limbf
+        part = prod.astype(np.int64)
+        del prod
+        part %= m
+        if i:
+            part *= (1 << (w * i)) % m  # < 2^62
+            part %= m
+        if acc is None:
+            acc = part
+        else:
+            acc += part
+            acc %= m
     assert acc is not None
     return acc
 
@@ -196,11 +212,20 @@ def matmul_mod(a: Array, b: Array, m: int) -> Array:
     plan, w = _limb_plan(k, bits)
     if plan == "direct":
         return _i64(batched_matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int64) % m)
-    # A lopsided product (one operand 8x the other): split only the small one, up to 4 limbs.
+    # Split only the smaller operand into limbs (one GEMM per limb, the larger one converted
+    # once) when that moves fewer elements than Karatsuba, which splits and converts both
+    # operands and makes three products: always for two limbs, and for lopsided products
+    # (attention's K and V against a few query rows) up to more. These arrays are large and
+    # the work is memory-bound, so elements touched is the cost.
     w1 = 53 - bits - max(k - 1, 1).bit_length()
-    if plan != "split" and w1 >= 1 and -(-bits // w1) <= 4 and (
-            a.size >= 8 * b.size or b.size >= 8 * a.size):
-        return _i64(_split_small(a, b, m, w1, bits))
+    if w1 >= 1:
+        limbs = -(-bits // w1)
+        out = math.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])) * a.shape[-2] * b.shape[-1]
+        small, big = sorted((a.size, b.size))
+        one_sided = big + limbs * (small + out)
+        karatsuba = 2 * (a.size + b.size) + 3 * out
+        if limbs <= 2 or (limbs <= 6 and one_sided <= karatsuba):
+            return _i64(_split_small(a, b, m, w1, bits))
     if plan == "chunk":
         step = 2 ** (53 - 2 * (w + 1))  # the most terms one Karatsuba GEMM sums exactly
         acc = None
