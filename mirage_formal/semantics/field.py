@@ -318,7 +318,15 @@ class FieldTrial:
     def exp(self, arg_q: Array) -> Array:
         """ω^e mod p for exponents e in [0, q): a p-side value."""
         e = np.asarray(arg_q, dtype=np.int64)
-        return _i64(self._hi[e >> self._shift] * self._lo[e & ((1 << self._shift) - 1)] % self.p)
+        # three arrays instead of six (these run to hundreds of MB at attention sizes)
+        idx = np.right_shift(e, self._shift)
+        hi = np.take(self._hi, idx)
+        np.bitwise_and(e, (1 << self._shift) - 1, out=idx)
+        lo = np.take(self._lo, idx)
+        del idx
+        hi *= lo
+        hi %= self.p
+        return _i64(hi)
 
     def _key(self, fid: str, side: str) -> tuple[np.uint64, np.uint64, np.uint64]:
         if (fid, side) not in self._keys:
