@@ -776,19 +776,21 @@ class BlockSearch:
     def _keep(self, n: Node) -> bool:
         return self.o.keep(n, self.kin, self.grid, self.F)
 
-    def _verdict(self, name: str, args: tuple[int, ...], srcs: tuple[Node, ...],
-                 attrs: dict[str, Any], ak: str) -> list[Any] | None:
+    def _verdict(self, mk: tuple[str, tuple[Node, ...], str], args: tuple[int, ...],
+                 attrs: dict[str, Any]) -> list[Any] | None:
         """What a move's operands decide on their own, whatever the rest of the block graph:
         None when the op's shape rule refuses them; else ``[node, labels, keep]`` with labels
         None when they are inconsistent (or the op reduces a split dimension) and ``keep`` the
         pruner's answer, filled in the first time a move needs it (None until then). A node's
         labels follow from its sources' within one map configuration, and the pruner's answer
         from the node, the kernel inputs, grid and loop, so :meth:`_dfs` keeps these per
-        block search (moves recur at every depth below the op that made their operands)."""
+        block search (moves recur at every depth below the op that made their operands).
+        ``mk``: (op, operand nodes, attribute key), also the key of the enumerator's cache of
+        built nodes."""
+        name, srcs, _ = mk
         if len(args) == 2 and not precheck(name, [s.shape for s in srcs],
                                            [self.lab[i] for i in args]):
             return None
-        mk = (name, srcs, ak)
         made = self.o.block_nodes
         if mk in made:
             n = made[mk]
@@ -900,7 +902,7 @@ class BlockSearch:
         got = self.accum_choices.get(labels)
         if got is not None:
             return got
-        out: list[tuple[dict[str, Any], str]] = self.accum_choices.setdefault(labels, [])
+        out: list[tuple[dict[str, Any], str]] = []
         for a in self.cfg.accums:
             kind, _, fold = a.partition(":")
             if fold == "x":
@@ -910,6 +912,7 @@ class BlockSearch:
             else:
                 at = {"kind": kind, "fold": int(fold) if fold else None}
                 out.append((at, _attr_key(at)))
+        self.accum_choices[labels] = out
         return out
 
     def _dfs(self) -> Iterator[tuple[BlockGraph, list[Labels]]]:
@@ -960,8 +963,9 @@ class BlockSearch:
                 pd += 1
             else:
                 ld += 1
+            # _need(ld, pd, kout) > left, inline: this runs for every move (millions per unit)
             over = pd + 1 - kout if ld else pd - kout
-            if ld + (over if over > 0 else 0) > left:  # _need(ld, pd, kout) > left
+            if ld + (over if over > 0 else 0) > left:
                 st.pruned_bound += 1
                 continue
             srcs = ((t[args[0]], t[args[1]]) if nargs == 2 else (t[args[0]],) if nargs == 1
@@ -969,7 +973,7 @@ class BlockSearch:
             vk = (name, srcs, ak)
             v = verdicts.get(vk, _UNSEEN)
             if v is _UNSEEN:
-                v = verdicts[vk] = self._verdict(name, args, srcs, attrs, ak)
+                v = verdicts[vk] = self._verdict(vk, args, attrs)
             if v is None:
                 st.pruned_shape += 1
                 continue

@@ -183,9 +183,8 @@ def _split_small(a: Array, b: Array, m: int, w: int, bits: int) -> Array:
     # in place wherever it can be: these arrays run to hundreds of MB, and every fresh one
     # costs page faults on top of the pass itself
     for i in range(-(-bits // w)):
-        limb = small >> (w * i) if i else small & mask
-        if i:
-            limb &= mask
+        limb = small >> (w * i)  # a new array (i = 0 too), masked in place
+        limb &= mask
         limbf = limb.astype(np.float64)
         del limb
         prod = batched_matmul(limbf, bigf) if split_a else batched_matmul(bigf, limbf)
