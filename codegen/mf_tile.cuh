@@ -348,22 +348,29 @@ template <int L2> __device__ __forceinline__ void cp_async16_l2(void* smem_dst, 
   }
 }
 // cp_async16 under an L2 cache policy (see l2_evict_first), with the fetch-size hint of
-// cp_async16_l2 when L2 = 128 or 256. The shared address goes in as 64 bits: with a 32-bit one,
-// ptxas 13.0 may fold a uniform base into the copy (LDGSTS [Rn+URm]) and then encode the
-// policy's descriptor in a uniform register nothing wrote (desc[UR1]); such a kernel faulted
-// with CUDA_ERROR_ILLEGAL_INSTRUCTION on an H100 (tests/codegen/test_sass.py looks for it).
+// cp_async16_l2 when L2 = 128 or 256. ptxas 13.0 miscompiles this copy when it folds a uniform
+// part of the shared address into the instruction (LDGSTS [Rn+URm]): it then encodes the
+// policy's descriptor in a uniform register nothing wrote (desc[UR1]), and the kernel faults
+// with CUDA_ERROR_ILLEGAL_INSTRUCTION on an H100. Passing the address as 64 bits avoided it in
+// some kernels, not all (rmsnorm's matmul at 256 threads with gemv, split or not, still
+// faulted). The address now goes through an identity byte permute (prmt), an instruction
+// ptxas keeps and cannot split into a uniform base and an offset, so the copy takes one
+// plain register address (one ALU instruction per 16-byte copy). tests/codegen/test_sass.py
+// looks for the miscompile in the kernels that faulted and a sample of the tuner's schedules.
 template <int L2>
 __device__ __forceinline__ void cp_async16_pol(void* smem_dst, const void* gmem_src, unsigned long long pol) {
-  const unsigned long long dst = static_cast<unsigned long long>(__cvta_generic_to_shared(smem_dst));
+  const unsigned d32 = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  unsigned dst;
+  asm("prmt.b32 %0, %1, 0, 0x3210;" : "=r"(dst) : "r"(d32));
   if constexpr (L2 == 256) {
     asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2;\n"
-                 ::"l"(dst), "l"(gmem_src), "l"(pol) : "memory");
+                 ::"r"(dst), "l"(gmem_src), "l"(pol) : "memory");
   } else if constexpr (L2 == 128) {
     asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::128B [%0], [%1], 16, %2;\n"
-                 ::"l"(dst), "l"(gmem_src), "l"(pol) : "memory");
+                 ::"r"(dst), "l"(gmem_src), "l"(pol) : "memory");
   } else {
     asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n"
-                 ::"l"(dst), "l"(gmem_src), "l"(pol) : "memory");
+                 ::"r"(dst), "l"(gmem_src), "l"(pol) : "memory");
   }
 }
 __device__ __forceinline__ void cp_async_commit() {

@@ -253,3 +253,35 @@ GEMV_LOOP_CASES = [
     # μGraphs with 4096 x 8 tiles)
     (2, 2048, 8, 1), (4, 1024, 16, 1),
 ]
+
+
+def fold_loop_program(rows: int, cols: int, forloop: int, kind: str = "rms", fold: int = 1,
+                      n: int = 16) -> mf.KernelGraph:
+    """rmsnorm's fused kernel in small: per iteration X_it (rows, cols) · W_it (cols, n) into a
+    sum accumulator beside a fold accumulator of X_it (``kind`` over groups of ``fold``
+    columns), the product divided by it after the loop; grid 2 over W's columns. The fold's
+    rows and columns per iteration pick how a block's threads share it (a row per several
+    warps, a row per warp, a row per thread)."""
+    g = mf.Graph()
+    x = g.input((rows, cols * forloop), "f16", "X")
+    w = g.input((cols * forloop, 2 * n), "f16", "W")
+    kern = g.kernel([x, w], grid=(2, 1, 1), forloop=forloop)
+    xt = kern.iter(x, imap=(-1, -1, -1), fmap=1)
+    wt = kern.iter(w, imap=(1, -1, -1), fmap=0)
+    acc = kern.accum(kern.op("matmul", xt, wt), kind="sum")
+    f = kern.accum(xt, kind=kind, fold=fold)
+    if fold > 1:  # (rows, fold): one column of it per group of ``fold`` columns
+        f = kern.op("sum", f, axis=-1, keepdims=True)
+    kern.output(kern.op("div", acc, f), omap=(1, -1, -1))
+    (y,) = kern.build()
+    g.output(y)
+    return g.build()
+
+
+#: (rows, cols, forloop, kind, fold): fold accumulators whose threads share rows by warps
+#: (2 rows of 256), by one warp (8 rows of 64), by one thread (12 rows of 16); a mean over
+#: groups of 4 columns; a loop of one iteration per split block
+FOLD_LOOP_CASES = [
+    (2, 256, 4, "rms", 1), (8, 64, 3, "rms", 1), (12, 16, 4, "rms", 1), (4, 128, 4, "mean", 4),
+    (16, 32, 2, "sum", 1),
+]

@@ -233,13 +233,15 @@ class _Emitter(KernelLayout):
 
     def reads_only(self, step: Step) -> frozenset[str]:
         """The buffers ``step`` reads and does not write: its operand tiles (through inlined
-        chains) other than the tiles it defines or adds into. Register chains and gemv steps
-        vouch for none (every buffer they name counts as written)."""
+        chains) other than the tiles it defines or adds into. A gemv step reads its operand
+        tiles (A, and B's cp.async ring) and writes only registers; register chains vouch for
+        none (every buffer they name counts as written)."""
         if isinstance(step, Save):
             own: set[str] = set()
-        elif isinstance(step, Zero | Load | Finalize) or step.node in self.chains \
-                or step.node in self.gemv:
+        elif isinstance(step, Zero | Load | Finalize) or step.node in self.chains:
             return frozenset()
+        elif step.node in self.gemv:
+            return frozenset(self.buf[s] for s in step.node.src if s in self.buf)
         else:
             x = step.node
             own = {self.buf[n] for n in (x, self.epi.get(x), self.fused.get(x)) if n in self.buf}
@@ -420,9 +422,13 @@ class _Emitter(KernelLayout):
         decls, idx = multi_index(a.shape, "o", "t")
         jl = idx[-1]
         gidx = [*idx[:-1], f"g*{fold} + {jl}" if jl != "0" else f"g*{fold}"]
+        na = math.prod(a.shape)
+        if a in self.reg_fold:
+            ex = _Expr(self, ind + "      ")
+            v = ex.val(x, gidx)
+            return self.emit_fold_step(a, G, decls, ex.code(), f(v), ind)
         ex = _Expr(self, ind + "    ")
         v = ex.val(x, gidx)
-        na = math.prod(a.shape)
         code = ex.code()
         wide = self.split_rows(na, G, decls, lambda i: [*[i + c.strip() for c in code], f"{i}s += {f(v)};"],
                                lambda i: [f"{i}{b}[o] {op} s;"], "g", ind)
@@ -439,6 +445,52 @@ class _Emitter(KernelLayout):
                 *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
                 f"{ind}  for (int g = 0; g < {G}; ++g) {{", *code,
                 f"{ind}    s += {f(v)};", f"{ind}  }}", f"{ind}  {b}[o] {op} s;", f"{ind}}}"]
+
+    def fold_rows(self, a: Node, ind: str) -> tuple[list[str], str]:
+        """The opening lines of the loop over the rows of register fold ``a`` that this thread
+        (its warp, its warps) takes part in, as ``o`` with register slot ``k`` (close it with
+        two ``}``), and how the columns of a row are shared: the column loop's header."""
+        fm = self.reg_fold[a]
+        na = math.prod(a.shape)
+        K, S = fm.per_thread, fm.share
+        if fm.how == "warps":
+            head = [f"{ind}{{ const int k = 0, o = threadIdx.x / 32 / {S};",
+                    f"{ind}if (threadIdx.x / 32 < {na * S}) {{"]
+            return head, f"g = threadIdx.x / 32 % {S} * 32 + threadIdx.x % 32; g < {{G}}; g += {32 * S}"
+        first, step = ("threadIdx.x / 32", self.T // 32) if fm.how == "warp" else ("threadIdx.x", self.T)
+        cols = "g = threadIdx.x % 32; g < {G}; g += 32" if fm.how == "warp" else "g = 0; g < {G}; ++g"
+        return [f"{ind}#pragma unroll", f"{ind}for (int k = 0; k < {K}; ++k) {{ const int o = {first} + k * {step};",
+                f"{ind}if (o < {na}) {{"], cols
+
+    def emit_fold_step(self, a: Node, G: int, decls: list[str], code: list[str], term: str,
+                       ind: str) -> list[str]:
+        """One loop iteration of register fold ``a``: this thread's share of each of its rows'
+        ``G`` terms (``term`` at column ``g``, after ``code``) added to its registers; no
+        exchange between threads until after the loop (:meth:`emit_fold_reduce`)."""
+        head, cols = self.fold_rows(a, ind)
+        return [*head, *[ind + "  " + d for d in decls],
+                f"{ind}  for (int {cols.format(G=G)}) {{", *code,
+                f"{ind}    fr{self.ids[a]}[k] += {term};", f"{ind}  }}", f"{ind}}} }}"]
+
+    def emit_fold_reduce(self, a: Node, ind: str) -> list[str]:
+        """After the loop: register fold ``a``'s partial sums added across the threads that
+        share each row (warp shuffles, then the warps' sums in warp order) into its tile."""
+        fm = self.reg_fold[a]
+        b, r = self.buf[a], f"fr{self.ids[a]}"
+        na = math.prod(a.shape)
+        head, _ = self.fold_rows(a, ind)
+        if fm.how == "thread":
+            return [*head, f"{ind}  {b}[o] = {r}[k];", f"{ind}}} }}"]
+        if fm.how == "warp":
+            return [*head, f"{ind}  const float s = mf::warp_sum({r}[k]);",
+                    f"{ind}  if (threadIdx.x % 32 == 0) {b}[o] = s;", f"{ind}}} }}"]
+        S = fm.share
+        self.uses_red = True
+        return [*head, f"{ind}  const float s = mf::warp_sum({r}[0]);",
+                f"{ind}  if (threadIdx.x % 32 == 0) mf_red[threadIdx.x / 32] = s;", f"{ind}}} }}",
+                f"{ind}__syncthreads();", *self.block_loop("o", na, ind), f"{ind}  float s = 0.f;",
+                f"{ind}  for (int k = 0; k < {S}; ++k) s += mf_red[o * {S} + k];",
+                f"{ind}  {b}[o] = s;", f"{ind}}}"]
 
     def epilogue(self, dst: Node, v: str) -> str:
         """``v`` passed through ``dst``'s op when ``dst`` is a matmul's epilogue."""
@@ -1279,6 +1331,11 @@ class _Emitter(KernelLayout):
             lines.append(f"  float ga{self.ids[n]}[{n.shape[0] * 8}];")
             lines.append("  #pragma unroll")
             lines.append(f"  for (int e = 0; e < {n.shape[0] * 8}; ++e) ga{self.ids[n]}[e] = 0.f;")
+        for a in sorted(self.reg_fold, key=self.ids.__getitem__):
+            K = self.reg_fold[a].per_thread
+            lines.append(f"  float fr{self.ids[a]}[{K}];")
+            lines.append("  #pragma unroll")
+            lines.append(f"  for (int k = 0; k < {K}; ++k) fr{self.ids[a]}[k] = 0.f;")
         raw = sorted(self.raw, key=self.ids.__getitem__)
         S = self.stages
         ahead = [x for x in raw if x.attr("input") in self.early]
@@ -1370,6 +1427,7 @@ class _Emitter(KernelLayout):
         # after the loop: register results to their tiles, the split combine, the post-loop
         # steps; barriers only where one of them touches memory an earlier one touched
         tail = [self.emit_gemv_reduce(n, "  ") for n in sorted(self.gemv, key=self.ids.__getitem__)]
+        tail += [self.emit_fold_reduce(a, "  ") for a in sorted(self.reg_fold, key=self.ids.__getitem__)]
         tail += [self.emit_matmul_mma(n, self.fused[n], True, "  ", mode="store")
                  for n in sorted(self.reg_acc, key=self.ids.__getitem__)]
         tail += [self.emit_chain_sums(self.chains[n], "  ")

@@ -76,6 +76,24 @@ class Chain:
         return (self.first, *self.inner, self.tile)
 
 
+#: the most rows of one fold accumulator a thread keeps partial sums of in registers
+FOLD_REGISTERS_MAX = 8
+
+
+@dataclass(frozen=True)
+class FoldMap:
+    """How a fold accumulator's partial sums live in registers through the loop
+    (Schedule.fold_registers). ``how`` "warps": warps ``[o*S, (o+1)*S)`` share row ``o``, every
+    lane a strided share of its columns; "warp": warp w takes rows w, w + W, ... (``per_thread``
+    of them), its lanes a strided share of each; "thread": thread t takes rows t, t + T, ...
+    and all their columns. Fixed by the thread index alone, so the same registers receive the
+    same (row, column) terms in every iteration."""
+
+    how: str
+    per_thread: int
+    share: int
+
+
 class KernelLayout:
     """The decisions, steps and buffers of one block graph under one schedule."""
 
@@ -143,6 +161,13 @@ class KernelLayout:
         #: tensor-core matmuls whose plain accumulator lives in registers through the loop
         #: (Schedule.mma_registers; stored to the accumulator's tile after the loop)
         self.reg_acc = {n for n in self.fused if self._reg_acc_ok(n)}
+        #: fold accumulators whose per-thread partial sums stay in registers through the
+        #: loop (Schedule.fold_registers), each with how its threads share the rows
+        self.reg_fold: dict[Node, FoldMap] = {}
+        for n in self.nodes:
+            fm = self._fold_map(n)
+            if fm is not None:
+                self.reg_fold[n] = fm
         #: tensor-core matmuls whose loop-invariant A fragments are loaded into registers
         #: once before the loop (decided by :meth:`plan`, from the steps)
         self.hoist_a: set[Node] = set()
@@ -345,6 +370,24 @@ class KernelLayout:
 
         return bool(cs) and any(c.op == "matmul" for c in cs) and all(
             c.op == "accum" or reads(c) for c in cs)
+
+    def _fold_map(self, a: Node) -> FoldMap | None:
+        """How fold accumulator ``a``'s threads keep its partial sums in registers through a
+        real loop (see Schedule.fold_registers), or None: not a fold accumulator, a register
+        chain's row sum, or more than ``FOLD_REGISTERS_MAX`` rows per thread."""
+        if (not self.opts.fold_registers or a.op != "accum" or a.attr("fold") is None
+                or self.bg.forloop == 1 or a in self.chain_sums):
+            return None
+        rows = math.prod(a.shape)
+        cols = a.src[0].shape[-1] // a.attr("fold")  # terms per row and iteration
+        W = self.T // 32
+        if self.warp_ok() and cols >= 64 and rows * 2 <= W:
+            fm = FoldMap("warps", 1, W // rows)  # S warps share each row
+        elif self.warp_ok() and cols >= 32:
+            fm = FoldMap("warp", -(-rows // W), 1)  # a warp per row
+        else:
+            fm = FoldMap("thread", -(-rows // self.T), 1)  # a thread per row
+        return fm if fm.per_thread <= FOLD_REGISTERS_MAX else None
 
     def _gemv_ok(self, n: Node) -> bool:
         """Matmul ``n`` can stream its B tile through registers (see Schedule.gemv): it folds

@@ -122,12 +122,19 @@ class Schedule:
     #: global memory and an atomic ticket; accumulators that do not fit shared memory
     #: keep the global-memory combine
     cluster_combine: bool = False
+    #: a fold accumulator (a row sum, mean or rms over tile columns, added up over the loop)
+    #: keeps each thread's partial sums in registers through the loop and reduces them across
+    #: threads once after it, instead of a block-wide reduction (warp sums, a shared scratch
+    #: and two barriers) in every iteration: rmsnorm's fused kernel sums X² beside its matmul
+    fold_registers: bool = True
 
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):
             raise GraphError(f"schedule: l2_fetch must be 0, 128 or 256, got {self.l2_fetch}")
         if not isinstance(self.cluster_combine, bool):
             raise GraphError(f"schedule: cluster_combine must be True or False, got {self.cluster_combine!r}")
+        if not isinstance(self.fold_registers, bool):
+            raise GraphError(f"schedule: fold_registers must be True or False, got {self.fold_registers!r}")
         if not isinstance(self.evict_first, bool):
             raise GraphError(f"schedule: evict_first must be True or False, got {self.evict_first!r}")
         if self.threads is not None and not (32 <= self.threads <= 1024 and self.threads % 32 == 0):

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from graph_strategies import (
     CHAIN_CASES,
+    FOLD_LOOP_CASES,
     GEMV_LOOP_CASES,
     MATMUL_LOOP_CASES,
     NARROW_VECTOR_CASES,
@@ -23,6 +24,7 @@ from graph_strategies import (
     WARP_BLOCKINGS,
     attention_loop_program,
     block_programs,
+    fold_loop_program,
     matmul_loop_program,
 )
 from hypothesis import given, settings
@@ -564,3 +566,29 @@ def test_phase_probe_instrumentation_compiles_with_every_mark(cache: Path) -> No
     assert f"mf_mark({last}, 2);" in src and f"mf_mark({last}, 3);" in src
     assert f"mf_mark({last}, 5);" in src and f"{{ mf_mark({last}, 4); return; }}" in src
     assert _is_cubin(compile_cubin(src, "sm_90", cache=cache, name="probe.cu"))
+
+
+def _main_loop(source: str) -> str:
+    """The text of a kernel's main loop (from its header to the wait for the last cp.async
+    group, or to the end of the kernel)."""
+    start = source.index("for (int it0 = 0;")
+    end = source.find("mf::cp_async_wait<0>();", start)
+    return source[start:end if end > 0 else None]
+
+
+@pytest.mark.parametrize("case", FOLD_LOOP_CASES, ids=str)
+def test_fold_accumulators_exchange_nothing_inside_the_loop(case: tuple, cache: Path) -> None:
+    """With fold_registers (the default) a fold accumulator's loop body adds into the thread's
+    registers only: no warp shuffles and no shared scratch until after the loop; without it,
+    the block reduces every iteration (the path it replaces). Both compile for sm_90."""
+    prog = fold_loop_program(*case)
+    (la,) = launches(prog, 128)
+    on = compile_graph(prog, schedules={la.graph.key: Schedule()}, arch="sm_90", cache=cache, load=False)
+    off = compile_graph(prog, schedules={la.graph.key: Schedule(fold_registers=False)},
+                        arch="sm_90", cache=cache, load=False)
+    loop_on, loop_off = _main_loop(on.source), _main_loop(off.source)
+    assert re.search(r"fr\d+\[k\] \+=", loop_on)
+    assert "warp_sum" not in loop_on and "mf_red" not in loop_on
+    assert "float fr" not in off.source
+    if case[1] // case[4] >= 32:  # rows of >= 32 terms: the per-iteration path reduces by warps
+        assert "warp_sum" in loop_off

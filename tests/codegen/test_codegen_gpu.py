@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from graph_strategies import (
     CHAIN_CASES,
+    FOLD_LOOP_CASES,
     GEMV_LOOP_CASES,
     MATMUL_LOOP_CASES,
     NARROW_VECTOR_CASES,
@@ -18,6 +19,7 @@ from graph_strategies import (
     WARP_BLOCKINGS,
     attention_loop_program,
     block_programs,
+    fold_loop_program,
     kernel_programs,
     matmul_loop_program,
 )
@@ -284,6 +286,23 @@ def test_lifted_row_kernels_validate_under_every_thread_count(case: tuple) -> No
                 cg = compile_graph(g, schedules={la.graph.key: Schedule(threads=t)})
                 rep = validate(cg, trials=2)
                 assert rep.ok, f"threads={t}: {rep}\n{cg.source}"
+
+
+@pytest.mark.parametrize("case", FOLD_LOOP_CASES, ids=str)
+def test_fold_registers_validate(case: tuple) -> None:
+    """Fold accumulators summed in registers through the loop (Schedule.fold_registers) and
+    reduced once after it compute what the per-iteration block reductions compute: every way
+    threads share the rows, with a split loop, at two block sizes (inputs in [0.5, 1.5]: the
+    product is divided by the fold)."""
+    prog = fold_loop_program(*case)
+    (la,) = launches(prog, 128)
+    for split in (s for s in (1, 2) if case[2] % s == 0):
+        for threads in (None, 256):
+            for regs in (True, False):
+                s = Schedule(threads=threads, split=split, fold_registers=regs)
+                cg = compile_graph(prog, schedules={la.graph.key: s})
+                rep = validate(cg, trials=2, low=0.5, high=1.5)
+                assert rep.ok, f"{s.short()}: {rep}\n{cg.source}"
 
 
 @pytest.mark.parametrize("case", GEMV_LOOP_CASES)
