@@ -12,14 +12,16 @@
 3. trials are evaluated in :mod:`semantics.field`; trial t is the same random point for
    every candidate, so the reference's values (and any sub-graph shared by candidates, as
    nodes are hash-consed) are computed once per trial and cached. A trial with a zero
-   divisor in the reference or the candidate is skipped for that pair (resampled);
+   divisor in the reference or the candidate is skipped for that pair (resampled). While a
+   search's pool has idle workers (``idle.spare``), the next few trials are evaluated at
+   once in threads and then taken in order, so the verdict is the one-by-one loop's;
 4. the float64 interpreter runs both on the same random real inputs, drawn inside every
    op's declared domain (positive for inputs reaching sqrt, rsqrt or a division), and the
    largest relative error is compared with the output dtype's tolerance; NaN/inf patterns
    that agree count as agreement.
 
 ``verify(reference, candidate, bound, seed)`` is the one-shot form.
-Imports ``ir``, ``semantics`` and the rest of ``verify``.
+Imports ``ir``, ``semantics``, ``idle`` and the rest of ``verify``.
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ import math
 import secrets
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from mirage_formal import idle
 from mirage_formal.errors import MirageError
 from mirage_formal.ir.graph import KernelGraph
 from mirage_formal.semantics.evaluate import evaluate
@@ -64,6 +68,9 @@ from mirage_formal.verify.verdict import (
 
 #: outputs of equal shape are matched by trying permutations only up to this many
 MAX_PERMUTATIONS = 24
+#: the most trials of one candidate evaluated at once (threads) when search workers are idle
+#: (each holds its own field values: mqa b=8's take ~1 GB a trial)
+MAX_TRIALS_AT_ONCE = 4
 
 
 class VerifyError(MirageError):
@@ -195,6 +202,28 @@ class Verifier:
                 t.slim(self.reference)
         return t
 
+    def _evaluate_ahead(self, candidate: KernelGraph, index: int, want: int) -> dict[int, Any]:
+        """The candidate's outputs (or the exception its evaluation raised) in trials
+        ``index``, ``index + 1``, ...: one trial, or as many more as the search has idle
+        workers (``idle.spare``; at most ``want`` and ``MAX_TRIALS_AT_ONCE``), evaluated at
+        once in threads. The caller takes them in trial order and stops where the one-by-one
+        loop would: the verdict is the same, a trial past a rejection is only wasted work."""
+        k = max(1, min(want, 1 + idle.spare(), MAX_TRIALS_AT_ONCE))
+        trials = [self._trial(i) for i in range(index, index + k)]  # references first, here
+
+        def run(tr: _Trial) -> Any:
+            if tr.ref_zero_divisor:
+                return None
+            try:
+                return tr.evaluator().outputs(candidate)
+            except (ZeroDivisorInTrial, FieldDomainError) as e:
+                return e
+
+        if k == 1:
+            return {index: run(trials[0])}
+        with ThreadPoolExecutor(k) as pool:
+            return dict(zip(range(index, index + k), pool.map(run, trials), strict=True))
+
     def _tidy(self) -> None:
         if sum(t.unpinned_bytes() for t in self._trials) > self.cache_bytes:
             for t in self._trials:
@@ -271,31 +300,32 @@ class Verifier:
         index = 0
         first_diff: dict[str, Any] | None = None
         ev_fail_limit = 2 * run + 8
+        ahead: dict[int, Any] = {}  # trial index -> the candidate's outputs, or the exception
         while used < run:
+            if index not in ahead:
+                ahead = self._evaluate_ahead(candidate, index, run - used)
             tr = self._trial(index)
             index += 1
-            if tr.ref_zero_divisor:
+            got = ahead.pop(index - 1)
+            if tr.ref_zero_divisor or isinstance(got, ZeroDivisorInTrial):
                 resampled += 1
+            elif isinstance(got, FieldDomainError):  # the analysis should have caught it first
+                return self._not_applicable(candidate, str(got), t0, len(maps))
+            elif isinstance(got, BaseException):
+                raise got
             else:
-                try:
-                    outs = tr.evaluator().outputs(candidate)
-                except ZeroDivisorInTrial:
-                    resampled += 1
-                except FieldDomainError as e:  # the analysis should have caught it first
-                    return self._not_applicable(candidate, str(e), t0, len(maps))
-                else:
-                    assert tr.ref_outputs is not None
-                    used += 1
-                    survivors = []
-                    for m in alive:
-                        d = self._first_difference(tr.ref_outputs, outs, m, index - 1)
-                        if d is None:
-                            survivors.append(m)
-                        elif first_diff is None:
-                            first_diff = d
-                    alive = survivors
-                    if not alive:
-                        break
+                assert tr.ref_outputs is not None
+                used += 1
+                survivors = []
+                for m in alive:
+                    d = self._first_difference(tr.ref_outputs, got, m, index - 1)
+                    if d is None:
+                        survivors.append(m)
+                    elif first_diff is None:
+                        first_diff = d
+                alive = survivors
+                if not alive:
+                    break
             if resampled > ev_fail_limit:
                 break
         self._tidy()

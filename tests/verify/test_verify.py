@@ -362,6 +362,62 @@ def test_cache_budget_keeps_results_identical() -> None:
         assert all(k[0].op == "input" or k[0] in ref.outputs for k in t.pinned)
 
 
+@pytest.mark.parametrize("case", [0, 1, 2])
+def test_trials_evaluated_at_once_give_the_one_by_one_verdicts(
+        case: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With idle search workers (``idle.spare``) a candidate's next trials run at once in
+    threads; taken in trial order, every verdict (status, trials used, bound reached, first
+    difference) is the one-by-one loop's, for the hand-written μGraph and its mutants."""
+    import multiprocessing as mp
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mirage_formal import idle
+
+    verifier_mod = sys.modules[Verifier.__module__]
+
+    _, ref, hw = small_cases()[case]
+    cands = [hw, *[m.graph for m in mutants(hw)][:8]]
+    one = Verifier(ref, seed=case + 3, bound=2.0**-64, float_check=False)
+    alone = [one.check(c) for c in cands]
+    pools: list[int] = []
+
+    def counted(n: int) -> ThreadPoolExecutor:
+        pools.append(n)
+        return ThreadPoolExecutor(n)
+
+    monkeypatch.setattr(verifier_mod, "ThreadPoolExecutor", counted)
+    idle.install(mp.get_context("fork").Value("i", 0), 4)  # four workers, none busy
+    try:
+        assert idle.spare() == 4
+        many = Verifier(ref, seed=case + 3, bound=2.0**-64, float_check=False)
+        together = [many.check(c) for c in cands]
+    finally:
+        idle.uninstall()
+    assert idle.spare() == 0
+    assert pools and max(pools) > 1  # the accepted candidates' trials ran together
+    for a, b in zip(alone, together, strict=True):
+        assert (a.status, a.trials, a.bound, a.resampled, a.first_difference) == \
+            (b.status, b.trials, b.bound, b.resampled, b.first_difference)
+    assert any(v.status == REJECTED for v in alone) and any(v.accepted for v in alone)
+
+
+def test_busy_workers_leave_no_spare() -> None:
+    import multiprocessing as mp
+
+    from mirage_formal import idle
+
+    idle.install(mp.get_context("fork").Value("i", 0), 2)
+    try:
+        with idle.busy():
+            assert idle.spare() == 1
+            with idle.busy():
+                assert idle.spare() == 0
+        assert idle.spare() == 2
+    finally:
+        idle.uninstall()
+
+
 def test_shared_subgraphs_are_evaluated_once_per_trial(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two candidates sharing their first kernel: the second evaluates only its own kernel."""
     import mirage_formal.semantics.field as field

@@ -11,7 +11,7 @@ gqa's 1100 units in 90 s where Ray's workers (which Ray starts with ``OMP_NUM_TH
 finished all of them in 62 s. Results arrive unordered, as units finish: a long unit never holds back the
 results of the units after it.
 
-Imports ``search`` only.
+Imports ``search`` and ``idle`` only.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 from threadpoolctl import threadpool_limits
 
+from mirage_formal import idle
 from mirage_formal.search.executors import OnResult
 from mirage_formal.search.executors.unit import Job, UnitResult, run_unit
 from mirage_formal.search.signals import worker_initializer
@@ -71,7 +72,8 @@ def _init_pool_worker(parent_pid: int) -> None:
 
 def _pool_unit(args: tuple[str, int]) -> UnitResult:
     job_id, index = args
-    return run_unit(_POOL_JOB[job_id], index, f"pid {os.getpid()}")
+    with idle.busy():  # (the verifier gives idle workers' cores to a long unit's trials)
+        return run_unit(_POOL_JOB[job_id], index, f"pid {os.getpid()}")
 
 
 class PoolExecutor:
@@ -93,8 +95,10 @@ class PoolExecutor:
         # (units dispatched after the soft deadline return at once: run_unit checks it first)
         _POOL_JOB[job.id] = job
         ctx = mp.get_context("fork")
+        size = min(self.workers, max(1, len(todo)))
+        idle.install(ctx.Value("i", 0), size)  # before the fork: the workers share it
         pool: multiprocessing.pool.Pool = ctx.Pool(
-            min(self.workers, max(1, len(todo))),
+            size,
             initializer=_init_pool_worker,
             initargs=(os.getpid(),),
         )
@@ -115,3 +119,4 @@ class PoolExecutor:
             pool.terminate()
             pool.join()
             _POOL_JOB.pop(job.id, None)
+            idle.uninstall()
