@@ -78,6 +78,9 @@ def main() -> None:
         name = f"{row['workload']}:{row['b']}"
         if want is not None and name not in want:
             continue
+        if not row.get("best_ugraph"):  # (a row whose run kept no μGraph: nothing to re-time)
+            print(f"{name:34s} no best_ugraph in the table: skipped", flush=True)
+            continue
         r = retime(row, a.reps)
         results.append(r)
         if a.cluster and "split=" in (row.get("schedule") or ""):
