@@ -125,7 +125,10 @@ class _Expr:
         if key in self.memo and not compute:
             return self.memo[key]
         em = self.em
-        if n in em.buf and not compute:
+        if n in em.raw and not compute:  # this iteration's stage of its cp.async ring
+            v = (f"__half2float({em.buf[n]}[(it % {em.stages}) * {em.stage_halves(n)} + "
+                 f"{em.addr(n, idx)}])")
+        elif n in em.buf and not compute:
             v = f"{em.buf[n]}[{em.addr(n, idx)}]"
             if n in em.half:
                 v = f"__half2float({v})"

@@ -426,7 +426,7 @@ class KernelLayout:
     def _raw_ok(self, n: Node) -> bool:
         """Iterator tile ``n`` can stay raw fp16 in shared memory, filled by cp.async: it
         changes every iteration of a real loop, is stored as fp16 with 16-byte rows in global
-        memory, and only tensor-core matmuls read it."""
+        memory, and only tensor-core matmuls (or the readers below) read it."""
         if not self.opts.async_copy or n.op != ITER or self.bg.forloop < 2:
             return False
         if n.attr("fmap") == -1 or n in self.out_nodes or n in self.inline:
@@ -435,13 +435,16 @@ class KernelLayout:
         cs = self.consumers[n]
 
         # consumers: tensor-core matmuls, gemv matmuls reading it as B (16-byte vectors from
-        # the ring instead of prefetch registers; a gemv reads its A as fp32), or row-wise
-        # rms_norms normalizing it (not using it as their gain)
+        # the ring instead of prefetch registers; a gemv reads its A as fp32), row-wise
+        # rms_norms normalizing it (not using it as their gain), or fold accumulators summing
+        # it in registers (rmsnorm's fused kernel: X feeds the matmul and the sum of X²)
         def reads(c: Node) -> bool:
             if c in self.gemv:
                 return c.src[1] is n and c.src[0] is not n
             if c.op == "rms_norm":
                 return self._normalizes(c, n)
+            if c in self.reg_fold:
+                return True
             return self._mma(c)
 
         return (dt is DType.F16 and n.dtype is DType.F16 and n.shape[-1] % 8 == 0

@@ -579,15 +579,17 @@ def _main_loop(source: str) -> str:
 @pytest.mark.parametrize("case", FOLD_LOOP_CASES, ids=str)
 def test_fold_accumulators_exchange_nothing_inside_the_loop(case: tuple, cache: Path) -> None:
     """With fold_registers (the default) a fold accumulator's loop body adds into the thread's
-    registers only: no warp shuffles and no shared scratch until after the loop; without it,
-    the block reduces every iteration (the path it replaces). Both compile for sm_90."""
+    registers only, reading its tile from the matmul's cp.async ring: no warp shuffles and no
+    shared scratch until after the loop; without it, the block reduces every iteration (the
+    path it replaces). Both compile for sm_90."""
     prog = fold_loop_program(*case)
     (la,) = launches(prog, 128)
     on = compile_graph(prog, schedules={la.graph.key: Schedule()}, arch="sm_90", cache=cache, load=False)
     off = compile_graph(prog, schedules={la.graph.key: Schedule(fold_registers=False)},
                         arch="sm_90", cache=cache, load=False)
     loop_on, loop_off = _main_loop(on.source), _main_loop(off.source)
-    assert re.search(r"fr\d+\[k\] \+=", loop_on)
+    # the fold reads X from the same cp.async ring as the tensor-core matmul (raw fp16)
+    assert re.search(r"fr\d+\[k\] \+= __half2float\(b\d+\[\(it % \d+\)", loop_on)
     assert "warp_sum" not in loop_on and "mf_red" not in loop_on
     assert "float fr" not in off.source
     if case[1] // case[4] >= 32:  # rows of >= 32 terms: the per-iteration path reduces by warps
