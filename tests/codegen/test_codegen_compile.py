@@ -133,15 +133,20 @@ def test_async_copy_path_taken(name: str, cache: Path) -> None:
 
 def test_async_copy_path_not_taken(cache: Path) -> None:
     """Not for: loop-invariant tiles (gqa's Q), operands that pass through an elementwise op
-    first (fp32 tiles), tiles read by anything but a matmul (rmsnorm's X feeds the rms
-    accumulator), fp32 inputs, and loops of one iteration."""
+    first (fp32 tiles), tiles read by anything but a matmul or a fold accumulator summing
+    them in registers (rmsnorm's X feeds the rms accumulator: in the ring with register folds,
+    an fp32 tile without them), fp32 inputs, and loops of one iteration."""
     src, _, _ = emit_graph(matmul_loop_program(16, 32, 16, 2, pre_a=True, pre_b=True))
     assert "cp_async" not in src and "ldsm" not in src
     src, _, _ = emit_graph(matmul_loop_program(16, 32, 16, 1))
     assert "cp_async" not in src
-    src, _, _ = emit_graph(workloads.handwritten("rmsnorm", 1))
-    copies = [ln for ln in src.splitlines() if "mf::cp_async16(" in ln]
-    assert copies and all("&in1[" in ln for ln in copies)  # W's tile (in1), never X's (in0)
+    g = workloads.handwritten("rmsnorm", 1)
+    (la,) = launches(g, 128)
+    for regs in (False, True):
+        src, _, _ = emit_graph(g, schedules={la.graph.key: Schedule(fold_registers=regs)})
+        copies = [ln for ln in src.splitlines() if "mf::cp_async16(" in ln]
+        assert any("&in1[" in ln for ln in copies)  # W's tile (in1) always
+        assert any("&in0[" in ln for ln in copies) == regs  # X's (in0) with register folds
 
 
 @pytest.mark.parametrize("case", MATMUL_LOOP_CASES + NARROW_VECTOR_CASES)
