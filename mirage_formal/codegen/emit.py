@@ -126,8 +126,7 @@ class _Expr:
             return self.memo[key]
         em = self.em
         if n in em.raw and not compute:  # this iteration's stage of its cp.async ring
-            v = (f"__half2float({em.buf[n]}[(it % {em.stages}) * {em.stage_halves(n)} + "
-                 f"{em.addr(n, idx)}])")
+            v = f"__half2float({em.buf[n]}[{em.stage_offset(n)} + {em.addr(n, idx)}])"
         elif n in em.buf and not compute:
             v = f"{em.buf[n]}[{em.addr(n, idx)}]"
             if n in em.half:
@@ -347,7 +346,7 @@ class _Emitter(KernelLayout):
         nv = math.prod(n.shape) // 8
         decls, idx = multi_index(n.shape, "i", "t")
         ref = self.iter_ref(n, idx, itv)
-        dst = f"{self.buf[n]} + (({itv}) % {self.stages}) * {self.stage_halves(n)} + {self.addr(n, idx)}"
+        dst = f"{self.buf[n]} + {self.stage_offset(n, f'({itv})')} + {self.addr(n, idx)}"
         if self.opts.evict_first:
             copy = f"mf::cp_async16_pol<{self.opts.l2_fetch}>({dst}, &{ref}, mf_pol)"
         elif self.opts.l2_fetch:
@@ -487,13 +486,9 @@ class _Emitter(KernelLayout):
         if fm.how == "warp":
             return [*head, f"{ind}  const float s = mf::warp_sum({r}[k]);",
                     f"{ind}  if (threadIdx.x % 32 == 0) {b}[o] = s;", f"{ind}}} }}"]
-        S = fm.share
-        self.uses_red = True
         return [*head, f"{ind}  const float s = mf::warp_sum({r}[0]);",
                 f"{ind}  if (threadIdx.x % 32 == 0) mf_red[threadIdx.x / 32] = s;", f"{ind}}} }}",
-                f"{ind}__syncthreads();", *self.block_loop("o", na, ind), f"{ind}  float s = 0.f;",
-                f"{ind}  for (int k = 0; k < {S}; ++k) s += mf_red[o * {S} + k];",
-                f"{ind}  {b}[o] = s;", f"{ind}}}"]
+                *self.add_warp_sums(na, fm.share, [], lambda i: [f"{i}{b}[o] = s;"], ind)]
 
     def epilogue(self, dst: Node, v: str) -> str:
         """``v`` passed through ``dst``'s op when ``dst`` is a matmul's epilogue."""
@@ -537,9 +532,9 @@ class _Emitter(KernelLayout):
         xa = ra and ldsm and K % 16 == 0 and A.shape[-2] == M
         xb = rb and ldsm and K % 16 == 0 and N % 8 == 0 and B.shape[-1] == N
         if A in self.raw:
-            a = f"{a} + (it % {self.stages}) * {self.stage_halves(A)}"
+            a = f"{a} + {self.stage_offset(A)}"
         if B in self.raw:
-            b = f"{b} + (it % {self.stages}) * {self.stage_halves(B)}"
+            b = f"{b} + {self.stage_offset(B)}"
         batch = n.shape[:-2]
         W = self.T // 32
         _, bidx = multi_index(batch, "tb", "u") if batch else ([], [])
@@ -839,19 +834,24 @@ class _Emitter(KernelLayout):
         rows), each warp's sum goes to ``mf_red`` and the row's owner thread adds the ``S``
         partials. ``inner(ind)`` adds the terms at column ``var`` into ``s``; ``store(ind)``
         writes ``s`` for row ``o``. None when a warp per row already keeps the block busy."""
-        W = self.T // 32
-        if not self.warp_ok() or R < 64 or rows * 2 > W:
+        S = self.warps_per_row(rows, R)
+        if not S:
             return None
-        S = W // rows
-        self.uses_red = True
         return [f"{ind}if (threadIdx.x / 32 < {rows * S}) {{",
                 f"{ind}  const int o = threadIdx.x / 32 / {S}, mf_p = threadIdx.x / 32 % {S};",
                 *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
                 f"{ind}  for (int {var} = mf_p * 32 + threadIdx.x % 32; {var} < {R}; {var} += {32 * S}) {{",
                 *inner(ind + "    "), f"{ind}  }}", f"{ind}  s = mf::warp_sum(s);",
                 f"{ind}  if (threadIdx.x % 32 == 0) mf_red[threadIdx.x / 32] = s;", f"{ind}}}",
-                f"{ind}__syncthreads();",
-                *self.block_loop("o", rows, ind),
+                *self.add_warp_sums(rows, S, decls, store, ind)]
+
+    def add_warp_sums(self, rows: int, S: int, decls: list[str], store: Callable[[str], list[str]],
+                      ind: str) -> list[str]:
+        """After warps ``[o*S, (o+1)*S)`` wrote their sums of row ``o`` to ``mf_red``: a
+        barrier, then row ``o``'s thread adds its S warp sums in warp order into ``s`` and
+        ``store(ind)`` writes it."""
+        self.uses_red = True
+        return [f"{ind}__syncthreads();", *self.block_loop("o", rows, ind),
                 *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
                 f"{ind}  for (int k = 0; k < {S}; ++k) s += mf_red[o * {S} + k];",
                 *store(ind + "  "), f"{ind}}}"]
@@ -910,7 +910,7 @@ class _Emitter(KernelLayout):
         direct = x in self.direct
         xs = "" if direct else self.buf[x]
         if x in self.raw:
-            xs = f"({xs} + (it % {self.stages}) * {self.stage_halves(x)})"
+            xs = f"({xs} + {self.stage_offset(x)})"
         decls, ridx = multi_index(x.shape[:-1], "o", "t")
         return direct, xs, decls if direct else [], ridx
 
@@ -1054,8 +1054,7 @@ class _Emitter(KernelLayout):
             return lines + self._gemv_products(n, src, "p", P, ind + "  ") + [f"{ind}}}"]
         if B in self.raw:
             # B's cp.async ring: this iteration's stage, rows padded to ld halves
-            lines.append(f"{ind}  const __half* gb{i} = {self.buf[B]} + (it % {self.stages}) * "
-                         f"{self.stage_halves(B)};")
+            lines.append(f"{ind}  const __half* gb{i} = {self.buf[B]} + {self.stage_offset(B)};")
 
             def load(dst: str, p: str) -> list[str]:
                 return [f"{dst} = *reinterpret_cast<const uint4*>(gb{i} + (kg + ({p}) * {kg_n}) * "

@@ -163,11 +163,7 @@ class KernelLayout:
         self.reg_acc = {n for n in self.fused if self._reg_acc_ok(n)}
         #: fold accumulators whose per-thread partial sums stay in registers through the
         #: loop (Schedule.fold_registers), each with how its threads share the rows
-        self.reg_fold: dict[Node, FoldMap] = {}
-        for n in self.nodes:
-            fm = self._fold_map(n)
-            if fm is not None:
-                self.reg_fold[n] = fm
+        self.reg_fold = {n: fm for n in self.nodes if (fm := self._fold_map(n)) is not None}
         #: tensor-core matmuls whose loop-invariant A fragments are loaded into registers
         #: once before the loop (decided by :meth:`plan`, from the steps)
         self.hoist_a: set[Node] = set()
@@ -381,8 +377,9 @@ class KernelLayout:
         rows = math.prod(a.shape)
         cols = a.src[0].shape[-1] // a.attr("fold")  # terms per row and iteration
         W = self.T // 32
-        if self.warp_ok() and cols >= 64 and rows * 2 <= W:
-            fm = FoldMap("warps", 1, W // rows)  # S warps share each row
+        share = self.warps_per_row(rows, cols)
+        if share:
+            fm = FoldMap("warps", 1, share)  # S warps share each row
         elif self.warp_ok() and cols >= 32:
             fm = FoldMap("warp", -(-rows // W), 1)  # a warp per row
         else:
@@ -453,6 +450,10 @@ class KernelLayout:
     def stage_halves(self, n: Node) -> int:
         """Halves of one stage of raw tile ``n`` (16-byte multiple)."""
         return -(-math.prod(n.shape[:-1]) * self.ld[n] // 8) * 8
+
+    def stage_offset(self, n: Node, itv: str = "it") -> str:
+        """Halves from raw tile ``n``'s ring to the stage iteration ``itv`` reads or fills."""
+        return f"({itv} % {self.stages}) * {self.stage_halves(n)}"
 
     def row(self, n: Node) -> int:
         """Floats between consecutive rows (last-dimension runs) of ``n``'s buffer."""
@@ -636,6 +637,13 @@ class KernelLayout:
 
     def warp_ok(self) -> bool:
         return self.T % 32 == 0
+
+    def warps_per_row(self, rows: int, length: int) -> int:
+        """Warps that share each of ``rows`` row reductions of ``length`` terms when a warp
+        per row would leave most of the block's warps idle (at least two per row, rows of at
+        least 64 terms), else 0."""
+        W = self.T // 32
+        return W // rows if self.warp_ok() and length >= 64 and rows * 2 <= W else 0
 
     @staticmethod
     def row_vec(tile_row: int, tensor_row: int, dt: DType) -> int:
