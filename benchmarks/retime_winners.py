@@ -1,7 +1,7 @@
 """Re-time the end-to-end table's winners, as they are, under the current emitter (device only).
 
 Usage: PYTHONPATH=. python3 benchmarks/retime_winners.py [--rows W:B,...] [--table FILE]
-    [--reps 100] [--out FILE.json]
+    [--reps 100] [--set FIELD=VALUE,...] [--out FILE.json]
 
 For each row of ``benchmarks/results/gpu_optimize_latest.json`` (or ``--table``): the row's
 best μGraph is compiled with the schedules its tuner chose (the row's ``schedule``), validated
@@ -17,6 +17,7 @@ loop is also timed with the split combined through a thread-block cluster); the 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import sys
 import time
@@ -43,8 +44,11 @@ def winner(row: dict[str, Any]) -> tuple[KernelGraph, dict[str, Schedule]]:
     return graph, parse_schedules(row.get("schedule"), [la.graph.key for la in launches(graph, 128)])
 
 
-def retime(row: dict[str, Any], reps: int, cluster: bool = False) -> dict[str, Any]:
+def retime(row: dict[str, Any], reps: int, cluster: bool = False,
+           over: dict[str, Any] | None = None) -> dict[str, Any]:
     graph, sched = winner(row)
+    if over:  # the same fields set in every kernel's schedule (--set)
+        sched = {k: replace(s, **over) for k, s in sched.items()}
     if cluster:  # every split of at most CLUSTER_MAX combined through its cluster instead
         sched = {k: replace(s, cluster_combine=1 < s.split <= CLUSTER_MAX) for k, s in sched.items()}
     t0 = time.perf_counter()
@@ -68,11 +72,14 @@ def main() -> None:
     ap.add_argument("--rows", default="", help="W:B,... (default: every row of the table)")
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--out", default="")
+    ap.add_argument("--set", default="", help="FIELD=VALUE,... set in every kernel's schedule "
+                    "(an A/B of one schedule field on the winners)")
     ap.add_argument("--cluster", action="store_true",
                     help="also time each split winner with its combine through a cluster")
     a = ap.parse_args()
     rows = json.loads(Path(a.table).read_text())
     want = set(a.rows.split(",")) if a.rows else None
+    over = {k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in a.set.split(",") if kv)}
     results = []
     for row in rows:
         name = f"{row['workload']}:{row['b']}"
@@ -81,7 +88,7 @@ def main() -> None:
         if not row.get("best_ugraph"):  # (a row whose run kept no μGraph: nothing to re-time)
             print(f"{name:34s} no best_ugraph in the table: skipped", flush=True)
             continue
-        r = retime(row, a.reps)
+        r = retime(row, a.reps, over=over)
         results.append(r)
         if a.cluster and "split=" in (row.get("schedule") or ""):
             c = retime(row, a.reps, cluster=True)

@@ -306,6 +306,17 @@ __device__ __forceinline__ void mma_16816(float* d, const unsigned* a, const uns
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// e^x as one MUFU.EX2 of x * log2(e), with denormal results flushed to zero. __expf without
+// -ftz costs a range test and two more multiplies a value (its non-ftz ex2 rescales
+// arguments below -126); a result under 2^-126 is zero in fp16 and bf16 anyway, and in an
+// fp32 tile or sum it is below every validation tolerance. Same relative error as __expf
+// (2 ulp plus the rounding of x * log2(e)).
+__device__ __forceinline__ float exp_fast(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+  return y;
+}
+
 // Pack two fp32 values into one register of two halves (low = first).
 __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
   __half2 h = __floats2half2_rn(lo, hi);
@@ -398,6 +409,17 @@ __device__ __forceinline__ void ldsm_x2_trans(unsigned* r, const __half* p) {
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
                : "=r"(r[0]), "=r"(r[1])
+               : "r"(a) : "memory");
+}
+
+// Four 8x8 b16 matrices, transposed; lanes 0-15 address rows k0..k0+15 at columns n0..n0+7,
+// lanes 16-31 the same rows at columns n0+8..n0+15: r[0], r[1] are the B fragment of
+// mma.m16n8k16 for columns n0..n0+7 and r[2], r[3] for n0+8..n0+15 (two ldsm_x2_trans in
+// one instruction).
+__device__ __forceinline__ void ldsm_x4_trans(unsigned* r, const __half* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(a) : "memory");
 }
 

@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
+import mirage_formal as mf
 from mirage_formal.errors import GraphError
-from mirage_formal.ir.ops import OpDef
+from mirage_formal.ir.ops import REGISTRY, OpDef
 from mirage_formal.semantics.field import (
     P_SIDE,
     Q_SIDE,
@@ -175,3 +176,18 @@ def exact_agreement_problems(d: OpDef, seed: int = 0) -> list[str]:
 def all_problems(d: OpDef) -> list[str]:
     return [*field_operand_problems(d), *f64_operand_problems(d), *commutativity_problems(d),
             *exact_agreement_problems(d)]
+
+
+def one_op_program(name: str, wrap: bool = False, dtype: str = "f32") -> mf.KernelGraph:
+    """``name`` applied to fresh ``dtype`` inputs (each first negated when ``wrap``), with
+    every required attribute given a plain value."""
+    d = REGISTRY[name]
+    shapes = operand_shapes(d)
+    g = mf.Graph()
+    xs = [g.input(s, dtype, f"x{i}") for i, s in enumerate(shapes)]
+    if wrap:
+        xs = [g.neg(x) for x in xs]
+    given = {a.name: v for a in d.attrs if a.default is None and not a.optional
+             for v in [attrs_for(d, shapes)[a.name]]}
+    g.output(g.op(name, *xs, **given))
+    return g.build()

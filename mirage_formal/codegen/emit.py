@@ -668,14 +668,25 @@ class _Emitter(KernelLayout):
                      f"{i3}unsigned fas[{WM}][4], fbs[{WN}][2];",
                      *frag_a_loop]
             fa_ref = "fas[wm]"
+        if xb and WN % 2 == 0:
+            # two adjacent 8-column B fragments per ldmatrix (x4, transposed): half the
+            # instructions for the same shared-memory bytes
+            frags_b = [f"{i3}#pragma unroll",
+                       f"{i3}for (int wn = 0; wn < {WN}; wn += 2) {{",
+                       f"{i3}  const int tn = tn0 + wn;",
+                       f"{i3}  mf::ldsm_x4_trans(fbs[wn], pb + (k0 + (lane & 15)) * {ldb} "
+                       f"+ (tn + (lane >> 4)) * 8);",
+                       f"{i3}}}"]
+        else:
+            frags_b = [f"{i3}#pragma unroll",
+                       f"{i3}for (int wn = 0; wn < {WN}; ++wn) {{",
+                       f"{i3}  const int tn = tn0 + wn, c0 = tn * 8 + g;",
+                       f"{i3}  unsigned* const fb = fbs[wn];",
+                       *["  " + x for x in frag_b],
+                       f"{i3}}}"]
         product = [
             *kloop,
-            f"{i3}#pragma unroll",
-            f"{i3}for (int wn = 0; wn < {WN}; ++wn) {{",
-            f"{i3}  const int tn = tn0 + wn, c0 = tn * 8 + g;",
-            f"{i3}  unsigned* const fb = fbs[wn];",
-            *["  " + x for x in frag_b],
-            f"{i3}}}",
+            *frags_b,
             f"{i3}#pragma unroll",
             f"{i3}for (int wm = 0; wm < {WM}; ++wm)",
             f"{i3}  #pragma unroll",

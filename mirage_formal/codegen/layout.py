@@ -307,6 +307,8 @@ class KernelLayout:
         wm = next((w for w in (1, 2, 4) if MT % w == 0 and NB * (MT // w) <= W), None)
         if wm is None:
             return None
+        if o.chain_rows > wm and MT % o.chain_rows == 0:
+            wm = o.chain_rows  # more rows per warp, the extra warps on k slices (Schedule)
         # the warps left over share each row tile's columns (k slices of the second product)
         kw = next(k for k in (8, 4, 2, 1) if NB * (MT // wm) * k <= W and (N1 // 16) % k == 0
                   and (o.chain_warps == 0 or k <= o.chain_warps))

@@ -107,6 +107,11 @@ class Schedule:
     #: the most warps that share one 16-row tile of a register chain, each taking a k slice
     #: of its second product (layout.Chain.kw); 0: as many as the block's warps allow
     chain_warps: int = 0
+    #: 16-row tiles each warp of a register chain owns (1, 2 or 4; 0: the fewest that give
+    #: every warp a row tile). More rows per warp read each K and V fragment from shared
+    #: memory for more rows (2: half the fragment traffic per product); the warps left over
+    #: share the row tiles' columns as k slices (``chain_warps`` still caps how many)
+    chain_rows: int = 0
     #: L2 fetch size of streamed global reads (prefetch registers, gemv vectors, cp.async),
     #: bytes: 0 (the hardware's default) or a PTX hint for 128 or 256 bytes per miss, so tiles
     #: of short rows that neighbouring blocks read together cost fewer DRAM accesses
@@ -142,6 +147,8 @@ class Schedule:
                              f"got {self.threads}")
         if self.chain_warps < 0:
             raise GraphError(f"schedule: chain_warps must be >= 0, got {self.chain_warps}")
+        if self.chain_rows not in (0, 1, 2, 4):
+            raise GraphError(f"schedule: chain_rows must be 0, 1, 2 or 4, got {self.chain_rows}")
         if self.split < 1:
             raise GraphError(f"schedule: split must be >= 1, got {self.split}")
         if self.gemv_chunk < 1 or self.gemv_depth < 2:
@@ -340,6 +347,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       row tiles' k slices);
     - for gemv, deeper register rings for B vectors the thread loads itself (chunk 4 x depth 4,
       chunk 8 x depth 3, beside the default 8 x 2);
+    - for such a chain with at most one 16-row tile per warp, two row tiles per warp
+      (``chain_rows=2``: half the K and V fragment reads, the other warps on k slices);
     - a 2-stage cp.async ring beside the default's 4 (less shared memory, more blocks per SM);
     - for tensor-core matmuls of more than GEMV_MAX_ROWS rows, unblocked warp tiles
       (``warp_m = warp_n = 1``) beside :func:`warp_tiles`' register blocking;
@@ -404,6 +413,10 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
             # ... or the widest block with one warp per row tile (the others only copy):
             # the k-sliced chain's after-loop sums can cost more than they save
             extra.append(replace(base, threads=threads[-1], chain_warps=1, split=splits[-1]))
+        if rows16 % 2 == 0 and 0 < rows16 <= (threads[-1] or bg.threads) // 32:
+            # one row tile per warp by the rule: two per warp instead, each K and V fragment
+            # read from shared memory serving twice the rows, the other warps on k slices
+            extra.append(replace(base, threads=threads[-1], chain_rows=2, split=splits[-1]))
     normed = [n for n in bg.nodes if n.op == "matmul"
               and any(s.op == "rms_norm" and s.shape[-1] <= ROWWISE_MAX_ROW for s in n.src)]
     if normed:

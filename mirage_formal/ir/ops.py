@@ -257,7 +257,7 @@ elementwise("div", 2, np.divide, "({0} / {1})",
 
 elementwise("neg", 1, np.negative, "(-{0})", _ring(lambda F, a, x: F.neg(x)), "same", "neg($0)",
             "-x")
-elementwise("exp", 1, np.exp, "__expf({0})", FieldRule("exp", lambda F, a, x: F.exp(x.q),
+elementwise("exp", 1, np.exp, "mf::exp_fast({0})", FieldRule("exp", lambda F, a, x: F.exp(x.q),
                                                        reads=("q",)),
             "exp", "exp($0)", "e^x", cost=4.0)
 elementwise("square", 1, np.square, "({0} * {0})", _ring(lambda F, a, x: F.mul(x, x)), "square",
@@ -267,10 +267,10 @@ elementwise("sqrt", 1, np.sqrt, "sqrtf({0})", _random("sqrt"), "random", "sqrt($
 elementwise("rsqrt", 1, lambda x: 1.0 / np.sqrt(x), "rsqrtf({0})",
             _random("sqrt", lambda F, a, r, x: F.inv(r)), "random", "div(1, sqrt($0))",
             "1 / sqrt(x)", cost=4.0, domain="positive")
-elementwise("silu", 1, lambda x: x / (1.0 + np.exp(-x)), "({0} / (1.0f + __expf(-{0})))",
+elementwise("silu", 1, lambda x: x / (1.0 + np.exp(-x)), "({0} / (1.0f + mf::exp_fast(-{0})))",
             FieldRule("exp", lambda F, a, x: F.mul(x.p, _f_sigmoid(F, x)), reads=("pq",)),
             "exp", "div($0, add(1, exp(neg($0))))", "x * sigmoid(x)", cost=4.0)
-elementwise("sigmoid", 1, lambda x: 1.0 / (1.0 + np.exp(-x)), "(1.0f / (1.0f + __expf(-{0})))",
+elementwise("sigmoid", 1, lambda x: 1.0 / (1.0 + np.exp(-x)), "(1.0f / (1.0f + mf::exp_fast(-{0})))",
             FieldRule("exp", lambda F, a, x: _f_sigmoid(F, x), reads=("q",)),
             "exp", "div(1, add(1, exp(neg($0))))", "1 / (1 + e^-x)", cost=4.0)
 elementwise(

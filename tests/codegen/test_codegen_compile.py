@@ -29,6 +29,7 @@ from graph_strategies import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from op_checks import one_op_program
 
 import mirage_formal as mf
 from mirage_formal import workloads
@@ -45,6 +46,7 @@ from mirage_formal.codegen import (
 )
 from mirage_formal.codegen.schedule import WARP_TILES_MAX, Schedule, warp_tiles
 from mirage_formal.ir.mirage import load_mirage
+from mirage_formal.ir.ops import REGISTRY
 from mirage_formal.ir.serialize import load_ugraphs
 
 CKPT = Path(__file__).resolve().parents[3] / "shared" / "mirage_checkpoints"
@@ -104,6 +106,14 @@ def test_mirage_checkpoints_compile(fname: str, cache: Path) -> None:
         assert _is_cubin(compile_graph(g, arch="sm_90", load=False, cache=cache).cubin)
 
 
+@pytest.mark.parametrize("name", sorted(n for n in REGISTRY if n != "accum"))
+def test_every_registry_op_compiles(name: str, cache: Path) -> None:
+    """Each op of the registry, alone on fp16 inputs, lowers to a kernel NVRTC compiles for
+    sm_90 (the GPU suite validates the same programs)."""
+    assert _is_cubin(compile_graph(one_op_program(name, dtype="f16"), arch="sm_90", load=False,
+                                   cache=cache).cubin)
+
+
 @settings(max_examples=8, deadline=None)
 @given(block_programs())
 def test_random_block_programs_compile(prog: object) -> None:
@@ -122,7 +132,7 @@ def test_async_copy_path_taken(name: str, cache: Path) -> None:
     g = workloads.handwritten("rmsnorm", 1) if name == "rmsnorm_hw" else workloads.program("gated_mlp")
     src, _, _ = emit_graph(g)
     assert "mf::cp_async16(" in src and "mf::cp_async_wait<" in src
-    assert "mf::ldsm_x2_trans(" in src
+    assert "mf::ldsm_x2_trans(" in src or "mf::ldsm_x4_trans(" in src
     assert _is_cubin(compile_cubin(src, "sm_90", cache=cache))
     src, _, _ = emit_graph(g, opts=EmitOptions(ldmatrix=False))
     assert "mf::cp_async16(" in src and "mf::ldsm_" not in src
@@ -411,6 +421,30 @@ def test_register_chain_k_slices_keep_every_warp_busy(case: tuple, threads: int)
         assert "kq = tile %" in src
 
 
+@pytest.mark.parametrize("case", CHAIN_CASES)
+@pytest.mark.parametrize("rows", [2, 4])
+def test_register_chain_rows_per_warp(case: tuple, rows: int) -> None:
+    """Schedule.chain_rows gives each warp that many 16-row tiles when they divide the
+    block's row tiles and the rule would give fewer; the warps left over take k slices, and
+    the chain's registers stay within CHAIN_REGISTERS (else no chain at all)."""
+    from mirage_formal.codegen import launches
+    from mirage_formal.codegen.layout import KernelLayout
+
+    prog = attention_loop_program(*case)
+    (la,) = launches(prog, 128)
+    rule = KernelLayout(la.graph, "k", 227 * 1024, Schedule(threads=256))
+    lay = KernelLayout(la.graph, "k", 227 * 1024, Schedule(threads=256, chain_rows=rows))
+    m = case[0]
+    for mm, ch in lay.chains.items():
+        want = rows if -(-m // 16) % rows == 0 else rule.chains[mm].wm
+        assert ch.wm == max(want, rule.chains[mm].wm)
+        # every warp tile (wm row tiles, one k slice of kw) on its own warp of the 8
+        assert math.prod(ch.tile.shape[:-2]) * (-(-m // 16) // ch.wm) * ch.kw <= 8
+    cg = compile_graph(prog, arch="sm_90", load=False,
+                       schedules={la.graph.key: Schedule(threads=256, chain_rows=rows)})
+    assert _is_cubin(cg.cubin)
+
+
 @pytest.mark.parametrize("case", NORM_CHAIN_CASES)
 def test_normed_operands_take_the_fast_paths(case: tuple, cache: Path) -> None:
     """An rms_norm of a tile that a tensor-core product reads runs one warp per row
@@ -575,9 +609,9 @@ def test_phase_probe_instrumentation_compiles_with_every_mark(cache: Path) -> No
 
 def _main_loop(source: str) -> str:
     """The text of a kernel's main loop (from its header to the wait for the last cp.async
-    group, or to the end of the kernel)."""
+    group after it, or to the end of the kernel)."""
     start = source.index("for (int it0 = 0;")
-    end = source.find("mf::cp_async_wait<0>();", start)
+    end = source.find("\n  mf::cp_async_wait<0>();", start)
     return source[start:end if end > 0 else None]
 
 

@@ -17,7 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from op_checks import all_problems, attrs_for, field_operand_problems, operand_shapes
+from op_checks import (
+    all_problems,
+    attrs_for,
+    field_operand_problems,
+    one_op_program,
+    operand_shapes,
+)
 
 import mirage_formal as mf
 from mirage_formal.ir.opdef import OpDeclarationError, check_declaration
@@ -40,20 +46,6 @@ def test_declaration_is_complete(name: str) -> None:
 @pytest.mark.parametrize("name", OPS)
 def test_rules_read_every_operand_and_agree(name: str) -> None:
     assert all_problems(REGISTRY[name]) == []
-
-
-def one_op_program(name: str, wrap: bool = False) -> mf.KernelGraph:
-    """``name`` applied to fresh inputs (each first negated when ``wrap``)."""
-    d = REGISTRY[name]
-    shapes = operand_shapes(d)
-    g = mf.Graph()
-    xs = [g.input(s, "f32", f"x{i}") for i, s in enumerate(shapes)]
-    if wrap:
-        xs = [g.neg(x) for x in xs]
-    given = {a.name: v for a in d.attrs if a.default is None and not a.optional
-             for v in [attrs_for(d, shapes)[a.name]]}
-    g.output(g.op(name, *xs, **given))
-    return g.build()
 
 
 @pytest.mark.parametrize("name", OPS)
