@@ -32,7 +32,8 @@ import socket
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,8 @@ def _gpu_likely(gpu: bool | None) -> bool:
     return os.path.exists("/dev/nvidiactl")
 
 RECHECK_RTOL = 1e-6
+#: the most float64 re-checks run at once (threads; at most the search's worker count)
+RECHECK_THREADS = 8
 """A float64 re-check error above this (normwise, relative) flags an accepted μGraph. Equal
 functions differ by rounding only (~1e-12 on the workloads); 1e-6 leaves room for
 ill-conditioned but correct rewrites while catching any wrong one the field test let through."""
@@ -535,6 +538,33 @@ def _compile_only(best: Optimized) -> list[str]:
     return [f"best μGraph compiles for sm_90: {len(cg.kernels)} kernel(s), no GPU to validate on"]
 
 
+def _recheck_all(found: Iterable[Accepted], verifier: Verifier, recheck: FloatRecheck | None,
+                 time_left: Callable[[], bool], threads: int,
+                 ) -> tuple[list[Optimized], list[Optimized], list[Accepted]]:
+    """The float64 re-check of accepted μGraphs, best first: (passed, flagged, not
+    re-checked). Up to ``threads`` re-checks run at once (numpy's large operations release the
+    GIL; the search's workers are idle by now), started in order while time is left, so a
+    budget stop leaves the best ones re-checked; the lists keep the search's order."""
+    accepted: list[Optimized] = []
+    flagged: list[Optimized] = []
+    unchecked: list[Accepted] = []
+    started: list[tuple[Accepted, Verdict, Future[float]]] = []
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for a in found:
+            if recheck is None or not time_left():
+                unchecked.append(a)
+                continue
+            # (the verifier stays on this thread)
+            v = a.verdict if isinstance(a.verdict, Verdict) else verifier.check(a.graph)
+            started.append((a, v, pool.submit(recheck.error, a.graph, v.output_map)))
+            while sum(not f.done() for _, _, f in started) >= threads:
+                wait([f for _, _, f in started if not f.done()], return_when=FIRST_COMPLETED)
+    for a, v, f in started:
+        o = Optimized(a.graph, v, a.cost, a.found_at_s, f.result())
+        (accepted if v.accepted and o.float64_error <= RECHECK_RTOL else flagged).append(o)
+    return accepted, flagged, unchecked
+
+
 def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: float | None = 600.0,
                   bound: float = 2.0 ** -64, axioms: Sequence[str] = DEFAULT_SETS,
                   workers: int | None = 1, checkpoint: str | Path | None = None, seed: int = 0,
@@ -619,19 +649,10 @@ def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: 
         return deadline is None or time.monotonic() < deadline
 
     t = time.monotonic()
-    accepted: list[Optimized] = []
-    flagged: list[Optimized] = []
-    unchecked: list[Accepted] = []
     recheck = FloatRecheck(program) if res.accepted and time_left() else None
-    for a in _progress(res.accepted, progress, "float64 re-check"):  # best-first: a budget
-        # stop leaves the best ones re-checked
-        if recheck is None or not time_left():
-            unchecked.append(a)
-            continue
-        v = a.verdict if isinstance(a.verdict, Verdict) else verifier.check(a.graph)
-        err = recheck.error(a.graph, v.output_map)
-        o = Optimized(a.graph, v, a.cost, a.found_at_s, err)
-        (accepted if v.accepted and err <= RECHECK_RTOL else flagged).append(o)
+    accepted, flagged, unchecked = _recheck_all(
+        _progress(res.accepted, progress, "float64 re-check"), verifier, recheck, time_left,
+        threads=max(1, min(RECHECK_THREADS, workers or 1)))
     _add_input_program(program, cfg.target, verifier, accepted)
     timings["float64_recheck"] = time.monotonic() - t
 

@@ -57,6 +57,32 @@ def test_finds_fused_rmsnorm_verified_and_rechecked(result: Any) -> None:
     assert any("compiles for sm_90" in n for n in result.codegen_notes)
 
 
+def test_threaded_recheck_gives_the_sequential_verdicts(result: Any) -> None:
+    """The float64 re-checks run in threads (up to RECHECK_THREADS) but report what one at a
+    time reports, in the search's order; a budget stop leaves exactly the best ones
+    re-checked, the rest listed as not re-checked."""
+    from mirage_formal.optimize import _recheck_all
+    from mirage_formal.search.state import Accepted
+    from mirage_formal.verify.float64 import FloatRecheck
+
+    prog = result.program
+    found = [Accepted(a.graph, a.verdict, a.cost, a.found_at_s, 0) for a in result.accepted]
+    found += found  # enough to keep several threads busy
+    verifier = Verifier(prog, seed=1)
+    recheck = FloatRecheck(prog)
+    one = _recheck_all(found, verifier, recheck, lambda: True, threads=1)
+    many = _recheck_all(found, verifier, recheck, lambda: True, threads=4)
+    assert [(id(o.graph), o.float64_error) for o in one[0]] == \
+        [(id(o.graph), o.float64_error) for o in many[0]]
+    assert len(one[0]) == len(found) and not one[1] and not one[2] and not many[2]
+    calls = iter(range(10**6))
+    stop_after = 3  # time runs out after three starts
+    ok, flagged, rest = _recheck_all(found, verifier, recheck, lambda: next(calls) < stop_after,
+                                     threads=4)
+    assert [o.graph for o in ok] == [a.graph for a in found[:stop_after]] and not flagged
+    assert rest == found[stop_after:]
+
+
 def test_saved_ugraphs_verify_on_the_command_line(result: Any, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     path = result.save(tmp_path)
