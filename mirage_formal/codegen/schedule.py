@@ -349,6 +349,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       chunk 8 x depth 3, beside the default 8 x 2);
     - for such a chain with at most one 16-row tile per warp, two row tiles per warp
       (``chain_rows=2``: half the K and V fragment reads, the other warps on k slices);
+    - the chain's variants at the split that fills one wave of SMs (1 when the grid does),
+      not the largest: a split combine costs the attention loops more than a second wave gains;
     - a 2-stage cp.async ring beside the default's 4 (less shared memory, more blocks per SM);
     - for tensor-core matmuls of more than GEMV_MAX_ROWS rows, unblocked warp tiles
       (``warp_m = warp_n = 1``) beside :func:`warp_tiles`' register blocking;
@@ -397,32 +399,38 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     extra: list[Schedule] = []
     chained = [n for n in bg.nodes if n.op == "matmul" and n.src[0].op not in ("iter", "accum")
                and any(c.op == "matmul" for c in _consumers(bg, n.src[0]))]
+    # a chain's variants at the split that fills one wave of SMs (none when the grid does):
+    # its combine costs more than a second wave gains (the attention rows' tuned winners on
+    # the H100 all split to one wave)
+    wave = 1 if blocks >= math.ceil(0.9 * sm_count) else splits[min(1, len(splits) - 1)]
     if chained:
         # the default keeps a matmul-to-matmul tile in registers where it can (mma_chain: a
         # warp owns whole rows); the alternative stores it as fp16 for ldmatrix, all warps
         # sharing its columns
         for t in threads:
-            extra.append(replace(base, threads=t, half_tiles=True, mma_chain=False,
-                                 split=splits[-1]))
+            extra.append(replace(base, threads=t, half_tiles=True, mma_chain=False, split=wave))
         # a chain keeps one warp per 16-row tile busy: with fewer row tiles than warps, a
         # block of just those warps
         rows16 = math.prod(chained[0].shape[:-1]) // 16
         if 0 < rows16 < bg.threads // 32:
-            extra.append(replace(base, threads=32 * rows16, split=splits[-1]))
+            extra.append(replace(base, threads=32 * rows16, split=wave))
         if 0 < rows16 < (threads[-1] or bg.threads) // 32:
             # ... or the widest block with one warp per row tile (the others only copy):
             # the k-sliced chain's after-loop sums can cost more than they save
-            extra.append(replace(base, threads=threads[-1], chain_warps=1, split=splits[-1]))
+            extra.append(replace(base, threads=threads[-1], chain_warps=1, split=wave))
         if rows16 % 2 == 0 and 0 < rows16 <= (threads[-1] or bg.threads) // 32:
             # one row tile per warp by the rule: two per warp instead, each K and V fragment
             # read from shared memory serving twice the rows, the other warps on k slices
-            extra.append(replace(base, threads=threads[-1], chain_rows=2, split=splits[-1]))
+            extra.append(replace(base, threads=threads[-1], chain_rows=2, split=wave))
+            # (with the 2-stage ring: more shared memory left, as mqa b=8's winner had)
+            extra.append(replace(base, threads=threads[-1], chain_rows=2, split=wave,
+                                 async_stages=2))
     normed = [n for n in bg.nodes if n.op == "matmul"
               and any(s.op == "rms_norm" and s.shape[-1] <= ROWWISE_MAX_ROW for s in n.src)]
     if normed:
         # a row-wise norm's result read by a tensor-core product: stored as fp16 it is read
         # with ldmatrix (the register chain, if any, kept)
-        extra.append(replace(base, half_tiles=True, split=splits[-1]))
+        extra.append(replace(base, half_tiles=True, split=wave if chained else splits[-1]))
     if any(n.op == "matmul" and n.shape[-2] > GEMV_MAX_ROWS for n in bg.nodes):
         # the register blocking rule's alternative: one 16x8 tile per warp pass (more warp
         # tiles to share, three fragment reads per product)
