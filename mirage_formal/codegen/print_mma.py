@@ -1,0 +1,367 @@
+"""Printing tensor-core matmuls: mma.sync warp tiles, register accumulators and chains.
+
+A matmul on tensor cores becomes m16n8k16 products over warp tiles (register blocking,
+ldmatrix fragments of raw and fp16 tiles, hoisted loop-invariant A fragments); two products
+joined by elementwise ops keep the tile between them in registers (the register chain,
+:class:`layout.Chain`), with row sums and k slices added after the loop. Matmuls off the
+tensor cores print as plain fp32 loops.
+
+Imports ``ir`` and the planning and printing modules of ``codegen``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from mirage_formal.codegen.cindex import align_idx, multi_index
+from mirage_formal.codegen.layout import Chain
+from mirage_formal.codegen.printer import (
+    TileExpr,
+    TilePrinter,
+    zeroed_accumulators,
+)
+from mirage_formal.ir.dtypes import DType
+from mirage_formal.ir.node import Node
+
+
+class MmaPrinter(TilePrinter):
+    """Prints matmul steps, register chains and their after-loop sums."""
+
+    def emit_matmul(self, n: Node, dst: Node, add: bool, ind: str) -> list[str]:
+        A, B = n.src
+        if (self.opts.mma and self.warp_ok() and A.dtype is DType.F16 and B.dtype is DType.F16):
+            return self.emit_matmul_mma(n, dst, add, ind)
+        return self.emit_matmul_simple(n, dst, add, ind)
+
+    def emit_matmul_mma(self, n: Node, dnode: Node, add: bool, ind: str,
+                        mode: Literal["loop", "hoist", "store", "chain_a", "chain_b"] = "loop",
+                        ) -> list[str]:
+        """Warps take 16x8 output tiles; each is a chain of m16n8k16 tensor-core products
+        whose fp16 fragments are packed from the fp32 shared-memory tiles (PTX ISA layout:
+        A rows g, g+8 and columns 2q, 2q+1, +8; B rows 2q, 2q+1, +8 and column g; C rows g,
+        g+8 and columns 2q, 2q+1, where g = lane/4, q = lane%4).
+
+        ``mode``: ``"loop"`` the product itself (into registers ``ra<id>`` for a register
+        accumulator, see KernelLayout.reg_acc); ``"hoist"`` the code before the loop that loads
+        a loop-invariant A's fragments into ``ha<id>``; ``"store"`` the code after the loop that
+        writes a register accumulator to its tile; ``"chain_a"`` / ``"chain_b"`` the first and
+        second product of a register chain (:meth:`emit_chain`, which declares the warp tile
+        and the registers): the first into ``cs<id>``, the second with its A fragments from
+        ``ea<id>``."""
+        A, B = n.src
+        a, b = self.buf.get(A, ""), self.buf[B]
+        M, N, K = n.shape[-2], n.shape[-1], A.shape[-1]
+        # Raw fp16 operands (cp.async tiles) are read from the current stage; with ldmatrix
+        # when K is a multiple of 16 (and, for B, N of 8). A's rows past M are clamped to row
+        # M - 1: they only feed output rows that are not stored.
+        # fp16 tiles (raw cp.async stages, or half_tiles) are read as halves
+        ra, rb = A in self.raw or A in self.half, B in self.raw or B in self.half
+        ldsm = self.opts.ldmatrix
+        xa = ra and ldsm and K % 16 == 0 and A.shape[-2] == M
+        xb = rb and ldsm and K % 16 == 0 and N % 8 == 0 and B.shape[-1] == N
+        if A in self.raw:
+            a = f"{a} + {self.stage_offset(A)}"
+        if B in self.raw:
+            b = f"{b} + {self.stage_offset(B)}"
+        batch = n.shape[:-2]
+        W = self.T // 32
+        _, bidx = multi_index(batch, "tb", "u") if batch else ([], [])
+        ab = self.addr(A, [*align_idx(bidx, batch, A.shape[:-2]), "0", "0"]) if batch else "0"
+        bb = self.addr(B, [*align_idx(bidx, batch, B.shape[:-2]), "0", "0"]) if batch else "0"
+        lda, ldb = self.row(A), self.row(B)
+        mk, kk, nk = M % 16 != 0, K % 16 != 0, N % 8 != 0
+
+        def la(r: str, k: str) -> str:
+            cond = [c for c, need in ((f"{r} < {M}", mk), (f"{k} < {K}", kk)) if need]
+            e = f"pa[{r} * {lda} + {k}]"
+            return f"({' && '.join(cond)} ? {e} : {'mf::hzero()' if ra else '0.f'})" if cond else e
+
+        def lb(k: str, c: str) -> str:
+            cond = [x for x, need in ((f"{k} < {K}", kk), (f"{c} < {N}", nk)) if need]
+            e = f"pb[{k} * {ldb} + {c}]"
+            return f"({' && '.join(cond)} ? {e} : {'mf::hzero()' if rb else '0.f'})" if cond else e
+
+        pka = "mf::pack_h2" if ra else "mf::pack_half2"
+        pkb = "mf::pack_h2" if rb else "mf::pack_half2"
+        i3 = ind + "    "
+        if xa:
+            row = "tm * 16 + (lane & 15)" if M % 16 == 0 else f"min(tm * 16 + (lane & 15), {M - 1})"
+            frag_a = [f"{i3}mf::ldsm_x4(fa, pa + ({row}) * {lda} + k0 + (lane >> 4) * 8);"]
+        elif not ra and not mk and not kk and lda % 2 == 0:
+            # fp32 A tile, no bounds checks: each fragment register is one 8-byte pair
+            frag_a = [f"{i3}fa[0] = mf::pack_f2(pa + r0 * {lda} + ka);",
+                      f"{i3}fa[1] = mf::pack_f2(pa + r1 * {lda} + ka);",
+                      f"{i3}fa[2] = mf::pack_f2(pa + r0 * {lda} + kb);",
+                      f"{i3}fa[3] = mf::pack_f2(pa + r1 * {lda} + kb);"]
+        else:
+            frag_a = [f"{i3}fa[0] = {pka}({la('r0', 'ka')}, {la('r0', '(ka + 1)')});",
+                      f"{i3}fa[1] = {pka}({la('r1', 'ka')}, {la('r1', '(ka + 1)')});",
+                      f"{i3}fa[2] = {pka}({la('r0', 'kb')}, {la('r0', '(kb + 1)')});",
+                      f"{i3}fa[3] = {pka}({la('r1', 'kb')}, {la('r1', '(kb + 1)')});"]
+        if xb:
+            frag_b = [f"{i3}mf::ldsm_x2_trans(fb, pb + (k0 + (lane & 15)) * {ldb} + tn * 8);"]
+        else:
+            frag_b = [f"{i3}fb[0] = {pkb}({lb('ka', 'c0')}, {lb('(ka + 1)', 'c0')});",
+                      f"{i3}fb[1] = {pkb}({lb('kb', 'c0')}, {lb('(kb + 1)', 'c0')});"]
+
+        dst = self.buf.get(dnode, "")
+
+        def st(r: str, c: str, v: str, op: str, to: str) -> str:
+            cond = [x for x, need in ((f"{r} < {M}", mk), (f"{c} < {N}", nk)) if need]
+            e = self.epilogue(dnode, v)
+            if dnode in self.half:
+                e = f"__float2half_rn({e})"
+            s = f"{to}[{self.addr(dnode, [*bidx, r, c])}] {op} {e};"
+            return f"if ({' && '.join(cond)}) {s}" if cond else s
+
+        i2, i4 = ind + "  ", ind + "      "
+
+        def stores(op: str, to: str) -> list[str]:
+            if dnode in self.half and not mk and not nk and op == "=" and to == dst:
+                # fp16 destination, no bounds checks: each row's two adjacent values as one half2
+                def st2(r: str, v0: str, v1: str) -> str:
+                    a0 = self.addr(dnode, [*bidx, r, "cc"])
+                    return (f"{i4}*reinterpret_cast<__half2*>(&{dst}[{a0}]) = __floats2half2_rn("
+                            f"{self.epilogue(dnode, v0)}, {self.epilogue(dnode, v1)});")
+                return [st2("r0", "acc[0]", "acc[1]"), st2("r1", "acc[2]", "acc[3]")]
+            return [f"{i4}{st(r, c, f'acc[{e}]', op, to)}"
+                    for e, (r, c) in enumerate((("r0", "cc"), ("r0", "(cc + 1)"),
+                                                ("r1", "cc"), ("r1", "(cc + 1)")))]
+        ta = "__half" if ra else "float"
+        tb = "__half" if rb else "float"
+        # Register blocking: a warp computes WM x WN output tiles of 16x8 at once, so each
+        # A fragment feeds WN products and each B fragment WM (shared-memory reads per
+        # product fall from 3 fragments to 2/WN + 1/WM).
+        WM, WN, tiles = self.warp_blocking(n)
+        KS = K // 16
+        i3, i5 = ind + "    ", ind + "      "
+        racc = n in self.reg_acc
+        hoist = n in self.hoist_a
+        accs = f"ra{self.ids[n]}" if racc else f"cs{self.ids[n]}" if mode == "chain_a" else "accs"
+        head = self.mma_head(n, i2)
+        pa_line = f"{i2}const {ta}* pa = {a} + {ab};"
+        pb_line = f"{i2}const {tb}* pb = {b} + {bb};"
+
+        def store_all(op: str, to: str = dst) -> list[str]:
+            return [f"{i2}#pragma unroll",
+                    f"{i2}for (int wm = 0; wm < {WM}; ++wm) {{",
+                    f"{i3}const int r0 = (tm0 + wm) * 16 + g, r1 = r0 + 8;",
+                    f"{i3}#pragma unroll",
+                    f"{i3}for (int wn = 0; wn < {WN}; ++wn) {{",
+                    f"{i5}const int cc = (tn0 + wn) * 8 + 2 * q;",
+                    f"{i5}const float* const acc = {accs}[wm][wn];",
+                    *stores(op, to),
+                    f"{i3}}}",
+                    f"{i2}}}"]
+        store = store_all("+=" if add and mode != "store" else "=")
+        kw = self.second_kw(n)
+        if mode == "store" and kw > 1:
+            # k slices of a register chain: each warp writes its partial sums to slice kq of
+            # the scratch tile, then every thread adds the slices in order (deterministic)
+            size = self.buf_size(dnode)
+            return [f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
+                    f"{i2}const int tile = threadIdx.x / 32;", *head,
+                    *store_all("=", f"({self.kslices[dnode]} + kq * {size})"), f"{ind}}}",
+                    *self.add_slices(self.kslices[dnode], dst, size, kw, "=", ind)]
+        if mode == "store":  # after the loop: the register sums to the accumulator's tile
+            return [f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
+                    f"{i2}const int tile = threadIdx.x / 32;", *head, *store, f"{ind}}}"]
+        hoisted = f"ha{self.ids[n]}[wm][ks]"  # the hoisted fragments of warp tile row wm
+        frag_a_loop = [f"{i3}#pragma unroll",
+                       f"{i3}for (int wm = 0; wm < {WM}; ++wm) {{",
+                       f"{i3}  const int tm = tm0 + wm, r0 = tm * 16 + g, r1 = r0 + 8;",
+                       f"{i3}  unsigned* const fa = {hoisted if mode == 'hoist' else 'fas[wm]'};",
+                       *["  " + x for x in frag_a],
+                       f"{i3}}}"]
+        if mode == "hoist":  # before the loop: a loop-invariant A's fragments into registers
+            return [f"{ind}unsigned ha{self.ids[n]}[{WM}][{KS}][4];",
+                    f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
+                    f"{i2}const int tile = threadIdx.x / 32;", *head, pa_line,
+                    f"{i2}#pragma unroll",
+                    f"{i2}for (int ks = 0; ks < {KS}; ++ks) {{",
+                    f"{i3}const int k0 = ks * 16, ka = k0 + 2 * q, kb = ka + 8;",
+                    *frag_a_loop, f"{i2}}}", f"{ind}}}"]
+        if hoist or mode == "chain_b":
+            KW = kw if mode == "chain_b" else 1  # the k slice kq of KS / KW k-steps
+            k0 = f"(kq * {KS // KW} + ks) * 16" if KW > 1 else "ks * 16"
+            kloop = [f"{i2}#pragma unroll",
+                     f"{i2}for (int ks = 0; ks < {KS // KW}; ++ks) {{",
+                     f"{i3}const int k0 = {k0}, ka = k0 + 2 * q, kb = ka + 8;",
+                     f"{i3}unsigned fbs[{WN}][2];"]
+            fa_ref = hoisted if hoist else f"ea{self.ids[n]}[wm][ks]"
+        else:
+            kloop = [f"{i2}#pragma unroll {max(1, 4 // (WM * WN))}",
+                     f"{i2}for (int k0 = 0; k0 < {K}; k0 += 16) {{",
+                     f"{i3}const int ka = k0 + 2 * q, kb = ka + 8;",
+                     f"{i3}unsigned fas[{WM}][4], fbs[{WN}][2];",
+                     *frag_a_loop]
+            fa_ref = "fas[wm]"
+        if xb and WN % 2 == 0:
+            # two adjacent 8-column B fragments per ldmatrix (x4, transposed): half the
+            # instructions for the same shared-memory bytes
+            frags_b = [f"{i3}#pragma unroll",
+                       f"{i3}for (int wn = 0; wn < {WN}; wn += 2) {{",
+                       f"{i3}  const int tn = tn0 + wn;",
+                       f"{i3}  mf::ldsm_x4_trans(fbs[wn], pb + (k0 + (lane & 15)) * {ldb} "
+                       f"+ (tn + (lane >> 4)) * 8);",
+                       f"{i3}}}"]
+        else:
+            frags_b = [f"{i3}#pragma unroll",
+                       f"{i3}for (int wn = 0; wn < {WN}; ++wn) {{",
+                       f"{i3}  const int tn = tn0 + wn, c0 = tn * 8 + g;",
+                       f"{i3}  unsigned* const fb = fbs[wn];",
+                       *["  " + x for x in frag_b],
+                       f"{i3}}}"]
+        product = [
+            *kloop,
+            *frags_b,
+            f"{i3}#pragma unroll",
+            f"{i3}for (int wm = 0; wm < {WM}; ++wm)",
+            f"{i3}  #pragma unroll",
+            f"{i3}  for (int wn = 0; wn < {WN}; ++wn) mf::mma_16816({accs}[wm][wn], {fa_ref}, fbs[wn]);",
+            f"{i2}}}"]
+        if mode == "chain_a":
+            return [f"{ind}{{", pa_line, pb_line, *product, f"{ind}}}"]
+        if mode == "chain_b":
+            # the chain's warp tile head is the first product's: this product spans all
+            # columns, over the warp's k slice
+            own = [f"{i2}const int tn0 = 0, kq = tile % {kw};"] if kw > 1 else []
+            return [f"{ind}{{", *own, pb_line, *product, f"{ind}}}"]
+        zero = [] if racc else zeroed_accumulators("accs", WM, WN, i2)
+        return [
+            f"{ind}for (int tile = threadIdx.x / 32; tile < {tiles}; tile += {W}) {{",
+            *head, pa_line, pb_line, *zero, *product,
+            *([] if racc else store),
+            f"{ind}}}"]
+
+    def mma_head(self, n: Node, ind: str) -> list[str]:
+        """Declarations of tensor-core matmul ``n``'s warp tile ``tile`` (a variable in scope):
+        lane, g, q, the batch index ``tb`` and its batch coordinates, the first 16-row tile
+        ``tm0`` and 8-column tile ``tn0``."""
+        M, N = n.shape[-2], n.shape[-1]
+        MT, NT = -(-M // 16), -(-N // 8)
+        WM, WN, _ = self.warp_blocking(n)
+        MTW, NTW = MT // WM, NT // WN
+        batch = n.shape[:-2]
+        decls, _ = multi_index(batch, "tb", "u") if batch else ([], [])
+        kw = self.second_kw(n)
+        if kw > 1:  # a register chain's second product: kw warps share a row tile, k slice kq
+            return [f"{ind}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
+                    f"{ind}const int tb = tile / {kw * MTW}, tm0 = (tile / {kw}) % {MTW} * {WM}, "
+                    f"tn0 = 0, kq = tile % {kw};",
+                    *[ind + d for d in decls]]
+        return [f"{ind}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
+                f"{ind}const int tb = tile / {MTW * NTW}, tm0 = (tile / {NTW}) % {MTW} * {WM}, "
+                f"tn0 = tile % {NTW} * {WN};",
+                *[ind + d for d in decls]]
+
+    def emit_chain(self, m2: Node, ind: str) -> list[str]:
+        """One loop iteration of the register chain ending in matmul ``m2`` (layout.Chain):
+        warp ``tile`` computes its whole rows of the first product into ``cs``, passes each
+        value through the chain's elementwise ops, adds it to its row sums ``rs<acc>`` and
+        packs it as fp16 into the second product's A fragments ``ea`` (an m16n8k16 C fragment
+        pair of columns 16k..16k+15 is the A fragment of k-step k: rows g, g+8 and columns
+        2q, 2q+1, +8), then runs the second product into its register accumulator."""
+        ch = self.chains[m2]
+        m1, E = ch.first, ch.tile
+        WM, NT1, tiles = self.warp_blocking(m1)
+        i2, i3, i4, i5 = (ind + "  " * k for k in (1, 2, 3, 4))
+        # every chain tile has E's shape: one index (size-1 dimensions read as 0) for all
+        idx = align_idx([*(f"u{d}" for d in range(len(E.shape) - 2)), "r", "c"], E.shape, E.shape)
+        ex = TileExpr(self, i5)
+        ex.memo[(m1, tuple(idx))] = "c[e]"
+        v = ex.val(E, idx, True)
+        sum_lines = [f"{i5}rs{self.ids[a]}[wm][e >> 1] += {ex.val(a.src[0], idx)};"
+                     for a in ch.sums]
+        return [f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
+                f"{i2}const int tile = threadIdx.x / 32;", *self.mma_head(m1, i2),
+                *zeroed_accumulators(f"cs{self.ids[m1]}", WM, NT1, i2),
+                *self.emit_matmul_mma(m1, m1, False, i2, mode="chain_a"),
+                f"{i2}unsigned ea{self.ids[m2]}[{WM}][{NT1 // 2}][4];",
+                f"{i2}#pragma unroll",
+                f"{i2}for (int wm = 0; wm < {WM}; ++wm) {{",
+                f"{i3}#pragma unroll",
+                f"{i3}for (int wn = 0; wn < {NT1}; ++wn) {{",
+                f"{i4}const float* const c = cs{self.ids[m1]}[wm][wn];",
+                f"{i4}float ev[4];",
+                f"{i4}#pragma unroll",
+                f"{i4}for (int e = 0; e < 4; ++e) {{",
+                *ex.code(), f"{i5}ev[e] = {v};", *sum_lines,
+                f"{i4}}}",
+                f"{i4}unsigned* const fa = ea{self.ids[m2]}[wm][wn >> 1] + (wn & 1) * 2;",
+                f"{i4}fa[0] = mf::pack_half2(ev[0], ev[1]);",
+                f"{i4}fa[1] = mf::pack_half2(ev[2], ev[3]);",
+                f"{i3}}}",
+                f"{i2}}}",
+                *self.emit_matmul_mma(m2, self.fused[m2], True, i2, mode="chain_b"),
+                f"{ind}}}"]
+
+    def emit_chain_sums(self, ch: Chain, ind: str) -> list[str]:
+        """After the loop: each row sum of chain ``ch`` is spread over the 4 threads of a quad
+        (lanes 4g..4g+3 hold rows g and g+8 of every warp tile row): shuffles add them and
+        lane q = 0 adds the total into the accumulator's tile."""
+        WM, _, tiles = self.warp_blocking(ch.first)
+        i2, i3, i4 = ind + "  ", ind + "    ", ind + "      "
+        batch = ch.tile.shape[:-2]
+        _, bidx = multi_index(batch, "tb", "u") if batch else ([], [])
+        kw, M = ch.kw, ch.tile.shape[-2]
+        lines = [f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
+                 f"{i2}const int tile = threadIdx.x / 32;", *self.mma_head(ch.first, i2)]
+        if kw > 1:  # this warp's k slice (the first product's columns it computed)
+            lines.append(f"{i2}const int kq = tile % {kw};")
+        for a in ch.sums:
+            at = f"{self.addr(a, [*bidx, 'r', '0'])}"
+            # k slices: the partial row sums to slice kq of the scratch tile (added below)
+            dst = (f"{self.kslices[a]}[kq * {self.buf_size(a)} + {at}]" if kw > 1
+                   else f"{self.buf[a]}[{at}]")
+            lines += [f"{i2}#pragma unroll",
+                      f"{i2}for (int wm = 0; wm < {WM}; ++wm) {{",
+                      f"{i3}#pragma unroll",
+                      f"{i3}for (int h = 0; h < 2; ++h) {{",
+                      f"{i4}float s = rs{self.ids[a]}[wm][h];",
+                      f"{i4}s += __shfl_xor_sync(0xffffffffu, s, 1);",
+                      f"{i4}s += __shfl_xor_sync(0xffffffffu, s, 2);",
+                      f"{i4}const int r = (tm0 + wm) * 16 + g + 8 * h;",
+                      f"{i4}if ({'q == 0' if M % 16 == 0 else f'q == 0 && r < {M}'}) "
+                      f"{dst} {'=' if kw > 1 else '+='} s;",
+                      f"{i3}}}", f"{i2}}}"]
+        lines.append(f"{ind}}}")
+        if kw > 1:
+            for k, a in enumerate(ch.sums):
+                lines += self.add_slices(self.kslices[a], self.buf[a], self.buf_size(a), kw, "+=",
+                                         ind, barrier=k == 0)
+        return lines
+
+    def add_slices(self, scratch: str, dst: str, size: int, kw: int, op: str, ind: str,
+                   barrier: bool = True) -> list[str]:
+        """After a barrier (unless ``barrier`` is False: one was just printed), every thread
+        adds the ``kw`` slices of ``scratch`` (``size`` floats each) element by element in
+        slice order and ``op``s the total into ``dst``."""
+        terms = " + ".join(f"{scratch}[{j * size} + i]" for j in range(kw))
+        return [*([f"{ind}__syncthreads();"] if barrier else []),
+                *self.block_loop("i", size, ind), f"{ind}  {dst}[i] {op} {terms};", f"{ind}}}"]
+
+    def emit_matmul_simple(self, n: Node, dnode: Node, add: bool, ind: str) -> list[str]:
+        A, B = n.src
+        a, b = self.buf[A], self.buf[B]
+        K = A.shape[-1]
+        N = B.shape[-1]
+        decls, idx = multi_index(n.shape, "i", "t")
+        batch = idx[:-2]
+        m, nn = idx[-2], idx[-1]
+        ai = [*align_idx(batch, n.shape[:-2], A.shape[:-2]), m, "0"]
+        bi = [*align_idx(batch, n.shape[:-2], B.shape[:-2]), "0", nn]
+        if A.shape[-2] == 1:
+            ai[-2] = "0"
+        if N == 1:
+            bi[-1] = "0"
+        op = "+=" if add else "="
+        body = [*[ind + "  " + d for d in decls],
+                f"{ind}  const float* pa = {a} + {self.addr(A, ai)};",
+                f"{ind}  const float* pb = {b} + {self.addr(B, bi)};",
+                f"{ind}  float s = 0.f;",
+                f"{ind}  #pragma unroll 8",
+                f"{ind}  for (int k = 0; k < {K}; ++k) s += pa[k] * pb[k * {self.row(B)}];",
+                f"{ind}  {self.buf[dnode]}[{self.addr(dnode, idx)}] {op} "
+                f"{'__float2half_rn' if dnode in self.half else ''}({self.epilogue(dnode, 's')});"]
+        return self.loop_over(n.shape, body, ind)
