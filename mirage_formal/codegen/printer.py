@@ -83,6 +83,20 @@ def st_vec_fn(nbytes: int) -> str:
     return "mf::st_vec" if nbytes == 16 else f"mf::st_vecn<{nbytes}>"
 
 
+def flat_ref(name: str, shape: Sequence[int], parts: Sequence[Sequence[str]],
+             idx: Sequence[str]) -> str:
+    """Element ``name[...]`` of a row-major global tensor of ``shape``: dimension d's index is
+    the sum of ``parts[d]`` (block and iteration offsets) and ``idx[d]`` (omitted when "0")."""
+    st = strides(shape)
+    terms = []
+    for d in range(len(shape)):
+        ps = [*parts[d], *([idx[d]] if idx[d] != "0" else [])]
+        if ps:
+            e = " + ".join(ps)
+            terms.append(f"({e})" if st[d] == 1 else f"({e})*{st[d]}")
+    return f"{name}[{' + '.join(terms) if terms else '0'}]"
+
+
 class TilePrinter(KernelLayout):
     """A kernel layout with the helpers every printing step uses."""
 
@@ -91,36 +105,21 @@ class TilePrinter(KernelLayout):
         k = n.attr("input")
         shape, _ = self.bg.inputs[k]
         imap, fmap = n.attr("imap"), n.attr("fmap")
-        st = strides(shape)
-        terms = []
+        parts: list[list[str]] = []
         for d in range(len(shape)):
-            parts = []
-            for a in range(3):
-                if imap[a] == d:
-                    parts.append(f"{BLOCK_IDX[a]}*{shape[d] // self.bg.grid[a]}")
+            ps = [f"{BLOCK_IDX[a]}*{shape[d] // self.bg.grid[a]}" for a in range(3) if imap[a] == d]
             if fmap == d and self.bg.forloop > 1:
                 it = f"(itb + {itv})" if self.split > 1 else itv
-                parts.append(f"{it}*{n.shape[d]}")
-            if idx[d] != "0":
-                parts.append(idx[d])
-            if parts:
-                e = " + ".join(parts)
-                terms.append(f"({e})" if st[d] == 1 else f"({e})*{st[d]}")
-        return f"in{k}[{' + '.join(terms) if terms else '0'}]"
+                ps.append(f"{it}*{n.shape[d]}")
+            parts.append(ps)
+        return flat_ref(f"in{k}", shape, parts, idx)
 
     def out_ref(self, k: int, idx: Sequence[str]) -> str:
         o = self.bg.outputs[k]
         shape = self.bg.output_shape(o)
-        st = strides(shape)
-        terms = []
-        for d in range(len(shape)):
-            parts = [f"{BLOCK_IDX[a]}*{o.node.shape[d]}" for a in range(3) if o.omap[a] == d]
-            if idx[d] != "0":
-                parts.append(idx[d])
-            if parts:
-                e = " + ".join(parts)
-                terms.append(f"({e})" if st[d] == 1 else f"({e})*{st[d]}")
-        return f"out{k}[{' + '.join(terms) if terms else '0'}]"
+        parts = [[f"{BLOCK_IDX[a]}*{o.node.shape[d]}" for a in range(3) if o.omap[a] == d]
+                 for d in range(len(shape))]
+        return flat_ref(f"out{k}", shape, parts, idx)
 
     # ------------------------------------------------------------ code per step
     def block_loop(self, var: str, n: int, ind: str) -> list[str]:
