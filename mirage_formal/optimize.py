@@ -85,11 +85,11 @@ def _gpu_likely(gpu: bool | None) -> bool:
     return os.path.exists("/dev/nvidiactl")
 
 RECHECK_RTOL = 1e-6
-#: the most float64 re-checks run at once (threads; at most the search's worker count)
-RECHECK_THREADS = 8
 """A float64 re-check error above this (normwise, relative) flags an accepted μGraph. Equal
 functions differ by rounding only (~1e-12 on the workloads); 1e-6 leaves room for
 ill-conditioned but correct rewrites while catching any wrong one the field test let through."""
+#: the most float64 re-checks run at once (threads; at most the search's worker count)
+RECHECK_THREADS = 8
 
 
 @dataclass
