@@ -539,28 +539,37 @@ def _compile_only(best: Optimized) -> list[str]:
 
 
 def _recheck_all(found: Iterable[Accepted], verifier: Verifier, recheck: FloatRecheck | None,
-                 time_left: Callable[[], bool], threads: int,
+                 time_left: Callable[[float], bool], threads: int,
                  ) -> tuple[list[Optimized], list[Optimized], list[Accepted]]:
     """The float64 re-check of accepted μGraphs, best first: (passed, flagged, not
     re-checked). Up to ``threads`` re-checks run at once (numpy's large operations release the
-    GIL; the search's workers are idle by now), started in order while time is left, so a
-    budget stop leaves the best ones re-checked; the lists keep the search's order."""
+    GIL; the search's workers are idle by now), started in order while ``time_left(s)`` says
+    ``s`` more seconds fit the budget (s: the longest re-check so far), so a budget stop
+    leaves the best ones re-checked and the last ones started end about at the deadline; the
+    lists keep the search's order."""
     accepted: list[Optimized] = []
     flagged: list[Optimized] = []
     unchecked: list[Accepted] = []
-    started: list[tuple[Accepted, Verdict, Future[float]]] = []
+    started: list[tuple[Accepted, Verdict, Future[tuple[float, float]]]] = []
+
+    def timed(g: KernelGraph, output_map: Sequence[int] | None) -> tuple[float, float]:
+        t0 = time.monotonic()
+        assert recheck is not None
+        return recheck.error(g, output_map), time.monotonic() - t0
+
     with ThreadPoolExecutor(max_workers=threads) as pool:
         for a in found:
-            if recheck is None or not time_left():
+            longest = max((f.result()[1] for _, _, f in started if f.done()), default=0.0)
+            if recheck is None or not time_left(longest):
                 unchecked.append(a)
                 continue
             # (the verifier stays on this thread)
             v = a.verdict if isinstance(a.verdict, Verdict) else verifier.check(a.graph)
-            started.append((a, v, pool.submit(recheck.error, a.graph, v.output_map)))
+            started.append((a, v, pool.submit(timed, a.graph, v.output_map)))
             while sum(not f.done() for _, _, f in started) >= threads:
                 wait([f for _, _, f in started if not f.done()], return_when=FIRST_COMPLETED)
     for a, v, f in started:
-        o = Optimized(a.graph, v, a.cost, a.found_at_s, f.result())
+        o = Optimized(a.graph, v, a.cost, a.found_at_s, f.result()[0])
         (accepted if v.accepted and o.float64_error <= RECHECK_RTOL else flagged).append(o)
     return accepted, flagged, unchecked
 
@@ -651,7 +660,8 @@ def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: 
     t = time.monotonic()
     recheck = FloatRecheck(program) if res.accepted and time_left() else None
     accepted, flagged, unchecked = _recheck_all(
-        _progress(res.accepted, progress, "float64 re-check"), verifier, recheck, time_left,
+        _progress(res.accepted, progress, "float64 re-check"), verifier, recheck,
+        lambda need: deadline is None or time.monotonic() + need < deadline,
         threads=max(1, min(RECHECK_THREADS, workers or 1)))
     _add_input_program(program, cfg.target, verifier, accepted)
     timings["float64_recheck"] = time.monotonic() - t

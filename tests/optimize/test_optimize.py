@@ -70,17 +70,26 @@ def test_threaded_recheck_gives_the_sequential_verdicts(result: Any) -> None:
     found += found  # enough to keep several threads busy
     verifier = Verifier(prog, seed=1)
     recheck = FloatRecheck(prog)
-    one = _recheck_all(found, verifier, recheck, lambda: True, threads=1)
-    many = _recheck_all(found, verifier, recheck, lambda: True, threads=4)
+    one = _recheck_all(found, verifier, recheck, lambda s: True, threads=1)
+    many = _recheck_all(found, verifier, recheck, lambda s: True, threads=4)
     assert [(id(o.graph), o.float64_error) for o in one[0]] == \
         [(id(o.graph), o.float64_error) for o in many[0]]
     assert len(one[0]) == len(found) and not one[1] and not one[2] and not many[2]
     calls = iter(range(10**6))
     stop_after = 3  # time runs out after three starts
-    ok, flagged, rest = _recheck_all(found, verifier, recheck, lambda: next(calls) < stop_after,
+    ok, flagged, rest = _recheck_all(found, verifier, recheck, lambda s: next(calls) < stop_after,
                                      threads=4)
     assert [o.graph for o in ok] == [a.graph for a in found[:stop_after]] and not flagged
     assert rest == found[stop_after:]
+    # a re-check that would end past the deadline is not started: the first one's time is
+    # known once it is done, and none fits the budget after it
+    needs: list[float] = []
+
+    def fits(need: float) -> bool:
+        needs.append(need)
+        return need == 0.0
+    ok, _, rest = _recheck_all(found, verifier, recheck, fits, threads=1)
+    assert len(ok) == 1 and rest == found[1:] and needs[1] > 0.0
 
 
 def test_saved_ugraphs_verify_on_the_command_line(result: Any, tmp_path: Path,
