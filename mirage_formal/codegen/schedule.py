@@ -353,7 +353,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       not the largest: a split combine costs the attention loops more than a second wave gains;
     - a 2-stage cp.async ring beside the default's 4 (less shared memory, more blocks per SM);
     - for tensor-core matmuls of more than GEMV_MAX_ROWS rows, unblocked warp tiles
-      (``warp_m = warp_n = 1``) beside :func:`warp_tiles`' register blocking;
+      (``warp_m = warp_n = 1``) beside :func:`warp_tiles`' register blocking (not for a
+      chain, nor the 6-stage ring below: the logged tunings say they never win there);
     - when a matmul streams an iterator tile as B through a loop of >= 4 iterations, a
       6-stage cp.async ring of up to 160 KB (more bytes in flight per block).
 
@@ -431,14 +432,18 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         # a row-wise norm's result read by a tensor-core product: stored as fp16 it is read
         # with ldmatrix (the register chain, if any, kept)
         extra.append(replace(base, half_tiles=True, split=wave if chained else splits[-1]))
-    if any(n.op == "matmul" and n.shape[-2] > GEMV_MAX_ROWS for n in bg.nodes):
+    # (not for a chain: over the 454 and 487 logged tunings of attention μGraphs that tried
+    # them, leaving out the unblocked warp tiles never cost the best anything, the 6-stage ring
+    # at most 1.2% (0.01% on average); two fewer trials per candidate let the GPU stage tune
+    # more candidates: benchmarks/tuning_kinds.py, results/tuning_kinds.md)
+    if not chained and any(n.op == "matmul" and n.shape[-2] > GEMV_MAX_ROWS for n in bg.nodes):
         # the register blocking rule's alternative: one 16x8 tile per warp pass (more warp
         # tiles to share, three fragment reads per product)
         extra.append(replace(base, warp_m=1, warp_n=1, split=splits[-1]))
     streamed = bg.forloop >= 4 and any(
         n.op == "matmul" and n.src[1].op == "iter" and n.src[1].attr("fmap") != -1
         for n in bg.nodes)
-    if streamed:
+    if streamed and not chained:
         # weights streamed through the cp.async ring: a deeper ring (up to 160 KB in flight
         # per block) for the tensor-core path too (the winner's second round tries it at the
         # winner's split)
