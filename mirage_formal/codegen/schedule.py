@@ -269,6 +269,13 @@ def _gemv_threads_ok(bg: BlockGraph, threads: int) -> bool:
 SIMPLE = Schedule(mma=False, prefetch=False, async_copy=False, ldmatrix=False)
 
 
+def chained_matmuls(bg: BlockGraph) -> list[Any]:
+    """The matmuls of ``bg`` whose A operand is computed in the block and also feeds another
+    matmul (attention's exp(QK)·V beside its QK): where a register chain may apply."""
+    return [n for n in bg.nodes if n.op == "matmul" and n.src[0].op not in ("iter", "accum")
+            and any(c.op == "matmul" for c in _consumers(bg, n.src[0]))]
+
+
 def split_ok(bg: BlockGraph, split: int) -> bool:
     """``split`` divides the loop and the block graph has accumulators to combine."""
     if split == 1:
@@ -354,7 +361,7 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     - a 2-stage cp.async ring beside the default's 4 (less shared memory, more blocks per SM);
     - for tensor-core matmuls of more than GEMV_MAX_ROWS rows, unblocked warp tiles
       (``warp_m = warp_n = 1``) beside :func:`warp_tiles`' register blocking (not for a
-      chain, nor the 6-stage ring below: the logged tunings say they never win there);
+      chain kernel: the logged tunings say it never won there by more than 1%);
     - when a matmul streams an iterator tile as B through a loop of >= 4 iterations, a
       6-stage cp.async ring of up to 160 KB (more bytes in flight per block).
 
@@ -398,8 +405,7 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
             if t in gemv_threads:
                 grid.append(replace(base, threads=t, split=s, gemv=True))
     extra: list[Schedule] = []
-    chained = [n for n in bg.nodes if n.op == "matmul" and n.src[0].op not in ("iter", "accum")
-               and any(c.op == "matmul" for c in _consumers(bg, n.src[0]))]
+    chained = chained_matmuls(bg)
     # a chain's variants at the split that fills one wave of SMs (none when the grid does):
     # its combine costs more than a second wave gains (the attention rows' tuned winners on
     # the H100 all split to one wave)
@@ -432,10 +438,10 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         # a row-wise norm's result read by a tensor-core product: stored as fp16 it is read
         # with ldmatrix (the register chain, if any, kept)
         extra.append(replace(base, half_tiles=True, split=wave if chained else splits[-1]))
-    # (not for a chain: over the 454 and 487 logged tunings of attention μGraphs that tried
-    # them, leaving out the unblocked warp tiles never cost the best anything, the 6-stage ring
-    # at most 1.2% (0.01% on average); two fewer trials per candidate let the GPU stage tune
-    # more candidates: benchmarks/tuning_kinds.py, results/tuning_kinds.md)
+    # (not for a chain kernel: over the 369 logged tunings that tried them on one, leaving
+    # them out never cost the best more than 1% (0.01% on average), and a trial fewer per
+    # candidate lets the GPU stage tune more: benchmarks/tuning_kinds.py,
+    # results/tuning_kinds.md)
     if not chained and any(n.op == "matmul" and n.shape[-2] > GEMV_MAX_ROWS for n in bg.nodes):
         # the register blocking rule's alternative: one 16x8 tile per warp pass (more warp
         # tiles to share, three fragment reads per product)
@@ -443,7 +449,7 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     streamed = bg.forloop >= 4 and any(
         n.op == "matmul" and n.src[1].op == "iter" and n.src[1].attr("fmap") != -1
         for n in bg.nodes)
-    if streamed and not chained:
+    if streamed:
         # weights streamed through the cp.async ring: a deeper ring (up to 160 KB in flight
         # per block) for the tensor-core path too (the winner's second round tries it at the
         # winner's split)
