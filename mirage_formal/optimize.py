@@ -275,6 +275,9 @@ class VariantContext:
     recheck: FloatRecheck
     #: the GPU's SM count (which tile widths a split can still spread over the SMs)
     n_sm: int = H100_SMS
+    #: the validation and timing inputs and the program's float64 outputs, drawn once for
+    #: every μGraph the stage tunes (``autotune.tune``'s ``shared``)
+    shared: dict[Any, Any] = field(default_factory=dict)
 
 
 def _kernel_grids(g: KernelGraph) -> tuple[tuple[tuple[int, int, int], int], ...]:
@@ -356,14 +359,15 @@ def _split_fills(g: KernelGraph, n_sm: int) -> bool:
 
 def _tune_one(graph: KernelGraph, program: KernelGraph, seed: int | None,
               estimated_us: float, deadline: float | None = None,
-              start: Any = None) -> Any:
+              start: Any = None, shared: dict[Any, Any] | None = None) -> Any:
     """The first tuning round (``start`` None: ranking candidates, no second round), or the
-    second round from ``start``'s schedules (the winner's)."""
+    second round from ``start``'s schedules (the winner's). ``shared``: the stage's inputs and
+    float64 reference outputs, drawn once for every μGraph (``autotune.tune``)."""
     from mirage_formal.codegen.autotune import tune
 
     # every trial is logged with the μGraph and its estimate: data for the cost model
     return tune(graph, program, seed=seed or 0, deadline=deadline, refine=start is not None,
-                start=start,
+                start=start, shared=shared,
                 context={"ugraph": ugraph_to_json(graph), "estimated_us": estimated_us})
 
 
@@ -408,13 +412,15 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
     best_sched: dict[str, Any] = {}
 
     out_of_time = _StageDeadline(deadline)
+    shared: dict[Any, Any] = variants.shared if variants is not None else {}
     picked = gpu_candidates(accepted, top, program)
     for i, a in enumerate(picked):
         if out_of_time(reserve=1):
             notes.append(f"budget spent: {len(picked) - i} candidate(s) not tuned or timed")
             break
         with out_of_time.step():
-            tuned = _tune_one(a.graph, program, seed, a.cost.seconds * 1e6, deadline)
+            tuned = _tune_one(a.graph, program, seed, a.cost.seconds * 1e6, deadline,
+                              shared=shared)
         if tuned is None:
             a.validation = "no schedule validated"
             notes.append(f"candidate {a.graph.key[:12]} FAILED validation under every schedule "
@@ -458,7 +464,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
     elif win is not None and win.graph.key in best_sched:
         with out_of_time.step():
             tuned = _tune_one(win.graph, program, seed, win.cost.seconds * 1e6, deadline,
-                              start=best_sched[win.graph.key])
+                              start=best_sched[win.graph.key], shared=shared)
         if tuned is not None and win.measured_us is not None and tuned.us < win.measured_us:
             win.measured_us, win.schedule = tuned.us, tuned.describe()
             win.validation = f"{win.validation or 'validated'}; second tuning round {tuned.us:.2f} µs"
@@ -492,7 +498,8 @@ def _measure_variants(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], pro
                 notes.append(f"{kind} variant {v.key[:12]} of {base_key[:12]} failed verification "
                              f"(accepted={verdict.accepted}, float64 error {err:.2g}); not used")
                 continue
-            tuned = _tune_one(v, program, seed, c.seconds * 1e6, out_of_time.deadline)
+            tuned = _tune_one(v, program, seed, c.seconds * 1e6, out_of_time.deadline,
+                              shared=ctx.shared)
             if tuned is None:
                 notes.append(f"{kind} variant {v.key[:12]} of {base_key[:12]} FAILED validation under "
                              "every schedule (a codegen bug; see the tuning log)")

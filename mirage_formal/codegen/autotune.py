@@ -195,13 +195,19 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
          max_per_kernel: int | None = None, cubin_cache: str | None = None,
          context: Mapping[str, Any] | None = None,
          deadline: float | None = None, refine: bool = True,
-         start: Mapping[str, Schedule] | None = None) -> Tuned | None:
+         start: Mapping[str, Schedule] | None = None,
+         shared: dict[Any, Any] | None = None) -> Tuned | None:
     """Tune ``graph``'s schedules on this GPU against ``reference``; None if no variant
     validates (every failure is in the returned trials of the caller's log).
 
     ``refine``: after each kernel's first round, the second (:func:`schedule.refinements`).
     ``start``: skip the cache and the first round; measure these schedules, then refine them
     (how superoptimize gives only its winner the second round).
+
+    ``shared``: a dict the caller keeps across the μGraphs of one program (superoptimize's
+    GPU stage): the validation inputs, the program's float64 outputs and the timing inputs
+    are drawn once for all of them (they depend on the program, the inputs' shapes and the
+    seed only), not once per μGraph.
 
     ``deadline`` (a ``time.monotonic()`` value): once it has passed, no further variant is
     compiled, validated or timed; the best measured so far is returned (the first variant,
@@ -219,8 +225,12 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
     keys = list(bgs)
     trials: list[Trial] = []
     best_compiled: dict[str, CompiledGraph] = {}  # valid variants measured, by schedules
-    memo: dict[Any, Any] = {}  # inputs and float64 reference, shared by every variant
-    timing_inputs: list[Any] = []  # the device inputs every variant is timed on, drawn once
+    # inputs and float64 reference, shared by every variant (and, through ``shared``, by
+    # every μGraph of the program)
+    memo: dict[Any, Any] = shared if shared is not None else {}
+    # the device inputs every variant is timed on, drawn once (per input signature and seed)
+    sig = ("timing inputs", tuple((n.shape, n.dtype) for n in graph.inputs), seed)
+    timing_inputs: list[Any] = memo.setdefault(sig, [])
 
     def late() -> bool:
         return deadline is not None and time.monotonic() >= deadline and bool(best_compiled)

@@ -45,17 +45,39 @@ from mirage_formal.semantics.reference import run_reference
 _FINITE_MAX = {DType.F16: 65504.0, DType.BF16: 3.39e38, DType.F32: 3.4e38}
 
 
-def _overflows(graph: KernelGraph, xs: list[np.ndarray]) -> bool:
-    """True if some kernel-level tensor of ``graph`` leaves half its storage type's range."""
+def _evaluate(graph: KernelGraph, xs: list[np.ndarray]) -> tuple[list[np.ndarray], bool]:
+    """``graph``'s float64 outputs on ``xs``, and whether some kernel-level tensor of it leaves
+    half its storage type's range (one evaluation for both)."""
     memo: dict[Node, object] = {}
     with np.errstate(all="ignore"):
-        run_reference(graph, [x.astype(np.float64) for x in xs], memo)
+        outs = run_reference(graph, [x.astype(np.float64) for x in xs], memo)
     for n, v in memo.items():
         if n.op == INPUT or n.op == "kernel" or not isinstance(v, np.ndarray):
             continue
         if not np.all(np.abs(v) <= 0.5 * _FINITE_MAX[n.dtype]):
-            return True
-    return False
+            return outs, True
+    return outs, False
+
+
+def _overflows(graph: KernelGraph, xs: list[np.ndarray]) -> bool:
+    """True if some kernel-level tensor of ``graph`` leaves half its storage type's range."""
+    return _evaluate(graph, xs)[1]
+
+
+def _program_draw(ref_graph: KernelGraph, graph: KernelGraph, s: int, lo: float, hi: float,
+                  memo: dict[Any, Any] | None) -> tuple[list[np.ndarray], list[np.ndarray], bool]:
+    """Seed ``s``'s inputs for ``graph`` in [lo, hi], the reference program's float64 outputs on
+    them and whether the program overflows there. They depend on the program and the inputs'
+    shapes and dtypes only, so ``memo`` keeps them for every candidate of one program (the
+    GPU stage validates several μGraphs, each under many schedules, against one program)."""
+    key = ("program", ref_graph.key, tuple((n.shape, n.dtype) for n in graph.inputs), s, lo, hi)
+    if memo is not None and key in memo:
+        return memo[key]  # type: ignore[no-any-return]
+    xs = random_device_inputs(graph, np.random.default_rng(s), lo, hi)
+    refs, over = _evaluate(ref_graph, xs)
+    if memo is not None:
+        memo[key] = (xs, refs, over)
+    return xs, refs, over
 
 
 def _tolerance(out: Node) -> float:
@@ -111,8 +133,9 @@ def validate(compiled: CompiledGraph, reference: KernelGraph | None = None, tria
              memo: dict[Any, Any] | None = None) -> ValidationReport:
     """Run ``compiled`` on ``trials`` fresh random inputs and compare with ``reference``
     (default: the compiled graph itself, evaluated in float64). ``memo``: a dict kept by a
-    caller that validates many schedules of one graph with one seed, so the inputs and the
-    float64 reference are computed once (the kernel still runs on every call)."""
+    caller that validates many schedules of one graph, or many graphs of one program, with
+    one seed, so the inputs and the program's float64 outputs are computed once (the kernel
+    still runs on every call, and each graph's own overflow check once per draw)."""
     ref_graph = reference if reference is not None else compiled.graph
     if [n.shape for n in ref_graph.inputs] != [n.shape for n in compiled.graph.inputs]:
         raise MirageError("validate: the reference program's inputs differ from the kernel graph's")
@@ -128,13 +151,15 @@ def validate(compiled: CompiledGraph, reference: KernelGraph | None = None, tria
         if memo is not None and key in memo:
             xs, refs, lo, hi = memo[key]
         else:
+            # halve the range until neither the program nor this graph overflows its fp16
+            # intermediates (the program's part is shared by every graph: _program_draw)
             lo, hi = low, high
             for _ in range(10):
-                xs = random_device_inputs(compiled.graph, np.random.default_rng(s), lo, hi)
-                if not (_overflows(ref_graph, xs) or _overflows(compiled.graph, xs)):
+                xs, refs, over = _program_draw(ref_graph, compiled.graph, s, lo, hi, memo)
+                if not (over or (compiled.graph is not ref_graph
+                                 and _overflows(compiled.graph, xs))):
                     break
                 lo, hi = lo / 2, hi / 2
-            refs = run_reference(ref_graph, [x.astype(np.float64) for x in xs])
             if memo is not None:
                 memo[key] = (xs, refs, lo, hi)
         ranges.append(max(abs(lo), abs(hi)))

@@ -142,6 +142,21 @@ def test_every_registry_op_validates(name: str, dtype: str) -> None:
     assert rep.ok, f"{name} {dtype}: {rep}"
 
 
+def test_validation_shared_across_ugraphs_of_a_program() -> None:
+    """One memo for several μGraphs of one program (superoptimize's GPU stage) gives each the
+    report a memo of its own gives: same inputs, same errors, same ranges."""
+    prog = workloads.program("gqa", 1)
+    graphs = [prog, workloads.handwritten("gqa", 1)]
+    shared: dict[object, object] = {}
+    for g in graphs:
+        cg = compile_graph(g)
+        alone = validate(cg, prog, trials=2, seed=5, memo={})
+        with_shared = validate(cg, prog, trials=2, seed=5, memo=shared)
+        assert alone.ok and with_shared.ok
+        assert (alone.errors, alone.seeds, alone.ranges) == \
+            (with_shared.errors, with_shared.seeds, with_shared.ranges)
+
+
 @pytest.mark.parametrize("name", sorted(workloads.PROGRAMS))
 def test_small_workloads_validate(name: str) -> None:
     small = {"gqa": {"kv": 512}, "mha": {"kv": 512}, "mqa": {"kv": 512, "q": 64},

@@ -57,13 +57,16 @@ def test_variants_are_the_same_structure_with_other_grids_and_verify(result: Any
 
 
 def _fake_tune(times: dict[tuple[Any, ...], float], calls: list[Any] | None = None,
-               second_round: float = 1.0) -> Any:
+               second_round: float = 1.0, shared_seen: list[Any] | None = None) -> Any:
     """A stand-in for the tuner: each μGraph's time by its grids; the second round (``start``
-    given) takes ``second_round`` times as long. ``calls`` records (grids, start)."""
+    given) takes ``second_round`` times as long. ``calls`` records (grids, start),
+    ``shared_seen`` the dict of drawn inputs each call was given."""
     def tune_one(graph: KernelGraph, program: KernelGraph, seed: Any, estimated_us: float,
-                 deadline: float | None = None, start: Any = None) -> Any:
+                 deadline: float | None = None, start: Any = None, shared: Any = None) -> Any:
         if calls is not None:
             calls.append((grids(graph), start))
+        if shared_seen is not None:
+            shared_seen.append(shared)
         us = times.get(grids(graph), 50.0) * (second_round if start is not None else 1.0)
         return SimpleNamespace(us=us, trials=[], compiled=("kernel", graph.key, start is not None),
                                from_cache=False, default_us=None, describe=lambda: "stand-in",
@@ -81,10 +84,14 @@ def test_a_faster_variant_replaces_its_structure_and_a_slower_one_does_not(
     assert len(vs) == 2
     faster, slower = vs[0][0], vs[1][0]
     times = {grids(best.graph): 20.0, grids(faster): 10.0, grids(slower): 30.0}
-    monkeypatch.setattr(opt, "_tune_one", _fake_tune(times))
+    shared_seen: list[Any] = []
+    monkeypatch.setattr(opt, "_tune_one", _fake_tune(times, shared_seen=shared_seen))
     ctx = opt.VariantContext(cfg, Verifier(program(), seed=5), FloatRecheck(program()), n_sm=4)
     ranked, kernel, notes = opt._gpu_rank(program(), accepted, 1, 0, None, ctx)
     assert not [n for n in notes if "FAILED" in n or "failed" in n]
+    # every tuning of the stage (candidates, size variants, the second round) is given the
+    # same dict: the validation inputs and the program's outputs are drawn once
+    assert len(shared_seen) >= 3 and all(d is ctx.shared for d in shared_seen)
     assert ranked[0] is best and best.graph.key == faster.key  # replaced in place
     assert best.measured_us == 10.0 and kernel == ("kernel", faster.key, False)
     assert "size variant" in (best.validation or "")

@@ -1,0 +1,40 @@
+"""The validation inputs and the program's float64 outputs drawn once per program
+(``validate._program_draw``): the same arrays for every μGraph of the program, equal to a fresh
+draw, and one evaluation giving both the outputs and the overflow verdict (no GPU needed)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mirage_formal import workloads
+from mirage_formal.codegen import lowered_graph
+from mirage_formal.codegen.validate import _evaluate, _overflows, _program_draw
+from mirage_formal.semantics.reference import run_reference
+
+
+def test_program_draw_is_shared_and_equals_a_fresh_one() -> None:
+    prog = workloads.program("rmsnorm", 1, rows=2, h=64, n=64)
+    other = lowered_graph(prog)  # another μGraph of the same program: same inputs
+    memo: dict[object, object] = {}
+    xs, refs, over = _program_draw(prog, prog, 7, -0.5, 0.5, memo)
+    again = _program_draw(prog, other, 7, -0.5, 0.5, memo)
+    assert again[0] is xs and again[1] is refs and again[2] is over  # drawn once
+    fresh = _program_draw(prog, other, 7, -0.5, 0.5, None)
+    for a, b in zip(fresh[0], xs, strict=True):
+        assert np.array_equal(a, b)
+    for a, b in zip(fresh[1], refs, strict=True):
+        assert np.array_equal(a, b)
+    assert _program_draw(prog, prog, 8, -0.5, 0.5, memo)[0][0] is not xs[0]  # another seed
+
+
+def test_one_evaluation_gives_outputs_and_overflow() -> None:
+    prog = workloads.program("gqa", 1)
+    rng = np.random.default_rng(3)
+    for scale in (0.5, 40.0):  # exp(QK) overflows fp16 at the larger scale
+        xs = [rng.uniform(-scale, scale, size=n.shape).astype(np.float16) for n in prog.inputs]
+        outs, over = _evaluate(prog, xs)
+        with np.errstate(all="ignore"):
+            want = run_reference(prog, [x.astype(np.float64) for x in xs])
+        assert over == _overflows(prog, xs) == (scale > 1)
+        for a, b in zip(outs, want, strict=True):
+            assert np.array_equal(a, b, equal_nan=True)
