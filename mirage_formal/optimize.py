@@ -559,10 +559,10 @@ def _recheck_all(found: Iterable[Accepted], verifier: Verifier, recheck: FloatRe
     unchecked: list[Accepted] = []
     started: list[tuple[Accepted, Verdict, Future[tuple[float, float]]]] = []
 
-    def timed(g: KernelGraph, output_map: Sequence[int] | None) -> tuple[float, float]:
+    def timed(rc: FloatRecheck, g: KernelGraph, output_map: Sequence[int] | None,
+              ) -> tuple[float, float]:
         t0 = time.monotonic()
-        assert recheck is not None
-        return recheck.error(g, output_map), time.monotonic() - t0
+        return rc.error(g, output_map), time.monotonic() - t0
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
         for a in found:
@@ -572,7 +572,7 @@ def _recheck_all(found: Iterable[Accepted], verifier: Verifier, recheck: FloatRe
                 continue
             # (the verifier stays on this thread)
             v = a.verdict if isinstance(a.verdict, Verdict) else verifier.check(a.graph)
-            started.append((a, v, pool.submit(timed, a.graph, v.output_map)))
+            started.append((a, v, pool.submit(timed, recheck, a.graph, v.output_map)))
             while sum(not f.done() for _, _, f in started) >= threads:
                 wait([f for _, _, f in started if not f.done()], return_when=FIRST_COMPLETED)
     for a, v, f in started:
