@@ -470,16 +470,22 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter):
         if one_wave:
             lines.append("  mf::grid_dep_launch();")
         lines.append("  mf::grid_dep_wait();")
-        for s in steps[:p]:
-            if isinstance(s, Op):  # a loop-invariant op reads tiles the steps above wrote
-                lines.append("  __syncthreads();")
-            lines += self.emit_step(s, "  ")
+        ring: list[str] = []
         for j in range(S - 1 if raw else 0):  # iterations 0..S-2 of the cp.async tiles
             if j < F:
                 for x in raw:
                     if x not in ahead:  # (those went out before the wait, in group 0)
-                        lines += self.emit_cp_async(x, str(j), "  ")
-            lines.append("  mf::cp_async_commit();")
+                        ring += self.emit_cp_async(x, str(j), "  ")
+            ring.append("  mf::cp_async_commit();")
+        # Schedule.ring_first: the ring's copies before the loop-invariant tiles' loads, in
+        # flight while those hold their threads (the ring's buffers live from step 0, so no
+        # pre-loop tile shares their addresses)
+        pre: list[str] = []
+        for s in steps[:p]:
+            if isinstance(s, Op):  # a loop-invariant op reads tiles the steps above wrote
+                pre.append("  __syncthreads();")
+            pre += self.emit_step(s, "  ")
+        lines += ring + pre if self.opts.ring_first else pre + ring
         for st in range(D):
             for x in staged:
                 lines.append(f"  {self.raw_type(x)} pf{self.ids[x]}_{st}[{self.prefetch_regs(x)}];")

@@ -445,6 +445,33 @@ def test_register_chain_rows_per_warp(case: tuple, rows: int) -> None:
     assert _is_cubin(cg.cubin)
 
 
+@pytest.mark.parametrize("case", CHAIN_CASES[:2])
+def test_ring_first_issues_the_ring_before_the_invariant_loads(case: tuple) -> None:
+    """Schedule.ring_first moves the cp.async ring's first stages ahead of the loop-invariant
+    tile loads (attention's Q); by default they follow them. Both compile for sm_90, the
+    kernels differ only in that order, and the tuner's second round offers the flag."""
+    from mirage_formal.codegen import launches
+    from mirage_formal.codegen.schedule import refinements
+
+    prog = attention_loop_program(*case)
+    (la,) = launches(prog, 128)
+    srcs = {}
+    for first in (False, True):
+        cg = compile_graph(prog, arch="sm_90", load=False,
+                           schedules={la.graph.key: Schedule(ring_first=first)})
+        assert _is_cubin(cg.cubin)
+        src = cg.source
+        loop = src.index("for (int it0")
+        ring, invariant = src.index("mf::cp_async16"), src.index("mf::ld_vec")
+        assert ring < loop and invariant < loop
+        assert (ring < invariant) == first
+        srcs[first] = src
+    assert sorted(srcs[False].splitlines()) == sorted(srcs[True].splitlines())
+    assert any(r.ring_first for r in refinements(Schedule(), [Schedule()], la.graph))
+    assert all(r.ring_first for r in refinements(Schedule(ring_first=True),
+                                                 [Schedule(ring_first=True)], la.graph))
+
+
 @pytest.mark.parametrize("case", NORM_CHAIN_CASES)
 def test_normed_operands_take_the_fast_paths(case: tuple, cache: Path) -> None:
     """An rms_norm of a tile that a tensor-core product reads runs one warp per row

@@ -396,7 +396,8 @@ def test_register_chain_validates(case: tuple) -> None:
     (la,) = launches(prog, 128)
     scheds = [Schedule(), Schedule(mma_chain=False), Schedule(half_tiles=True),
               Schedule(async_copy=False), Schedule(threads=256, chain_rows=2),
-              Schedule(threads=256, chain_rows=4), *candidate_schedules(la.graph)]
+              Schedule(threads=256, chain_rows=4), Schedule(ring_first=True),
+              *candidate_schedules(la.graph)]
     if la.graph.forloop % 2 == 0:
         scheds.append(Schedule(split=2))
     for sched in scheds:
