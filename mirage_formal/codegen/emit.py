@@ -393,7 +393,8 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter):
         params.append("float* __restrict__ ws")
         cluster = self.cluster_combine(bufs)
         dims = f"__cluster_dims__({self.split}, 1, 1) " if cluster else ""
-        lines = [f'extern "C" __global__ void {dims}__launch_bounds__({self.T}) {self.name}(',
+        bounds = f"{self.T}, {self.opts.min_blocks}" if self.opts.min_blocks else f"{self.T}"
+        lines = [f'extern "C" __global__ void {dims}__launch_bounds__({bounds}) {self.name}(',
                  "    " + ",\n    ".join(params) + ") {"]
         SP = self.split
         gx, gy, gz = bg.grid

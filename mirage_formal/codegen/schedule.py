@@ -138,6 +138,10 @@ class Schedule:
     #: lora 10.4 -> 9.6 µs, mqa b=1 16.0 -> 15.7, but mqa b=8 42.2 -> 44.6 and gqa b=8 28.3 ->
     #: 28.9; so a second-round trial of the tuner (:func:`refinements`), not a default
     ring_first: bool = False
+    #: ``__launch_bounds__(threads, min_blocks)``: ptxas keeps the registers a thread uses
+    #: low enough for this many blocks per SM (0: no such bound, ptxas's own choice, which
+    #: capped gqa b=1's 128-thread chain kernel at 128 registers with spills in its loop)
+    min_blocks: int = 0
 
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):
@@ -153,6 +157,8 @@ class Schedule:
         if self.threads is not None and not (32 <= self.threads <= 1024 and self.threads % 32 == 0):
             raise GraphError(f"schedule: threads must be a multiple of 32 in [32, 1024], "
                              f"got {self.threads}")
+        if not 0 <= self.min_blocks <= 32:
+            raise GraphError(f"schedule: min_blocks must be in [0, 32], got {self.min_blocks}")
         if self.chain_warps < 0:
             raise GraphError(f"schedule: chain_warps must be >= 0, got {self.chain_warps}")
         if self.chain_rows not in (0, 1, 2, 4):
@@ -384,7 +390,9 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       (``warp_m = warp_n = 1``) beside :func:`warp_tiles`' register blocking (not for a
       chain kernel: the logged tunings say it never won there by more than 1%);
     - when a matmul streams an iterator tile as B through a loop of >= 4 iterations, a
-      6-stage cp.async ring of up to 160 KB (more bytes in flight per block).
+      6-stage cp.async ring of up to 160 KB (more bytes in flight per block);
+    - for a kernel with a register chain, every candidate with ``min_blocks=1`` (ptxas may
+      then give a thread up to 255 registers).
 
     Every one of them carries the L2 evict-first policy when the kernel streams at least
     ``EVICT_FIRST_MIN_BYTES`` it reads once (:func:`streamed_once_bytes`; the tuner measures
@@ -394,7 +402,11 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     The default comes first, then one of each other kind, then the rest of the thread x split
     grid, so that ``limit`` cuts grid points rather than kinds.
     """
-    base = Schedule(evict_first=streamed_once_bytes(bg) >= EVICT_FIRST_MIN_BYTES)
+    # (a kernel with a register chain: no occupancy bound on its registers, min_blocks=1.
+    # Measured on every table winner, two rounds each, H100: the chain kernels 0.5-2.7%
+    # faster (qknorm_gqa b=8 38.0 -> 37.0 µs), the others within noise either way)
+    base = Schedule(evict_first=streamed_once_bytes(bg) >= EVICT_FIRST_MIN_BYTES,
+                    min_blocks=1 if chained_matmuls(bg) else 0)
     blocks = math.prod(bg.grid)
     largest = max((math.prod(n.shape) for n in bg.nodes), default=1)
     threads: list[int | None] = [None]

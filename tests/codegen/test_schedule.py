@@ -15,7 +15,7 @@ BAD: list[tuple[str, Any]] = [
     ("threads", 33), ("threads", 2048), ("split", 0), ("chain_warps", -1), ("gemv_chunk", 0),
     ("gemv_depth", 1), ("warp_m", 3), ("warp_n", 16), ("async_stages", 1),
     ("prefetch_depth", 0), ("prefetch_regs", -1), ("l2_fetch", 64), ("evict_first", 1),
-    ("chain_rows", 3), ("ring_first", 1),
+    ("chain_rows", 3), ("ring_first", 1), ("min_blocks", -1), ("min_blocks", 33),
 ]
 
 
