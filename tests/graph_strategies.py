@@ -285,3 +285,31 @@ FOLD_LOOP_CASES = [
     (2, 256, 4, "rms", 1), (8, 64, 3, "rms", 1), (12, 16, 4, "rms", 1), (4, 128, 4, "mean", 4),
     (16, 32, 2, "sum", 1),
 ]
+
+
+def row_kernel_program(op: str, dtype: str = "f16", rows: int = 4, length: int = 2048,
+                       attrs: dict[str, Any] | None = None) -> mf.KernelGraph:
+    """One loop-free graph-defined kernel of one-row tiles (the shape Schedule.row_registers
+    takes): per block one row of X and Y (rows x length, ``dtype``), each through a sum
+    accumulator (ntrans's kernels have that form); ``op`` applied to them, its rms_norm (eps
+    0.01), scaled by X's row sum and by ``op`` of Y's row mean (a reduction feeding an op of
+    one value), plus X. Grid: one block per row."""
+    from mirage_formal.ir.ops import REGISTRY
+
+    d = REGISTRY[op]
+    g = mf.Graph()
+    x = g.input((rows, length), dtype, "X")
+    y = g.input((rows, length), dtype, "Y")
+    kern = g.kernel([x, y], grid=(rows, 1, 1), forloop=1)
+    xa = kern.accum(kern.iter(x, imap=(0, -1, -1), fmap=-1), kind="sum")
+    ya = kern.accum(kern.iter(y, imap=(0, -1, -1), fmap=-1), kind="sum")
+    e = kern.op(op, *[xa, ya, xa][:d.arity[1]], **(attrs or {}))
+    nrm = kern.op("rms_norm", e, eps=0.01)
+    total = kern.op("sum", xa, axis=1, keepdims=True)
+    avg = kern.op("mean", ya, axis=1, keepdims=True)
+    one = kern.op(op, *[avg, avg, avg][:d.arity[1]], **(attrs or {}))
+    scaled = kern.op("mul", kern.op("mul", nrm, total), one)
+    kern.output(kern.op("add", scaled, xa), omap=(0, -1, -1))
+    outs = kern.build()
+    g.output(*outs)
+    return g.build()

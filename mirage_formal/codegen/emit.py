@@ -42,6 +42,7 @@ from mirage_formal.codegen.cindex import fmt_float, multi_index
 from mirage_formal.codegen.plan import plan_buffers
 from mirage_formal.codegen.print_combine import CombinePrinter
 from mirage_formal.codegen.print_mma import MmaPrinter
+from mirage_formal.codegen.print_row_registers import RowRegisterPrinter
 from mirage_formal.codegen.print_rows import RowPrinter
 from mirage_formal.codegen.printer import TileExpr, ld_vec_fn, st_vec_fn, zeroed_accumulators
 from mirage_formal.codegen.schedule import SIMPLE as SIMPLE
@@ -100,7 +101,7 @@ class EmittedKernel:
         return 4 * (self.ws_floats * math.prod(self.grid) + self.extra_ws_floats)
 
 
-class _Emitter(MmaPrinter, RowPrinter, CombinePrinter):
+class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
     """Prints the kernel a :class:`KernelLayout` describes: the steps, loads, accumulators
     and the kernel's frame here; tensor-core products (:mod:`print_mma`), row reductions,
     norms and gemv (:mod:`print_rows`) and the split combine (:mod:`print_combine`) in their
@@ -379,7 +380,39 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter):
 
 
     # ------------------------------------------------------------ whole kernel
+    def emit_in_registers(self) -> EmittedKernel:
+        """The kernel of a :attr:`Schedule.row_registers` schedule (``print_row_registers``):
+        no shared tiles, no loop; the dependency wait before the first load."""
+        bg = self.bg
+        params = [f"const {dt.c_type}* __restrict__ in{k}" for k, (_, dt) in enumerate(bg.inputs)]
+        params += [f"{o.node.dtype.c_type}* __restrict__ out{k}" for k, o in enumerate(bg.outputs)]
+        params.append("float* __restrict__ ws")
+        one_wave = math.prod(bg.grid) <= ONE_WAVE_BLOCKS
+        body = self.emit_row_registers_body("  ")
+        lines = [f'extern "C" __global__ void {self.launch_bounds()} {self.name}(',
+                 "    " + ",\n    ".join(params) + ") {",
+                 "  const int bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;"]
+        if self.row_reductions:
+            lines.append(f"  __shared__ float mf_red[{2 * (self.T // 32)}];")
+        lines += ["  mf::grid_dep_launch();"] if one_wave else []
+        lines += ["  mf::grid_dep_wait();", *body]
+        lines += [] if one_wave else ["  mf::grid_dep_launch();"]
+        lines.append("}")
+        return EmittedKernel(
+            name=self.name, source="\n".join(lines) + "\n", grid=bg.grid, threads=self.T,
+            smem_bytes=0, ws_floats=0, schedule=self.opts,
+            in_types=tuple(dt for _, dt in bg.inputs),
+            out_types=tuple(o.node.dtype for o in bg.outputs))
+
+    def launch_bounds(self) -> str:
+        """``__launch_bounds__`` with the schedule's threads and, if any, its min_blocks."""
+        if self.opts.min_blocks:
+            return f"__launch_bounds__({self.T}, {self.opts.min_blocks})"
+        return f"__launch_bounds__({self.T})"
+
     def emit(self) -> EmittedKernel:
+        if self.row_registers():
+            return self.emit_in_registers()
         steps, p, q, bufs = self.plan()
         plan = plan_buffers(list(bufs.values()), self.smem_limit // 4)
         if any(bufs[self.buf[n]].space != "smem" for n in self.raw):
@@ -393,8 +426,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter):
         params.append("float* __restrict__ ws")
         cluster = self.cluster_combine(bufs)
         dims = f"__cluster_dims__({self.split}, 1, 1) " if cluster else ""
-        bounds = f"{self.T}, {self.opts.min_blocks}" if self.opts.min_blocks else f"{self.T}"
-        lines = [f'extern "C" __global__ void {dims}__launch_bounds__({bounds}) {self.name}(',
+        lines = [f'extern "C" __global__ void {dims}{self.launch_bounds()} {self.name}(',
                  "    " + ",\n    ".join(params) + ") {"]
         SP = self.split
         gx, gy, gz = bg.grid

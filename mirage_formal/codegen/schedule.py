@@ -29,6 +29,7 @@ from typing import Any
 from mirage_formal.errors import GraphError
 from mirage_formal.ir.graph import BlockGraph
 from mirage_formal.ir.occupancy import loop_splits
+from mirage_formal.ir.ops import REGISTRY
 
 #: streaming multiprocessors of the H100 SXM / H200 (the default target)
 DEFAULT_SM_COUNT = 132
@@ -142,6 +143,11 @@ class Schedule:
     #: low enough for this many blocks per SM (0: no such bound, ptxas's own choice, which
     #: capped gqa b=1's 128-thread chain kernel at 128 registers with spills in its loop)
     min_blocks: int = 0
+    #: a loop-free kernel of one-row tiles (:func:`row_registers_ok`) keeps every tile in
+    #: registers, thread t owning the 8-column chunks t, t + T, ... of each row; threads meet
+    #: only for row reductions (``print_row_registers``) instead of passing every tile
+    #: through shared memory with a barrier around each step
+    row_registers: bool = False
 
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):
@@ -152,6 +158,8 @@ class Schedule:
             raise GraphError(f"schedule: fold_registers must be True or False, got {self.fold_registers!r}")
         if not isinstance(self.ring_first, bool):
             raise GraphError(f"schedule: ring_first must be True or False, got {self.ring_first!r}")
+        if not isinstance(self.row_registers, bool):
+            raise GraphError(f"schedule: row_registers must be True or False, got {self.row_registers!r}")
         if not isinstance(self.evict_first, bool):
             raise GraphError(f"schedule: evict_first must be True or False, got {self.evict_first!r}")
         if self.threads is not None and not (32 <= self.threads <= 1024 and self.threads % 32 == 0):
@@ -266,6 +274,8 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph) -> list[S
             continue
         if r.gemv and not _gemv_threads_ok(bg, r.threads or bg.threads):
             continue
+        if r.row_registers and not row_registers_ok(bg, r.threads or bg.threads):
+            continue
         seen.add(r.key)
         out.append(r)
     return out
@@ -341,6 +351,60 @@ ROWWISE_MAX_ROW = 512
 EVICT_FIRST_MIN_BYTES = 8 << 20
 
 
+#: columns a thread of a :attr:`Schedule.row_registers` kernel owns together (one 16-byte
+#: vector of fp16, two of fp32)
+ROW_CHUNK = 8
+#: ... and the most such chunks per thread of each row tile (registers: 8 floats a chunk)
+ROW_CHUNKS_MAX = 4
+#: the row reductions and elementwise ops a row_registers kernel computes in registers
+ROW_REDUCTIONS = ("rms_norm", "sum", "mean")
+
+
+def row_registers_ok(bg: BlockGraph, threads: int) -> bool:
+    """Whether :attr:`Schedule.row_registers` applies to ``bg`` run by ``threads`` threads: no
+    loop (no split), every tile one row of the same length L (or one value: a reduction of a
+    row, an op of such values), L a multiple of 8·threads with at most ROW_CHUNKS_MAX chunks
+    a thread; nodes are iterators of 2- or 4-byte types whose rows start 16-byte aligned,
+    loop accumulators of a sum or mean (the identity without a loop), elementwise ops,
+    rms_norm and sum or mean over the row; every output a whole row of a 2- or 4-byte type."""
+    if bg.forloop != 1 or not bg.nodes:
+        return False
+    L = max(n.shape[-1] if n.shape else 1 for n in bg.nodes)
+    if L % (ROW_CHUNK * threads) or L // (ROW_CHUNK * threads) > ROW_CHUNKS_MAX:
+        return False
+
+    def row(n: Any) -> bool:
+        return bool(n.shape) and n.shape[-1] == L and math.prod(n.shape[:-1]) == 1
+
+    for n in bg.nodes:
+        one = math.prod(n.shape) == 1
+        if not (row(n) or one):
+            return False
+        if n.op == "iter":
+            shape, dt = bg.inputs[n.attr("input")]
+            if not row(n) or dt.itemsize not in (2, 4) or shape[-1] % ROW_CHUNK:
+                return False
+        elif n.op == "accum":
+            if n.attr("fold") is not None or n.attr("kind") not in ("sum", "mean"):
+                return False
+        elif n.op in ROW_REDUCTIONS:
+            x = n.src[0]
+            if not row(x):
+                return False
+            if n.op == "rms_norm":
+                if not row(n) or any(not row(g) for g in n.src[1:]):
+                    return False
+            elif not one or n.attr("axis") % len(x.shape) != len(x.shape) - 1:
+                return False
+        else:
+            d = REGISTRY.get(n.op)
+            if d is None or not d.elementwise or d.c_expr is None:
+                return False
+            if one and not all(math.prod(s.shape) == 1 for s in n.src):
+                return False
+    return all(row(o.node) and o.node.dtype.itemsize in (2, 4) for o in bg.outputs)
+
+
 def streamed_once_bytes(bg: BlockGraph) -> int:
     """Bytes of the kernel's inputs that it streams and reads once: iterator tiles that change
     with the loop (every iterator of a loop-free kernel) whose input no grid axis of more than
@@ -392,7 +456,9 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     - when a matmul streams an iterator tile as B through a loop of >= 4 iterations, a
       6-stage cp.async ring of up to 160 KB (more bytes in flight per block);
     - for a kernel with a register chain, every candidate with ``min_blocks=1`` (ptxas may
-      then give a thread up to 255 registers).
+      then give a thread up to 255 registers);
+    - for a loop-free kernel of one-row tiles (:func:`row_registers_ok`), every tile in
+      registers (``row_registers``) at each of the thread counts above where it applies.
 
     Every one of them carries the L2 evict-first policy when the kernel streams at least
     ``EVICT_FIRST_MIN_BYTES`` it reads once (:func:`streamed_once_bytes`; the tuner measures
@@ -438,6 +504,10 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
             if t in gemv_threads:
                 grid.append(replace(base, threads=t, split=s, gemv=True))
     extra: list[Schedule] = []
+    # one-row tiles without a loop: every tile in registers, at each thread count that
+    # divides the row into 8-column chunks
+    extra += [replace(base, threads=t, row_registers=True) for t in threads
+              if row_registers_ok(bg, t or bg.threads)]
     chained = chained_matmuls(bg)
     # a chain's variants at the split that fills one wave of SMs (none when the grid does):
     # its combine costs more than a second wave gains (the attention rows' tuned winners on
