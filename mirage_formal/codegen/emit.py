@@ -28,7 +28,8 @@ What is decided before printing (inlining, fusion, raw and fp16 tiles, gemv, the
 steps and buffers) lives in :mod:`layout`; this module prints (block graph, schedule) through
 it: steps, loads, accumulators and the kernel's frame here, tensor-core products in
 :mod:`print_mma`, row reductions, norms and gemv in :mod:`print_rows`, the split combine in
-:mod:`print_combine`, over the shared helpers of :mod:`printer`. Imports ``ir`` and the
+:mod:`print_combine`, one-row kernels kept in registers in :mod:`print_row_registers`, over
+the shared helpers of :mod:`printer`. Imports ``ir`` and the
 planning and printing modules of ``codegen``.
 """
 
