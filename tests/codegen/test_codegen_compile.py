@@ -297,8 +297,12 @@ def test_no_driver_is_compile_only(cache: Path) -> None:
 def test_every_candidate_schedule_compiles(name: str, cache: Path) -> None:
     """The schedules the autotuner may try for the program's kernels and the hand-written
     μGraph (splits forced by pretending the GPU has many SMs; every other one and the last,
-    so each kind — split, gemv, threads, ring depth — is compiled) compile for sm_90."""
+    so each kind — split, gemv, threads, ring depth — is compiled), and its second round's
+    on the first round's default (the policies only that round sets: 256-byte L2 fetches,
+    evict-first, the cluster combine, the ring issued first; then a sample of the
+    combinations), compile for sm_90."""
     from mirage_formal.codegen import Schedule, candidate_schedules, launches
+    from mirage_formal.codegen.schedule import refinements
 
     graphs = [workloads.program(name, 1)]
     if name in workloads.HANDWRITTEN:
@@ -306,7 +310,11 @@ def test_every_candidate_schedule_compiles(name: str, cache: Path) -> None:
     for g in graphs:
         for la in launches(g, 128):
             cands = candidate_schedules(la.graph, sm_count=4096)
-            for sched in {*cands[::2], cands[-1]}:  # a sample that keeps CI in seconds
+            refs = refinements(cands[0], cands, la.graph)
+            policies = [r for r in refs if r.l2_fetch or r.cluster_combine or r.ring_first
+                        or r.evict_first != cands[0].evict_first]
+            # a sample that keeps CI in seconds
+            for sched in {*cands[::2], cands[-1], *policies, *refs[len(policies)::4]}:
                 cg = compile_graph(g, arch="sm_90", load=False, cache=cache,
                                    schedules={la.graph.key: sched})
                 assert cg.kernels and all(isinstance(k.schedule, Schedule) for k in cg.kernels)
