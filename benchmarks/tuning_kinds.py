@@ -34,8 +34,9 @@ from kernel_times import ugraph_from_json  # noqa: E402
 from mirage_formal.codegen.lower import launches  # noqa: E402
 from mirage_formal.codegen.schedule import Schedule, chained_matmuls  # noqa: E402
 
-#: fields that place a kind on the grid rather than make it a kind
-GRID_FIELDS = ("threads", "split", "evict_first", "l2_fetch")
+#: fields that place a kind on the grid rather than make it a kind (``min_blocks``: every
+#: candidate of a chain kernel carries it since the nineteenth session)
+GRID_FIELDS = ("threads", "split", "evict_first", "l2_fetch", "min_blocks")
 
 
 def kind(sched: dict[str, Any]) -> str:
