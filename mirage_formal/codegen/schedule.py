@@ -356,7 +356,7 @@ EVICT_FIRST_MIN_BYTES = 8 << 20
 ROW_CHUNK = 8
 #: ... and the most such chunks per thread of each row tile (registers: 8 floats a chunk)
 ROW_CHUNKS_MAX = 4
-#: the row reductions and elementwise ops a row_registers kernel computes in registers
+#: the row reductions a row_registers kernel computes (beside elementwise ops)
 ROW_REDUCTIONS = ("rms_norm", "sum", "mean")
 
 
