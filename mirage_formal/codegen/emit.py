@@ -299,21 +299,8 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         ex = TileExpr(self, ind + "    ")
         v = ex.val(x, gidx)
         code = ex.code()
-        wide = self.split_rows(na, G, decls, lambda i: [*[i + c.strip() for c in code], f"{i}s += {f(v)};"],
-                               lambda i: [f"{i}{b}[o] {op} s;"], "g", ind)
-        if wide is not None:
-            return wide
-        if G >= 32 and self.warp_ok():
-            W = self.T // 32
-            return [f"{ind}for (int o = threadIdx.x / 32; o < {na}; o += {W}) {{",
-                    *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
-                    f"{ind}  for (int g = threadIdx.x % 32; g < {G}; g += 32) {{", *code,
-                    f"{ind}    s += {f(v)};", f"{ind}  }}", f"{ind}  s = mf::warp_sum(s);",
-                    f"{ind}  if (threadIdx.x % 32 == 0) {b}[o] {op} s;", f"{ind}}}"]
-        return [*self.block_loop("o", na, ind),
-                *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
-                f"{ind}  for (int g = 0; g < {G}; ++g) {{", *code,
-                f"{ind}    s += {f(v)};", f"{ind}  }}", f"{ind}  {b}[o] {op} s;", f"{ind}}}"]
+        return self.reduce_rows(na, G, decls, lambda i: [*[i + c.strip() for c in code], f"{i}s += {f(v)};"],
+                                lambda i: [f"{i}{b}[o] {op} s;"], "g", ind)
 
     def fold_rows(self, a: Node, ind: str) -> tuple[list[str], str]:
         """The opening lines of the loop over the rows of register fold ``a`` that this thread
@@ -385,14 +372,9 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         """The kernel of a :attr:`Schedule.row_registers` schedule (``print_row_registers``):
         no shared tiles, no loop; the dependency wait before the first load."""
         bg = self.bg
-        params = [f"const {dt.c_type}* __restrict__ in{k}" for k, (_, dt) in enumerate(bg.inputs)]
-        params += [f"{o.node.dtype.c_type}* __restrict__ out{k}" for k, o in enumerate(bg.outputs)]
-        params.append("float* __restrict__ ws")
         one_wave = math.prod(bg.grid) <= ONE_WAVE_BLOCKS
         body = self.emit_row_registers_body("  ")
-        lines = [f'extern "C" __global__ void {self.launch_bounds()} {self.name}(',
-                 "    " + ",\n    ".join(params) + ") {",
-                 "  const int bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;"]
+        lines = [*self.signature(), "  const int bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;"]
         if self.row_reductions:
             lines.append(f"  __shared__ float mf_red[{2 * (self.T // 32)}];")
         lines += ["  mf::grid_dep_launch();"] if one_wave else []
@@ -405,11 +387,18 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
             in_types=tuple(dt for _, dt in bg.inputs),
             out_types=tuple(o.node.dtype for o in bg.outputs))
 
-    def launch_bounds(self) -> str:
-        """``__launch_bounds__`` with the schedule's threads and, if any, its min_blocks."""
-        if self.opts.min_blocks:
-            return f"__launch_bounds__({self.T}, {self.opts.min_blocks})"
-        return f"__launch_bounds__({self.T})"
+    def signature(self, dims: str = "") -> list[str]:
+        """The kernel's first lines: ``__launch_bounds__`` with the schedule's threads (and
+        min_blocks, if any), the inputs, outputs and workspace pointers; ``dims``: a
+        ``__cluster_dims__`` prefix."""
+        bg = self.bg
+        params = [f"const {dt.c_type}* __restrict__ in{k}" for k, (_, dt) in enumerate(bg.inputs)]
+        params += [f"{o.node.dtype.c_type}* __restrict__ out{k}" for k, o in enumerate(bg.outputs)]
+        params.append("float* __restrict__ ws")
+        mb = self.opts.min_blocks
+        bounds = f"__launch_bounds__({self.T}, {mb})" if mb else f"__launch_bounds__({self.T})"
+        return [f'extern "C" __global__ void {dims}{bounds} {self.name}(',
+                "    " + ",\n    ".join(params) + ") {"]
 
     def emit(self) -> EmittedKernel:
         if self.row_registers():
@@ -422,13 +411,8 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
             steps, p, q, bufs = self.plan()
             plan = plan_buffers(list(bufs.values()), self.smem_limit // 4)
         bg = self.bg
-        params = [f"const {dt.c_type}* __restrict__ in{k}" for k, (_, dt) in enumerate(bg.inputs)]
-        params += [f"{o.node.dtype.c_type}* __restrict__ out{k}" for k, o in enumerate(bg.outputs)]
-        params.append("float* __restrict__ ws")
         cluster = self.cluster_combine(bufs)
-        dims = f"__cluster_dims__({self.split}, 1, 1) " if cluster else ""
-        lines = [f'extern "C" __global__ void {dims}{self.launch_bounds()} {self.name}(',
-                 "    " + ",\n    ".join(params) + ") {"]
+        lines = self.signature(f"__cluster_dims__({self.split}, 1, 1) " if cluster else "")
         SP = self.split
         gx, gy, gz = bg.grid
         if SP > 1:

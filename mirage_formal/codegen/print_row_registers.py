@@ -57,6 +57,10 @@ class RowRegisterPrinter(TilePrinter):
         def operand(s: Node) -> str:
             return reg[s] if s in scalar else f"{reg[s]}[k][j]"
 
+        def each_chunk(body: list[str]) -> list[str]:  # the thread's chunks, column c first
+            return [f"{ind}#pragma unroll", f"{ind}for (int k = 0; k < {K}; ++k) {{",
+                    f"{ind}  const int c = {col};", *[f"{ind}  {b}" for b in body], f"{ind}}}"]
+
         def each_value(body: list[str]) -> list[str]:
             return [f"{ind}#pragma unroll", f"{ind}for (int k = 0; k < {K}; ++k) {{",
                     f"{ind}  #pragma unroll", f"{ind}  for (int j = 0; j < {ROW_CHUNK}; ++j) {{",
@@ -86,11 +90,8 @@ class RowRegisterPrinter(TilePrinter):
             reg[n] = name
             _, dt = bg.inputs[n.attr("input")]
             ref = self.iter_ref(n, self._col_index(n, "c"))
-            lines += [f"{ind}float {name}[{K}][{ROW_CHUNK}];", f"{ind}#pragma unroll",
-                      f"{ind}for (int k = 0; k < {K}; ++k) {{", f"{ind}  const int c = {col};",
-                      *[f"{ind}  {x}" for x in self._chunk_io("mf::ld_vec", ref, f"{name}[k]",
-                                                             dt.itemsize)],
-                      f"{ind}}}"]
+            lines += [f"{ind}float {name}[{K}][{ROW_CHUNK}];",
+                      *each_chunk(self._chunk_io("mf::ld_vec", ref, f"{name}[k]", dt.itemsize))]
         for n in bg.nodes:
             if n.op == ITER:
                 continue
@@ -132,10 +133,6 @@ class RowRegisterPrinter(TilePrinter):
         for k_out, o in enumerate(bg.outputs):
             n = o.node
             ref = self.out_ref(k_out, self._col_index(n, "c"))
-            lines += [f"{ind}#pragma unroll", f"{ind}for (int k = 0; k < {K}; ++k) {{",
-                      f"{ind}  const int c = {col};",
-                      *[f"{ind}  {x}" for x in self._chunk_io("mf::st_vec", ref, f"{reg[n]}[k]",
-                                                             n.dtype.itemsize)],
-                      f"{ind}}}"]
+            lines += each_chunk(self._chunk_io("mf::st_vec", ref, f"{reg[n]}[k]", n.dtype.itemsize))
         return lines
 

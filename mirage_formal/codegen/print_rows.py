@@ -51,6 +51,28 @@ class RowPrinter(TilePrinter):
                 f"{ind}  for (int k = 0; k < {S}; ++k) s += mf_red[o * {S} + k];",
                 *store(ind + "  "), f"{ind}}}"]
 
+    def reduce_rows(self, rows: int, R: int, decls: list[str], inner: Callable[[str], list[str]],
+                    store: Callable[[str], list[str]], var: str, ind: str) -> list[str]:
+        """Sum ``rows`` rows of ``R`` terms into ``s`` and ``store(ind)`` it for row ``o``:
+        several warps a row (:meth:`split_rows`), else a warp a row (lanes striding over the
+        terms, a shuffle sum, lane 0 stores), else a thread a row. ``inner(ind)`` adds the
+        terms at column ``var`` into ``s``."""
+        wide = self.split_rows(rows, R, decls, inner, store, var, ind)
+        if wide is not None:
+            return wide
+        if R >= 32 and self.warp_ok():
+            W = self.T // 32
+            return [f"{ind}for (int o = threadIdx.x / 32; o < {rows}; o += {W}) {{",
+                    *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
+                    f"{ind}  for (int {var} = threadIdx.x % 32; {var} < {R}; {var} += 32) {{",
+                    *inner(ind + "    "), f"{ind}  }}", f"{ind}  s = mf::warp_sum(s);",
+                    f"{ind}  if (threadIdx.x % 32 == 0) {{", *store(ind + "    "), f"{ind}  }}",
+                    f"{ind}}}"]
+        return [*self.block_loop("o", rows, ind),
+                *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
+                f"{ind}  for (int {var} = 0; {var} < {R}; ++{var}) {{", *inner(ind + "    "),
+                f"{ind}  }}", *store(ind + "  "), f"{ind}}}"]
+
     def emit_reduce(self, n: Node, ind: str) -> list[str]:
         x = n.src[0]
         xb = self.buf[x]
@@ -65,21 +87,8 @@ class RowPrinter(TilePrinter):
             xi.insert(ax, "r")
         dst = self.buf[n]
         no = math.prod(n.shape)
-        wide = self.split_rows(no, R, decls, lambda i: [f"{i}s += {xb}[{self.addr(x, xi)}];"],
-                               lambda i: [f"{i}{dst}[o] = s{scale};"], "r", ind)
-        if wide is not None:
-            return wide
-        if R >= 32 and self.warp_ok():
-            W = self.T // 32
-            return [f"{ind}for (int o = threadIdx.x / 32; o < {no}; o += {W}) {{",
-                    *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
-                    f"{ind}  for (int r = threadIdx.x % 32; r < {R}; r += 32) s += {xb}[{self.addr(x, xi)}];",
-                    f"{ind}  s = mf::warp_sum(s);",
-                    f"{ind}  if (threadIdx.x % 32 == 0) {dst}[o] = s{scale};", f"{ind}}}"]
-        return [*self.block_loop("o", no, ind),
-                *[ind + "  " + d for d in decls], f"{ind}  float s = 0.f;",
-                f"{ind}  for (int r = 0; r < {R}; ++r) s += {xb}[{self.addr(x, xi)}];",
-                f"{ind}  {dst}[o] = s{scale};", f"{ind}}}"]
+        return self.reduce_rows(no, R, decls, lambda i: [f"{i}s += {xb}[{self.addr(x, xi)}];"],
+                                lambda i: [f"{i}{dst}[o] = s{scale};"], "r", ind)
 
     def rms_vec_group(self, n: Node) -> int:
         """Lanes per row when row-wise rms_norm ``n`` moves 16-byte vectors (8 values per lane

@@ -471,8 +471,9 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     # (a kernel with a register chain: no occupancy bound on its registers, min_blocks=1.
     # Measured on every table winner, two rounds each, H100: the chain kernels 0.5-2.7%
     # faster (qknorm_gqa b=8 38.0 -> 37.0 µs), the others within noise either way)
+    chained = chained_matmuls(bg)
     base = Schedule(evict_first=streamed_once_bytes(bg) >= EVICT_FIRST_MIN_BYTES,
-                    min_blocks=1 if chained_matmuls(bg) else 0)
+                    min_blocks=1 if chained else 0)
     blocks = math.prod(bg.grid)
     largest = max((math.prod(n.shape) for n in bg.nodes), default=1)
     threads: list[int | None] = [None]
@@ -508,7 +509,6 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     # divides the row into 8-column chunks
     extra += [replace(base, threads=t, row_registers=True) for t in threads
               if row_registers_ok(bg, t or bg.threads)]
-    chained = chained_matmuls(bg)
     # a chain's variants at the split that fills one wave of SMs (none when the grid does):
     # its combine costs more than a second wave gains (the attention rows' tuned winners on
     # the H100 all split to one wave)
