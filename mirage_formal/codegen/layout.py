@@ -348,14 +348,21 @@ class KernelLayout:
 
     def _half_ok(self, n: Node) -> bool:
         """Tile ``n`` can be stored as fp16 (Schedule.half_tiles): a materialized elementwise
-        result (or a matmul epilogue's), or a row-wise rms_norm's, with rows of 8-half
+        result (or a matmul epilogue's), a row-wise rms_norm's, or a tensor-core matmul's own
+        fp16 product (no epilogue: lora's A·B, which X·(A·B) reads as B), with rows of 8-half
         multiples, no output, read only by accumulators and by tensor-core matmuls (an
-        elementwise result as operand A, an rms_norm's as either operand)."""
+        elementwise result as operand A, a norm's or a product's as either operand)."""
         if (not self.opts.half_tiles or n.op == ITER or n in self.inline or n in self.out_nodes
                 or n in self.chain_nodes):
             return False
         norm = self.rms_rowwise(n)
-        if not norm and (n.op not in REGISTRY or not REGISTRY[n.op].elementwise or n in self.fused):
+        # a product stored from its fragments as half2 pairs (its dtype is fp16: the rounding
+        # the program itself has)
+        product = (n.op == "matmul" and n.dtype is DType.F16 and self._mma(n)
+                   and n not in self.fused and n not in self.epi)
+        either = norm or product  # (read as A or as B)
+        if not either and (n.op not in REGISTRY or not REGISTRY[n.op].elementwise
+                           or n in self.fused):
             return False
         if len(n.shape) < 2 or n.shape[-1] % 8 or n.shape[-1] < 16:
             return False
@@ -364,7 +371,7 @@ class KernelLayout:
         def reads(c: Node) -> bool:
             if not self._mma(c) or c in self.epi or c.src[0] is c.src[1]:
                 return False
-            return c.src[0] is n or (norm and c.src[1] is n)
+            return c.src[0] is n or (either and c.src[1] is n)
 
         return bool(cs) and any(c.op == "matmul" for c in cs) and all(
             c.op == "accum" or reads(c) for c in cs)

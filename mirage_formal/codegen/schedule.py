@@ -437,7 +437,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       counts that let it (a multiple of N/8 and of 32) when neither the block's own nor 256
       is one;
     - when a matmul reads a row-wise rms_norm's tile (rows of at most 512): that tile as fp16
-      (``half_tiles``, the register chain kept);
+      (``half_tiles``, the register chain kept); when one reads another matmul's product (no
+      chain): that product as fp16 (``half_tiles``);
     - when a matmul reads a computed tile as A (attention's exp(QK)·V): fp16 intermediate
       tiles (``half_tiles``, without the register chain) tried first, and, when the block
       has more warps than 16-row tiles, a block of one warp per row tile and the widest block
@@ -541,6 +542,11 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         # a row-wise norm's result read by a tensor-core product: stored as fp16 it is read
         # with ldmatrix (the register chain, if any, kept)
         extra.append(replace(base, half_tiles=True, split=wave if chained else splits[-1]))
+    if not chained and any(n.op == "matmul" and any(s.op == "matmul" for s in n.src)
+                           for n in bg.nodes):
+        # a product read by another tensor-core product (lora's X·(A·B)): stored as fp16 it
+        # is read with ldmatrix instead of as scalar pairs of an fp32 tile
+        extra.append(replace(base, half_tiles=True))
     # (not for a chain kernel: over the 369 logged tunings that tried them on one, leaving
     # them out never cost the best more than 1% (0.01% on average), and a trial fewer per
     # candidate lets the GPU stage tune more: benchmarks/tuning_kinds.py,
