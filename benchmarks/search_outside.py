@@ -116,11 +116,25 @@ def exp_bmm(b: int = 1) -> KernelGraph:
     return g.build()
 
 
+def lora_residual(b: int = 1) -> KernelGraph:
+    """A rank-32 adapter with a residual: X·W + (X·A)·B + R, X (32b, 1024), W (1024, 2048),
+    A (1024, 32), B (32, 2048): lora's shape of program at other sizes, with a third term
+    (twentieth session: the search may multiply X by A·B, a product another product reads)."""
+    g = mf.Graph()
+    x = g.input((32 * b, 1024), "f16", "X")
+    w = g.input((1024, 2048), "f16", "W")
+    a = g.input((1024, 32), "f16", "A")
+    bb = g.input((32, 2048), "f16", "B")
+    r = g.input((32 * b, 2048), "f16", "R")
+    g.output(g.add(g.add(g.matmul(x, w), g.matmul(g.matmul(x, a), bb)), r))
+    return g.build()
+
+
 PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "scaled_attention": scaled_attention, "layernorm_matmul": layernorm_matmul,
     "norm_gain_matmul": norm_gain_matmul, "swish_matmul": swish_matmul,
     "sigmoid_gated_mlp": sigmoid_gated_mlp, "gelu_gated_mlp": gelu_gated_mlp, "exp_bmm": exp_bmm,
-    "partial_tile_attention": partial_tile_attention,
+    "partial_tile_attention": partial_tile_attention, "lora_residual": lora_residual,
 }
 
 
