@@ -105,13 +105,9 @@ class EmittedKernel:
 class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
     """Prints the kernel a :class:`KernelLayout` describes: the steps, loads, accumulators
     and the kernel's frame here; tensor-core products (:mod:`print_mma`), row reductions,
-    norms and gemv (:mod:`print_rows`) and the split combine (:mod:`print_combine`) in their
-    own modules, over the shared helpers of :class:`printer.TilePrinter`."""
-
-
-
-
-
+    norms and gemv (:mod:`print_rows`), the split combine (:mod:`print_combine`) and one-row
+    kernels kept in registers (:mod:`print_row_registers`) in their own modules, over the
+    shared helpers of :class:`printer.TilePrinter`."""
 
     def reads_only(self, step: Step) -> frozenset[str]:
         """The buffers ``step`` reads and does not write: its operand tiles (through inlined
@@ -185,8 +181,6 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                 *[ind + "    " + d for d in decls],
                 f"{ind}    pf{self.ids[n]}_{stage}[p] = {self.raw_load(n, ref)};", f"{ind}  }}",
                 f"{ind}}}"]
-
-
 
     def raw_type(self, n: Node) -> str:
         """The register type of one raw vector of iterator tile ``n``."""
@@ -343,29 +337,6 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         return [*head, f"{ind}  const float s = mf::warp_sum({r}[0]);",
                 f"{ind}  if (threadIdx.x % 32 == 0) mf_red[threadIdx.x / 32] = s;", f"{ind}}} }}",
                 *self.add_warp_sums(na, fm.share, [], lambda i: [f"{i}{b}[o] = s;"], ind)]
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
     # ------------------------------------------------------------ whole kernel
     def emit_in_registers(self) -> EmittedKernel:

@@ -47,6 +47,11 @@ def gemv_rows_ok(rows: int, threads: int) -> bool:
     return rows <= 8 or (rows <= GEMV_MAX_ROWS and threads <= GEMV_WIDE_THREADS)
 
 
+#: the schedule's on/off fields that must be given as True or False (a 0/1 or a string from a
+#: hand-edited file is refused, not silently taken)
+_CHECKED_FLAGS = ("cluster_combine", "fold_registers", "ring_first", "row_registers", "evict_first")
+
+
 @dataclass(frozen=True)
 class Schedule:
     """How one block graph runs on the GPU; every combination computes the same function.
@@ -152,16 +157,10 @@ class Schedule:
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):
             raise GraphError(f"schedule: l2_fetch must be 0, 128 or 256, got {self.l2_fetch}")
-        if not isinstance(self.cluster_combine, bool):
-            raise GraphError(f"schedule: cluster_combine must be True or False, got {self.cluster_combine!r}")
-        if not isinstance(self.fold_registers, bool):
-            raise GraphError(f"schedule: fold_registers must be True or False, got {self.fold_registers!r}")
-        if not isinstance(self.ring_first, bool):
-            raise GraphError(f"schedule: ring_first must be True or False, got {self.ring_first!r}")
-        if not isinstance(self.row_registers, bool):
-            raise GraphError(f"schedule: row_registers must be True or False, got {self.row_registers!r}")
-        if not isinstance(self.evict_first, bool):
-            raise GraphError(f"schedule: evict_first must be True or False, got {self.evict_first!r}")
+        for name in _CHECKED_FLAGS:
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise GraphError(f"schedule: {name} must be True or False, got {value!r}")
         if self.threads is not None and not (32 <= self.threads <= 1024 and self.threads % 32 == 0):
             raise GraphError(f"schedule: threads must be a multiple of 32 in [32, 1024], "
                              f"got {self.threads}")
