@@ -314,6 +314,40 @@ def variants_to_measure(config: SearchConfig, graph: KernelGraph,
     return cheap + spread
 
 
+#: after the size variants, the fastest structures walk their sizes by measurement: each step
+#: measures this many of the sizes near the current best (``space.size_distance`` at most
+#: WALK_RADIUS: halve or double one or two of a kernel's grid axes and loop range), cheapest
+#: by the cost model first, and moves to the fastest while a step finds a faster one. The cost
+#: model misranks neighbouring sizes most (gqa b=1: Mirage's attention-plus-combine μGraph at
+#: 64-row query tiles and 16 KV splits runs 11.1-11.9 µs on our codegen; the model ranks 16-row
+#: tiles first and the stage measured only those)
+WALK_WIDTH = 3
+WALK_RADIUS = 2.0
+
+
+def _looping_sizes(g: KernelGraph) -> tuple[tuple[tuple[int, int, int], int], ...]:
+    """(grid, loop range) of ``g``'s looping kernels (of every kernel when none loops): the
+    sizes a walk step tells apart (a split combine's grid barely moves the time)."""
+    sizes = _kernel_grids(g)
+    return tuple(s for s in sizes if s[1] > 1) or sizes
+
+
+def walk_step(config: SearchConfig, graph: KernelGraph, tried: set[str],
+              width: int = WALK_WIDTH, radius: float = WALK_RADIUS) -> list[tuple[KernelGraph, Cost]]:
+    """Up to ``width`` size variants of ``graph`` near its own sizes (``radius``), none of
+    ``tried`` (graph keys), one per sizes of its looping kernels, cheapest first."""
+    step: list[tuple[KernelGraph, Cost]] = []
+    taken = {_looping_sizes(graph)}
+    for v, c in ranked_variants(config, graph, radius=radius):
+        if v.key in tried or _looping_sizes(v) in taken:
+            continue
+        taken.add(_looping_sizes(v))
+        step.append((v, c))
+        if len(step) == width:
+            break
+    return step
+
+
 #: the GPU stage also measures this many structures at their cheapest size whose grid alone
 #: fills the SMs (no loop split): the cost model ranks a loop split by the schedule (S x the
 #: blocks, fp32 partials and a serial combine) against a loop split by the grid (inputs re-read
@@ -355,6 +389,13 @@ def _blocks(g: KernelGraph) -> int:
 def _split_fills(g: KernelGraph, n_sm: int) -> bool:
     """Every looping kernel of ``g`` reaches ``n_sm`` blocks when split (at most F/2 ways)."""
     return all(math.prod(gr) * max(1, f // 2) >= n_sm for gr, f in _kernel_grids(g) if f > 1)
+
+
+def _fastest_measured(accepted: Sequence[Optimized], program: KernelGraph,
+                      n: int = GPU_VARIANT_STRUCTURES) -> list[Optimized]:
+    """The ``n`` fastest measured structures, the input program's own lowering left out."""
+    return sorted((a for a in accepted if a.measured_us is not None and a.graph.key != program.key),
+                  key=lambda a: a.measured_us or 0.0)[:n]
 
 
 def _tune_one(graph: KernelGraph, program: KernelGraph, seed: int | None,
@@ -441,8 +482,11 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
     if variants is not None:
         ctx = variants
 
+        tried: set[str] = {a.graph.key for a in accepted}
+
         def measure(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], kind: str) -> None:
             nonlocal best_us, best_cg
+            tried.update(v.key for v, _ in vcs)
             cg, us, more = _measure_variants(a, vcs, program, seed, ctx, out_of_time, best_sched,
                                              kind)
             notes.extend(more)
@@ -451,10 +495,17 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
 
         for a, v, c in grid_filling_variants(ctx.config, accepted, n_sm=ctx.n_sm):
             measure(a, [(v, c)], "grid-filling size")
-        fastest = sorted((a for a in accepted if a.measured_us is not None and a.graph.key != program.key),
-                         key=lambda a: a.measured_us or 0.0)[:GPU_VARIANT_STRUCTURES]
-        for a in fastest:
+        for a in _fastest_measured(accepted, program):
             measure(a, variants_to_measure(ctx.config, a.graph, n_sm=ctx.n_sm), "size")
+        for a in _fastest_measured(accepted, program):  # walk each one's sizes while a step finds a faster one
+            while not out_of_time(reserve=1):
+                before = a.measured_us
+                step = walk_step(ctx.config, a.graph, tried)
+                if not step:
+                    break
+                measure(a, step, "walk")
+                if a.measured_us is None or before is None or a.measured_us >= before:
+                    break
     # the winner alone gets the tuner's second round (every kind of choice on its threads
     # and split): the first round ranks, the second polishes one μGraph
     win = min((a for a in accepted if a.measured_us is not None), key=lambda a: a.measured_us or 0.0,

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import random
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -660,16 +661,32 @@ class Enumerator:
         return size_variants(self.cfg, graph)
 
 
-def size_variants(cfg: SearchConfig, graph: KernelGraph) -> Iterator[KernelGraph]:
+def size_distance(own: tuple[tuple[int, int, int], int], other: tuple[tuple[int, int, int], int]) -> float:
+    """How far apart two sizes (grid, loop range) of one kernel are: the sum over the grid
+    axes and the loop range of |log2(new / old)|. Halving the query tiles' rows is 1; moving a
+    factor of two from the loop range to a grid axis (twice the KV splits, each half as long)
+    is 2."""
+    (g0, f0), (g1, f1) = own, other
+    return sum(abs(math.log2(b / a)) for a, b in zip(g0, g1, strict=True)) + abs(math.log2(f1 / f0))
+
+
+def size_variants(cfg: SearchConfig, graph: KernelGraph,
+                  radius: float | None = None) -> Iterator[KernelGraph]:
     """``graph`` rebuilt with every choice of grid sizes and loop ranges from the space
     ``cfg`` (the axes and loops it uses stay used), at most ``cfg.max_variants``: ``graph``
     itself first, then in a fixed pseudo-random order per kernel (seeded by the graph's key),
     so a cut-off list samples every kernel's every axis (a nested product cut at 256 kept the
     first kernel's first sizes: gqa's cheapest size of a structure estimated 25.1 µs instead of
-    22.9)."""
-    kernels = [n for n in graph.nodes if n.op not in (INPUT, GET)]
+    22.9).
 
-    def rec(j: int, memo: dict[Node, Node]) -> Iterator[dict[Node, Node]]:
+    With ``radius``, only the sizes near ``graph``'s own: the :func:`size_distance` of every
+    kernel's size from its own, summed over the kernels, at most ``radius``, and ``graph``
+    itself left out (the neighbourhood a measured walk over sizes steps through; a cut-off list
+    of every variant can miss it whole)."""
+    kernels = [n for n in graph.nodes if n.op not in (INPUT, GET)]
+    budget = math.inf if radius is None else radius
+
+    def rec(j: int, memo: dict[Node, Node], left: float = budget) -> Iterator[dict[Node, Node]]:
         if j == len(kernels):
             yield memo
             return
@@ -681,7 +698,7 @@ def size_variants(cfg: SearchConfig, graph: KernelGraph) -> Iterator[KernelGraph
                 memo2[n] = make_op(n.op, srcs, n.attr_dict, KERNEL)
             except GraphError:
                 return
-            yield from rec(j + 1, memo2)
+            yield from rec(j + 1, memo2, left)
             return
         bg: BlockGraph = n.attr("graph")
         iters = [b for b in bg.nodes if b.op == ITER]
@@ -704,6 +721,9 @@ def size_variants(cfg: SearchConfig, graph: KernelGraph) -> Iterator[KernelGraph
         rest = [c for c in combos if c != own]
         random.Random(f"{graph.key}:{j}").shuffle(rest)
         for (gx, gy, gz), f in ([own] if own in combos else []) + rest:
+            step = size_distance(own, ((gx, gy, gz), f)) if radius is not None else 0.0
+            if step > left + 1e-9:
+                continue
             nb = _rebuild_block(bg, srcs, (gx, gy, gz), f)
             if nb is None:
                 continue
@@ -713,10 +733,15 @@ def size_variants(cfg: SearchConfig, graph: KernelGraph) -> Iterator[KernelGraph
                 if old is not None:
                     memo2[old] = new
             memo2[n] = gets[0]
-            yield from rec(j + 1, memo2)
+            yield from rec(j + 1, memo2, left - step)
 
-    for count, memo in enumerate(rec(0, {}), 1):
-        yield KernelGraph(graph.inputs, tuple(memo.get(o, o) for o in graph.outputs))
+    count = 0
+    for memo in rec(0, {}):
+        v = KernelGraph(graph.inputs, tuple(memo.get(o, o) for o in graph.outputs))
+        if radius is not None and v.key == graph.key:
+            continue
+        yield v
+        count += 1
         if count >= cfg.max_variants:
             return
 

@@ -148,13 +148,14 @@ class SearchState:
         return sorted(self.accepted.values(), key=lambda a: (a.cost.seconds, a.graph.key))
 
 
-def ranked_variants(cfg: SearchConfig, rep: KernelGraph,
-                    stats: Stats | None = None) -> list[tuple[KernelGraph, Cost]]:
+def ranked_variants(cfg: SearchConfig, rep: KernelGraph, stats: Stats | None = None,
+                    radius: float | None = None) -> list[tuple[KernelGraph, Cost]]:
     """The size variants of ``rep`` (``space.size_variants``: every grid size and loop range of
-    the space ``cfg``) that fit in shared memory, cheapest first by the analytic cost (ties:
-    graph key). All compute ``rep``'s function; they differ in tiles and blocks only."""
+    the space ``cfg``; with ``radius``, only those near ``rep``'s own sizes, ``rep`` left
+    out) that fit in shared memory, cheapest first by the analytic cost (ties: graph key). All
+    compute ``rep``'s function; they differ in tiles and blocks only."""
     ranked: list[tuple[float, str, KernelGraph, Cost]] = []
-    for v in size_variants(cfg, rep):
+    for v in size_variants(cfg, rep, radius):
         if stats is not None:
             stats.variants += 1
         if any(smem_bytes(n.attr("graph")) > cfg.smem_limit for n in v.nodes if n.op == KERNEL_OP):

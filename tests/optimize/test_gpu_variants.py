@@ -57,17 +57,18 @@ def test_variants_are_the_same_structure_with_other_grids_and_verify(result: Any
 
 
 def _fake_tune(times: dict[tuple[Any, ...], float], calls: list[Any] | None = None,
-               second_round: float = 1.0, shared_seen: list[Any] | None = None) -> Any:
-    """A stand-in for the tuner: each μGraph's time by its grids; the second round (``start``
-    given) takes ``second_round`` times as long. ``calls`` records (grids, start),
+               second_round: float = 1.0, shared_seen: list[Any] | None = None,
+               key: Any = grids) -> Any:
+    """A stand-in for the tuner: each μGraph's time by ``key`` (its grids); the second round
+    (``start`` given) takes ``second_round`` times as long. ``calls`` records (key, start),
     ``shared_seen`` the dict of drawn inputs each call was given."""
     def tune_one(graph: KernelGraph, program: KernelGraph, seed: Any, estimated_us: float,
                  deadline: float | None = None, start: Any = None, shared: Any = None) -> Any:
         if calls is not None:
-            calls.append((grids(graph), start))
+            calls.append((key(graph), start))
         if shared_seen is not None:
             shared_seen.append(shared)
-        us = times.get(grids(graph), 50.0) * (second_round if start is not None else 1.0)
+        us = times.get(key(graph), 50.0) * (second_round if start is not None else 1.0)
         return SimpleNamespace(us=us, trials=[], compiled=("kernel", graph.key, start is not None),
                                from_cache=False, default_us=None, describe=lambda: "stand-in",
                                schedules={"k": graph.key})
@@ -213,3 +214,67 @@ def test_ranking_leaves_room_for_the_winners_second_round(
     assert sum(c[1] is not None for c in calls) == 1  # and the second round
     assert any("1 candidate(s) not tuned" in n for n in notes)
     assert "second tuning round" in (ranked[0].validation or "")
+
+
+def test_sizes_near_a_graph_are_those_within_the_radius(result: Any) -> None:
+    """``size_variants(radius=r)`` is exactly the full enumeration's variants whose summed
+    per-kernel ``size_distance`` from the graph's own sizes is at most r, the graph left out."""
+    import dataclasses
+
+    from mirage_formal.search.space import size_distance, size_variants
+
+    cfg = dataclasses.replace(opt.make_config(program(), "norm", SPACE), max_variants=10**6)
+    checked = 0
+    for a in result.accepted:
+        own = opt._kernel_grids(a.graph)
+
+        def dist(v: KernelGraph, own: Any = own) -> float:
+            return sum(size_distance(o, s) for o, s in zip(own, opt._kernel_grids(v), strict=True))
+
+        full = [v for v in size_variants(cfg, a.graph) if v.key != a.graph.key]
+        for radius in (1.0, 2.0):
+            near = list(size_variants(cfg, a.graph, radius=radius))
+            assert all(structure_key(v) == structure_key(a.graph) for v in near)
+            assert sorted(v.key for v in near) == sorted(v.key for v in full if dist(v) <= radius + 1e-9)
+            checked += len(near)
+    assert checked, "this space has near sizes"
+
+
+def test_the_walk_follows_faster_neighbours_and_stops_when_none_is(
+        result: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the size variants, the fastest structure steps to a faster size among its
+    neighbours, again from there, and stops at a size none of whose neighbours is faster; a
+    size two steps away (never among the variants measured before) is reached that way."""
+    cfg = opt.make_config(program(), "norm", SPACE)
+    accepted = [opt.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+                for a in result.accepted]
+    best = next(a for a in accepted if any(f > 1 for _, f in opt._kernel_grids(a.graph)))
+    start = best.graph
+    first = opt.walk_step(cfg, start, {start.key})
+    assert first and all(v.key != start.key for v, _ in first)
+    mid = first[-1][0]  # the step's last pick: not the one the cost model likes best
+    second = opt.walk_step(cfg, mid, {start.key} | {v.key for v, _ in first})
+    sizes = opt._kernel_grids
+    far = [v for v, _ in second if sizes(v) != sizes(start)]
+    assert far
+    goal = far[-1]
+    times = {sizes(start): 20.0, sizes(mid): 15.0, sizes(goal): 9.0}
+    calls: list[Any] = []
+    monkeypatch.setattr(opt, "_tune_one", _fake_tune(times, calls, key=sizes))
+    for a in accepted:  # only ``best`` is tuned and walked in this test
+        if a is not best:
+            a.measured_us = None
+    monkeypatch.setattr(opt, "gpu_candidates", lambda acc, top, prog: [best])
+    monkeypatch.setattr(opt, "variants_to_measure", lambda *a, **k: [])
+    monkeypatch.setattr(opt, "grid_filling_variants", lambda *a, **k: [])
+    ctx = opt.VariantContext(cfg, Verifier(program(), seed=5), FloatRecheck(program()), n_sm=4)
+    ranked, kernel, notes = opt._gpu_rank(program(), accepted, 1, 0, None, ctx)
+    assert not [n for n in notes if "FAILED" in n or "failed" in n]
+    assert best.graph.key == goal.key and best.measured_us == 9.0
+    assert "walk variant" in (best.validation or "")
+    first_round = [c[0] for c in calls if c[1] is None]
+    assert first_round[0] == sizes(start) and sizes(mid) in first_round and sizes(goal) in first_round
+    # from the goal, one more step found nothing faster, and the walk stopped there
+    last = opt.walk_step(cfg, goal, {start.key, mid.key, goal.key} | {v.key for v, _ in first + second})
+    assert all(sizes(v) in first_round for v, _ in last)
+    assert len(first_round) == len(set(first_round))  # no size tuned twice
