@@ -15,7 +15,9 @@ best accepted μGraphs are compiled with NVRTC, validated against the program in
 device, timed like the benchmarks' baselines (CUDA graph, L2 flushed), and re-ranked by
 measured time; the fastest few structures then have their size variants (other grid sizes and
 loop ranges of the space, each verified and re-checked like the rest) measured too, since the
-cost model ranks tile shapes least reliably; ``kernel`` is the fastest one that validated. Without a GPU the best μGraph is still compiled for sm_90 (compile-only), so a
+cost model ranks tile shapes least reliably, and walk their sizes by measurement (each step
+the nearest unmeasured sizes, while a step finds a faster one); ``kernel`` is the fastest one
+that validated. Without a GPU the best μGraph is still compiled for sm_90 (compile-only), so a
 code-generation failure is reported rather than discovered later.
 
 May import every layer (only this module and the CLI do).
