@@ -661,7 +661,7 @@ class Enumerator:
         return size_variants(self.cfg, graph)
 
 
-def size_distance(own: tuple[tuple[int, int, int], int], other: tuple[tuple[int, int, int], int]) -> float:
+def size_distance(own: tuple[Sequence[int], int], other: tuple[Sequence[int], int]) -> float:
     """How far apart two sizes (grid, loop range) of one kernel are: the sum over the grid
     axes and the loop range of |log2(new / old)|. Halving the query tiles' rows is 1; moving a
     factor of two from the loop range to a grid axis (twice the KV splits, each half as long)

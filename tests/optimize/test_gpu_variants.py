@@ -268,9 +268,10 @@ def test_the_walk_follows_faster_neighbours_and_stops_when_none_is(
     monkeypatch.setattr(opt, "variants_to_measure", lambda *a, **k: [])
     monkeypatch.setattr(opt, "grid_filling_variants", lambda *a, **k: [])
     ctx = opt.VariantContext(cfg, Verifier(program(), seed=5), FloatRecheck(program()), n_sm=4)
-    ranked, kernel, notes = opt._gpu_rank(program(), accepted, 1, 0, None, ctx)
+    _, kernel, notes = opt._gpu_rank(program(), accepted, 1, 0, None, ctx)
     assert not [n for n in notes if "FAILED" in n or "failed" in n]
     assert best.graph.key == goal.key and best.measured_us == 9.0
+    assert kernel == ("kernel", goal.key, False)
     assert "walk variant" in (best.validation or "")
     first_round = [c[0] for c in calls if c[1] is None]
     assert first_round[0] == sizes(start) and sizes(mid) in first_round and sizes(goal) in first_round
