@@ -20,7 +20,7 @@ Usage (device): PYTHONPATH=/tmp/site:. XDG_CACHE_HOME=/tmp/c python3 benchmarks/
     --rows gqa:1,rmsnorm:8 --workers 15 --budget 60 --gpu-top 4 --out DIR [--save-dir D]
 Writes DIR/gpu_optimize.json and .md (rows: workload, b, validated, ours_graph_us,
 best_baseline_us, best_baseline_over_ours, ...) and DIR/measurements.jsonl (every autotuner
-trial with its μGraph and estimate: cost-model data); prints the table last.
+trial of this run with its μGraph and estimate: cost-model data); prints the table last.
 """
 
 from __future__ import annotations
@@ -144,6 +144,11 @@ def main() -> int:
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    # the tuner's log outlives this run (it is appended to by every run on this machine):
+    # this run's trials are what is written after its current end
+    tuning_log = (Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mirage-formal"
+                  / "tuning" / "measurements.jsonl")
+    log_start = tuning_log.stat().st_size if tuning_log.is_file() else 0
     args.save_dir = args.save_dir or str(out)
     if args.child:
         return child(args)
@@ -201,10 +206,8 @@ def main() -> int:
            "workers": args.workers, "budget_s": args.budget, "gpu_top": args.gpu_top,
            "command": " ".join(sys.argv)}
     (out / "gpu_optimize.json").write_text(json.dumps({"env": env, "rows": results}, indent=1) + "\n")
-    tuning_log = (Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mirage-formal"
-                  / "tuning" / "measurements.jsonl")
     if tuning_log.is_file():
-        (out / "measurements.jsonl").write_bytes(tuning_log.read_bytes())
+        (out / "measurements.jsonl").write_bytes(tuning_log.read_bytes()[log_start:])
     lines = [f"# gpu_optimize — {env['date']}", "", f"- {json.dumps(env)}", "",
              "| workload | b | superoptimize s | complete | accepted | validated (top k) | kernels | "
              "ours µs | eager+graph µs | compile+graph µs | best baseline/ours | vs torch f64 |",
