@@ -604,7 +604,76 @@ def _compile_only(best: Optimized) -> list[str]:
     return [f"best μGraph compiles for sm_90: {len(cg.kernels)} kernel(s), no GPU to validate on"]
 
 
-def _recheck_all(found: Iterable[Accepted], verifier: Verifier, recheck: FloatRecheck | None,
+def _gpu_stage_pool(found: Sequence[Accepted], gpu_top: int,
+                    pool: int | None = None) -> tuple[list[Accepted], list[Accepted]]:
+    """(head, tail) of the search's accepted μGraphs (best-first by cost): the head holds every
+    one the GPU stage may pick (``gpu_candidates``: the first of each kernel count, then the
+    cheapest; ``grid_filling_variants``: the first ``pool``), each list in the search's order."""
+    pool = GPU_GRID_FILLING_POOL if pool is None else pool
+    firsts: dict[int, Accepted] = {}
+    for a in found:
+        firsts.setdefault(len(a.graph.kernels), a)
+    keep = {id(a) for a in found[:max(pool, gpu_top)]} | {id(a) for a in firsts.values()}
+    return [a for a in found if id(a) in keep], [a for a in found if id(a) not in keep]
+
+
+class _TailRecheck:
+    """The float64 re-check of the accepted μGraphs the GPU stage does not pick from
+    (``_gpu_stage_pool``'s tail), on threads of its own while the stage runs; ``join_into``
+    waits for it and adds what it found to the result (passed ones among the unmeasured,
+    which stay after the measured ones, best-first by cost). A μGraph restored from a checkpoint (no verdict object) is verified
+    by a verifier of its own, built on first need: the stage's stays on the calling thread."""
+
+    def __init__(self, tail: Sequence[Accepted], program: KernelGraph, bound: float, seed: int,
+                 recheck: FloatRecheck | None, fits: Callable[[float], bool], threads: int) -> None:
+        self._thread: ThreadPoolExecutor | None = None
+        self._future: Future[tuple[list[Optimized], list[Optimized], list[Accepted]]] | None = None
+        self.seconds = 0.0
+        if not tail:
+            return
+        own: list[Verifier] = []
+
+        def verifier() -> Verifier:
+            if not own:
+                own.append(Verifier(program, bound=bound, seed=seed, float_check=False))
+            return own[0]
+
+        def run() -> tuple[list[Optimized], list[Optimized], list[Accepted]]:
+            t0 = time.monotonic()
+            try:
+                return _recheck_all(tail, _LazyVerifier(verifier), recheck, fits, threads)
+            finally:
+                self.seconds = time.monotonic() - t0
+
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tail-recheck")
+        self._future = self._thread.submit(run)
+
+    def join_into(self, out: OptimizeResult) -> None:
+        if self._future is None or self._thread is None:
+            return
+        passed, flagged, unchecked = self._future.result()
+        self._thread.shutdown()
+        have = {a.graph.key for a in out.accepted}
+        rest = [a for a in out.accepted if a.measured_us is None]
+        rest += [a for a in passed if a.graph.key not in have]
+        rest.sort(key=lambda a: (a.cost.seconds, a.graph.key))
+        out.accepted[:] = [a for a in out.accepted if a.measured_us is not None] + rest
+        out.flagged.extend(flagged)
+        out.not_rechecked.extend(unchecked)
+        out.seconds["float64_recheck_beside_gpu"] = self.seconds
+
+
+class _LazyVerifier:
+    """``check`` of the verifier ``make`` builds when first needed."""
+
+    def __init__(self, make: Callable[[], Verifier]) -> None:
+        self.make = make
+
+    def check(self, graph: KernelGraph) -> Verdict:
+        return self.make().check(graph)
+
+
+def _recheck_all(found: Iterable[Accepted], verifier: Verifier | _LazyVerifier, recheck: FloatRecheck | None,
                  time_left: Callable[[float], bool], threads: int,
                  ) -> tuple[list[Optimized], list[Optimized], list[Accepted]]:
     """The float64 re-check of accepted μGraphs, best first: (passed, flagged, not
@@ -725,24 +794,48 @@ def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: 
 
     t = time.monotonic()
     recheck = FloatRecheck(program) if res.accepted and time_left() else None
+    threads = max(1, min(RECHECK_THREADS, workers or 1))
+
+    def fits(need: float) -> bool:
+        return deadline is None or time.monotonic() + need < deadline
+
+    # With a GPU, only the μGraphs the GPU stage may pick are re-checked before it starts; the
+    # rest are re-checked on other threads while it runs, and join the result after it
+    head, tail = (_gpu_stage_pool(res.accepted, gpu_top) if _gpu_likely(gpu)
+                  else (list(res.accepted), []))
     accepted, flagged, unchecked = _recheck_all(
-        _progress(res.accepted, progress, "float64 re-check"), verifier, recheck,
-        lambda need: deadline is None or time.monotonic() + need < deadline,
-        threads=max(1, min(RECHECK_THREADS, workers or 1)))
+        _progress(head, progress, "float64 re-check"), verifier, recheck, fits, threads)
+    background = _TailRecheck(tail, program, bound, seed, recheck, fits, threads)
     _add_input_program(program, cfg.target, verifier, accepted)
     timings["float64_recheck"] = time.monotonic() - t
 
     out = OptimizeResult(program, accepted, flagged, res, dict(res.stats.pruner_tiers), bound,
                          seconds=timings, not_rechecked=unchecked,
                          program_cost=estimate(program, cfg.target), notes=notes)
-    if unchecked:
-        out.codegen_notes.append(f"budget spent: {len(unchecked)} accepted μGraph(s) not re-checked "
-                                 "in float64 (not returned; run again with a larger --budget)")
+    try:
+        _codegen_stage(out, program, cfg, verifier, recheck, gpu, gpu_top, seed, deadline, budget,
+                       compile_best, progress)
+    finally:
+        background.join_into(out)
+        if out.not_rechecked:
+            out.codegen_notes.append(f"budget spent: {len(out.not_rechecked)} accepted μGraph(s) not "
+                                     "re-checked in float64 (not returned; run again with a larger "
+                                     "--budget)")
+    return out
+
+
+def _codegen_stage(out: OptimizeResult, program: KernelGraph, cfg: SearchConfig, verifier: Verifier,
+                   recheck: FloatRecheck | None, gpu: bool | None, gpu_top: int, seed: int,
+                   deadline: float | None, budget: float | None, compile_best: bool,
+                   progress: bool) -> None:
+    """superoptimize's last phase, on ``out`` in place: with a GPU, autotune, validate, time and
+    re-rank the best (``_gpu_rank``); without one, compile the best for sm_90."""
+    accepted, timings = out.accepted, out.seconds
     if not accepted:
-        return out
-    if not time_left():
+        return
+    if deadline is not None and time.monotonic() >= deadline:
         out.codegen_notes.append("budget spent: code generation skipped")
-        return out
+        return
     t = time.monotonic()
     if gpu is None or gpu:
         from mirage_formal.codegen import gpu_available
@@ -772,5 +865,4 @@ def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: 
     elif compile_best:
         out.codegen_notes += _compile_only(accepted[0])
         timings["compile"] = time.monotonic() - t
-    return out
 

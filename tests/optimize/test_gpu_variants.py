@@ -279,3 +279,51 @@ def test_the_walk_follows_faster_neighbours_and_stops_when_none_is(
     last = opt.walk_step(cfg, goal, {start.key, mid.key, goal.key} | {v.key for v, _ in first + second})
     assert all(sizes(v) in first_round for v, _ in last)
     assert len(first_round) == len(set(first_round))  # no size tuned twice
+
+
+def test_with_a_gpu_the_tail_is_rechecked_beside_the_stage_and_nothing_is_lost(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """superoptimize's GPU branch (stand-ins for the device and the tuner): only the μGraphs the
+    stage may pick (the first ``GPU_GRID_FILLING_POOL`` by cost and the first of each kernel
+    count) are re-checked before it starts; the others are re-checked beside it and join the
+    result, best-first by cost after the measured ones; one whose re-check fails is flagged,
+    never returned."""
+    import mirage_formal.codegen as codegen
+    import mirage_formal.codegen.runtime as rt
+    from mirage_formal.verify import float64
+
+    plain = superoptimize(program(), "norm", budget_s=120, overrides=SPACE, gpu=False)
+    assert len(plain.accepted) >= 5
+    monkeypatch.setattr(opt, "GPU_GRID_FILLING_POOL", 2)
+    monkeypatch.setattr(codegen, "gpu_available", lambda: True)
+    monkeypatch.setattr(rt, "runtime", lambda: SimpleNamespace(name="stand-in GPU"))
+    calls: list[Any] = []
+    monkeypatch.setattr(opt, "_tune_one", _fake_tune({}, calls, key=lambda g: g.key))
+    found = [a for a in plain.accepted if a.graph.key != program().key]  # the search's own
+    head, tail = opt._gpu_stage_pool(found, 2, pool=2)
+    assert tail
+    # the cost model's last μGraph of the tail fails its float64 re-check
+    wrong = tail[-1].graph.key
+    real_error = float64.FloatRecheck.error
+
+    def error(self: Any, candidate: KernelGraph, output_map: Any = None) -> float:
+        return 1.0 if candidate.key == wrong else real_error(self, candidate, output_map)
+
+    monkeypatch.setattr(float64.FloatRecheck, "error", error)
+    monkeypatch.setattr(opt, "variants_to_measure", lambda *a, **k: [])
+    monkeypatch.setattr(opt, "grid_filling_variants", lambda *a, **k: [])
+    monkeypatch.setattr(opt, "walk_step", lambda *a, **k: [])
+    out = superoptimize(program(), "norm", budget_s=120, overrides=SPACE, gpu=True, gpu_top=2)
+    tuned = {k for k, start in calls if start is None}
+    assert tuned and tuned <= {a.graph.key for a in head} | {program().key}
+    keys = [a.graph.key for a in out.accepted]
+    assert wrong not in keys and wrong in {a.graph.key for a in out.flagged}
+    assert set(keys) >= {a.graph.key for a in plain.accepted} - {wrong}
+    assert len(keys) == len(set(keys))
+    measured = [a for a in out.accepted if a.measured_us is not None]
+    assert out.accepted[:len(measured)] == measured
+    rest = out.accepted[len(measured):]
+    assert [a.cost.seconds for a in rest] == sorted(a.cost.seconds for a in rest)
+    assert all(a.float64_error is not None and a.float64_error <= opt.RECHECK_RTOL for a in out.accepted)
+    assert "float64_recheck_beside_gpu" in out.seconds and out.gpu == "stand-in GPU"
+    assert out.kernel is not None and not out.not_rechecked
