@@ -13,8 +13,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import mirage_formal as mf
+from mirage_formal.gpu_stage import _kernel_grids, variants_to_measure
 from mirage_formal.ir.builder import Graph
-from mirage_formal.optimize import _kernel_grids, make_config, variants_to_measure
+from mirage_formal.optimize import make_config
 from mirage_formal.search.cost import input_cost
 
 g = Graph()

@@ -15,8 +15,9 @@ import mirage_formal as mf
 from mirage_formal.codegen import compile_graph
 from mirage_formal.codegen.lower import launches
 from mirage_formal.codegen.schedule import candidate_schedules
+from mirage_formal.gpu_stage import _kernel_grids, variants_to_measure
 from mirage_formal.ir.builder import Graph
-from mirage_formal.optimize import _kernel_grids, make_config, variants_to_measure
+from mirage_formal.optimize import make_config
 from mirage_formal.verify import Verifier
 from mirage_formal.verify.float64 import FloatRecheck
 

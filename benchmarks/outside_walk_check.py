@@ -19,7 +19,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import mirage_formal as mf
+from mirage_formal import gpu_stage as gs
 from mirage_formal import optimize as opt
+from mirage_formal import optimized
 from mirage_formal.search.canon import structure_key
 from mirage_formal.verify import Verifier
 from mirage_formal.verify.float64 import FloatRecheck
@@ -49,16 +51,16 @@ def main() -> int:
     for a in res.accepted[:6]:
         tried, cur = {a.graph.key}, a.graph
         for _ in range(2):
-            step = opt.walk_step(cfg, cur, tried)
+            step = gs.walk_step(cfg, cur, tried)
             if not step:
                 break
             for v, c in step:
                 tried.add(v.key)
                 verdict = verifier.check(v)
                 err = recheck.error(v, verdict.output_map) if verdict.accepted else float("inf")
-                ok = verdict.accepted and err < opt.RECHECK_RTOL and structure_key(v) == structure_key(a.graph)
+                ok = verdict.accepted and err < optimized.RECHECK_RTOL and structure_key(v) == structure_key(a.graph)
                 n, bad = n + 1, bad + (not ok)
-                print(f"  {opt._kernel_grids(cur)} -> {opt._kernel_grids(v)}: estimated "
+                print(f"  {gs._kernel_grids(cur)} -> {gs._kernel_grids(v)}: estimated "
                       f"{c.seconds * 1e6:.1f} µs, verified {verdict.accepted}, float64 error {err:.1e}")
             cur = step[-1][0]
     print(f"{n} walk neighbours of the six best: {n - bad} verified and re-checked, {bad} not")

@@ -20,22 +20,23 @@ the nearest unmeasured sizes, while a step finds a faster one); ``kernel`` is th
 that validated. Without a GPU the best μGraph is still compiled for sm_90 (compile-only), so a
 code-generation failure is reported rather than discovered later.
 
-May import every layer (only this module and the CLI do).
+The GPU stage lives in ``gpu_stage``, the float64 re-check in ``recheck``, the result record
+in ``optimized``.
+
+May import every layer (only this module, ``gpu_stage`` and the CLI do; ``recheck`` imports
+no codegen).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
-import math
 import os
 import socket
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,8 +45,11 @@ from mirage_formal.checkpoints import check_checkpoint
 from mirage_formal.errors import CacheWarning, MirageError
 from mirage_formal.formal import DEFAULT_SETS, Oracle
 from mirage_formal.formal.cache import DiskCache
-from mirage_formal.ir.graph import KERNEL_OP, KernelGraph
-from mirage_formal.ir.serialize import atomic_write_text, dumps_ugraphs, ugraph_to_json
+from mirage_formal.gpu_stage import VariantContext, _gpu_rank
+from mirage_formal.ir.graph import KernelGraph
+from mirage_formal.ir.serialize import atomic_write_text, dumps_ugraphs
+from mirage_formal.optimized import Optimized
+from mirage_formal.recheck import RECHECK_THREADS, _gpu_stage_pool, _recheck_all, _TailRecheck
 from mirage_formal.search import (
     Accepted,
     Chain,
@@ -57,10 +61,8 @@ from mirage_formal.search import (
     run_search,
 )
 from mirage_formal.search.cost import estimate
-from mirage_formal.search.derive import H100_SMS
 from mirage_formal.search.driver import check_budget
-from mirage_formal.search.state import ranked_variants
-from mirage_formal.verify import Verdict, Verifier
+from mirage_formal.verify import Verifier
 from mirage_formal.verify.float64 import FloatRecheck, FloatScreen
 
 POST_SEARCH_SHARE = 0.1
@@ -85,39 +87,6 @@ def _gpu_likely(gpu: bool | None) -> bool:
     if gpu is not None:
         return gpu
     return os.path.exists("/dev/nvidiactl")
-
-RECHECK_RTOL = 1e-6
-"""A float64 re-check error above this (normwise, relative) flags an accepted μGraph. Equal
-functions differ by rounding only (~1e-12 on the workloads); 1e-6 leaves room for
-ill-conditioned but correct rewrites while catching any wrong one the field test let through."""
-#: the most float64 re-checks run at once (threads; at most the search's worker count)
-RECHECK_THREADS = 8
-
-
-@dataclass
-class Optimized:
-    """One accepted μGraph with its evidence."""
-
-    graph: KernelGraph
-    verdict: Verdict
-    cost: Cost
-    found_at_s: float
-    float64_error: float
-    measured_us: float | None = None
-    validation: str | None = None
-    #: the tuned thread-level schedule of each kernel (GPU runs only)
-    schedule: str | None = None
-
-    def meta(self) -> dict[str, Any]:
-        v = self.verdict
-        return {"estimated_us": round(self.cost.seconds * 1e6, 3), "cost": self.cost.as_dict(),
-                "found_at_s": round(self.found_at_s, 3),
-                "verdict": {"accepted": v.accepted, "bound": v.bound, "trials": v.trials,
-                            "theorem": v.theorem, "p": v.p, "q": v.q, "seed": v.seed},
-                "float64_recheck_rel_error": self.float64_error,
-                "measured_us": self.measured_us, "validation": self.validation,
-                "schedule": self.schedule}
-
 
 @dataclass
 class OptimizeResult:
@@ -237,344 +206,6 @@ def make_config(program: KernelGraph, preset: str | None = None,
     return cfg
 
 
-def gpu_candidates(accepted: list[Optimized], top: int,
-                   program: KernelGraph | None = None) -> list[Optimized]:
-    """The ``top`` candidates the GPU stage measures: the cost model's best of each kernel
-    count first (the model is least sure across structures: a fused kernel against the
-    lowered program), then the rest by estimated cost; and the input ``program``'s own
-    lowering when it is among ``accepted``, so the result is never slower than it."""
-    firsts: dict[int, Optimized] = {}
-    for a in accepted:  # best-first by the cost model
-        firsts.setdefault(len(a.graph.kernels), a)
-    picked = list(firsts.values())[:top]
-    for a in accepted:
-        if len(picked) >= top:
-            break
-        if all(a is not p for p in picked):
-            picked.append(a)
-    if program is not None:
-        own = next((a for a in accepted if a.graph.key == program.key), None)
-        if own is not None and all(own is not p for p in picked):
-            picked.append(own)  # the input's own lowering, measured as the floor to beat
-    return picked
-
-
-#: the GPU stage also measures size variants (other grid sizes and loop ranges of the space:
-#: other tiles, as many blocks as they make) of this many of the fastest measured structures ...
-GPU_VARIANT_STRUCTURES = 2
-#: ... this many each: the analytic cost model ranks tile shapes least reliably (rmsnorm's fused
-#: kernel: 48-column tiles estimated best, 128-column tiles measured 27% faster)
-GPU_VARIANTS = 4
-
-
-@dataclass
-class VariantContext:
-    """What the GPU stage needs to try size variants: the search space they come from, and the
-    checks every returned μGraph passes (the verifier's verdict, the float64 re-check)."""
-
-    config: SearchConfig
-    verifier: Verifier
-    recheck: FloatRecheck
-    #: the GPU's SM count (which tile widths a split can still spread over the SMs)
-    n_sm: int = H100_SMS
-    #: the validation and timing inputs and the program's float64 outputs, drawn once for
-    #: every μGraph the stage tunes (``autotune.tune``'s ``shared``)
-    shared: dict[Any, Any] = field(default_factory=dict)
-
-
-def _kernel_grids(g: KernelGraph) -> tuple[tuple[tuple[int, int, int], int], ...]:
-    """(grid, forloop) of each graph-defined kernel of ``g``."""
-    return tuple((n.attr("graph").grid, n.attr("graph").forloop) for n in g.nodes
-                 if n.op == KERNEL_OP)
-
-
-def _grids(g: KernelGraph) -> tuple[tuple[int, int, int], ...]:
-    return tuple(gr for gr, _ in _kernel_grids(g))
-
-
-def variants_to_measure(config: SearchConfig, graph: KernelGraph,
-                        limit: int = GPU_VARIANTS, n_sm: int = H100_SMS) -> list[tuple[KernelGraph, Cost]]:
-    """Up to ``limit`` size variants of ``graph`` besides itself, one per grid: half the
-    slots to the cost model's cheapest grids, the rest spread over tile widths from the
-    widest whose loop the autotuner's split can still spread over the SMs (blocks x F/2 >=
-    ``n_sm``: long contiguous rows per block, what the model ranks worst and DRAM may like
-    best) towards the cheapest."""
-    taken = {_grids(graph)}
-    per_grid: list[tuple[KernelGraph, Cost]] = []
-    for v, c in ranked_variants(config, graph):  # cheapest first: keep each grid's best
-        if _grids(v) not in taken:
-            taken.add(_grids(v))
-            per_grid.append((v, c))
-    cheap = per_grid[:max(1, limit // 2)]
-    rest = [vc for vc in per_grid[len(cheap):] if _split_fills(vc[0], n_sm)]
-    rest.sort(key=lambda vc: (_blocks(vc[0]), vc[1].seconds))
-    spread: list[tuple[KernelGraph, Cost]] = []
-    want = limit - len(cheap)
-    if rest and want > 0:
-        step = max(1, len(rest) // want)
-        spread = rest[::step][:want]
-    return cheap + spread
-
-
-#: after the size variants, the fastest structures walk their sizes by measurement: each step
-#: measures this many of the sizes near the current best (``space.size_distance`` at most
-#: WALK_RADIUS: halve or double one or two of a kernel's grid axes and loop range), cheapest
-#: by the cost model first, and moves to the fastest while a step finds a faster one. The cost
-#: model misranks neighbouring sizes most (gqa b=1: Mirage's attention-plus-combine μGraph at
-#: 64-row query tiles and 16 KV splits runs 11.1-11.9 µs on our codegen; the model ranks 16-row
-#: tiles first and the stage measured only those)
-WALK_WIDTH = 3
-WALK_RADIUS = 2.0
-
-
-def _looping_sizes(g: KernelGraph) -> tuple[tuple[tuple[int, int, int], int], ...]:
-    """(grid, loop range) of ``g``'s looping kernels (of every kernel when none loops): the
-    sizes a walk step tells apart (a split combine's grid barely moves the time)."""
-    sizes = _kernel_grids(g)
-    return tuple(s for s in sizes if s[1] > 1) or sizes
-
-
-def walk_step(config: SearchConfig, graph: KernelGraph, tried: set[str],
-              width: int = WALK_WIDTH, radius: float = WALK_RADIUS) -> list[tuple[KernelGraph, Cost]]:
-    """Up to ``width`` size variants of ``graph`` near its own sizes (``radius``), none of
-    ``tried`` (graph keys), one per sizes of its looping kernels, cheapest first."""
-    step: list[tuple[KernelGraph, Cost]] = []
-    taken = {_looping_sizes(graph)}
-    for v, c in ranked_variants(config, graph, radius=radius):
-        if v.key in tried or _looping_sizes(v) in taken:
-            continue
-        taken.add(_looping_sizes(v))
-        step.append((v, c))
-        if len(step) == width:
-            break
-    return step
-
-
-#: the GPU stage also measures this many structures at their cheapest size whose grid alone
-#: fills the SMs (no loop split): the cost model ranks a loop split by the schedule (S x the
-#: blocks, fp32 partials and a serial combine) against a loop split by the grid (inputs re-read
-#: through the L2 by more blocks) least reliably — gqa b=1: grid-split μGraphs estimated 27-30 µs
-#: measured 16.7-18, schedule-split ones estimated 22.5 measured 22
-GPU_GRID_FILLING = 2
-#: ... found among this many of the cost model's best structures
-GPU_GRID_FILLING_POOL = 32
-
-
-def _grid_fills(g: KernelGraph, n_sm: int) -> bool:
-    """Every looping kernel of ``g`` has at least ``n_sm`` blocks without a loop split."""
-    return all(math.prod(gr) >= n_sm for gr, f in _kernel_grids(g) if f > 1)
-
-
-def grid_filling_variants(config: SearchConfig, accepted: Sequence[Optimized],
-                          limit: int = GPU_GRID_FILLING, pool: int = GPU_GRID_FILLING_POOL,
-                          n_sm: int = H100_SMS) -> list[tuple[Optimized, KernelGraph, Cost]]:
-    """Up to ``limit`` (structure, size variant, cost): among the first ``pool`` structures of
-    ``accepted`` (best-first by cost) whose own size leaves some loop to a schedule split, each
-    one's cheapest size variant whose grid fills ``n_sm`` SMs by itself; the cheapest
-    ``limit`` of those."""
-    found: list[tuple[Optimized, KernelGraph, Cost]] = []
-    for a in accepted[:pool]:
-        if _grid_fills(a.graph, n_sm):
-            continue  # already fills the GPU at the size the model picked
-        for v, c in ranked_variants(config, a.graph):  # cheapest first
-            if _grid_fills(v, n_sm):
-                found.append((a, v, c))
-                break
-    found.sort(key=lambda t: (t[2].seconds, t[1].key))
-    return found[:limit]
-
-
-def _blocks(g: KernelGraph) -> int:
-    return sum(math.prod(gr) for gr in _grids(g))
-
-
-def _split_fills(g: KernelGraph, n_sm: int) -> bool:
-    """Every looping kernel of ``g`` reaches ``n_sm`` blocks when split (at most F/2 ways)."""
-    return all(math.prod(gr) * max(1, f // 2) >= n_sm for gr, f in _kernel_grids(g) if f > 1)
-
-
-def _fastest_measured(accepted: Sequence[Optimized], program: KernelGraph,
-                      n: int = GPU_VARIANT_STRUCTURES) -> list[Optimized]:
-    """The ``n`` fastest measured structures, the input program's own lowering left out."""
-    return sorted((a for a in accepted if a.measured_us is not None and a.graph.key != program.key),
-                  key=lambda a: a.measured_us or 0.0)[:n]
-
-
-def _tune_one(graph: KernelGraph, program: KernelGraph, seed: int | None,
-              estimated_us: float, deadline: float | None = None,
-              start: Any = None, shared: dict[Any, Any] | None = None) -> Any:
-    """The first tuning round (``start`` None: ranking candidates, no second round), or the
-    second round from ``start``'s schedules (the winner's). ``shared``: the stage's inputs and
-    float64 reference outputs, drawn once for every μGraph (``autotune.tune``)."""
-    from mirage_formal.codegen.autotune import tune
-
-    # every trial is logged with the μGraph and its estimate: data for the cost model
-    return tune(graph, program, seed=seed or 0, deadline=deadline, refine=start is not None,
-                start=start, shared=shared,
-                context={"ugraph": ugraph_to_json(graph), "estimated_us": estimated_us})
-
-
-class _StageDeadline:
-    """The GPU stage's deadline, looking one step ahead: a step (tuning one μGraph, or
-    verifying and tuning one size variant) is not begun unless the longest step so far would
-    still end before the deadline. A b=8 attention variant's field verification alone takes
-    seconds, so checking only the clock let the stage run 13 s past a 110 s budget.
-    Call it for "out of time?"; wrap each step in :meth:`step`. ``reserve`` keeps that many
-    more such steps free: the ranking and size-variant steps leave one for the winner's second
-    tuning round (which tries the L2 policies; a budget the size variants used up used to
-    skip it)."""
-
-    def __init__(self, deadline: float | None) -> None:
-        self.deadline = deadline
-        self.longest = 0.0
-
-    def __call__(self, reserve: int = 0) -> bool:
-        return (self.deadline is not None
-                and time.monotonic() + self.longest * (1 + reserve) >= self.deadline)
-
-    @contextlib.contextmanager
-    def step(self) -> Iterator[None]:
-        t = time.monotonic()
-        try:
-            yield
-        finally:
-            self.longest = max(self.longest, time.monotonic() - t)
-
-
-def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
-              seed: int | None, deadline: float | None = None,
-              variants: VariantContext | None = None) -> tuple[list[Optimized], Any, list[str]]:
-    """Autotune, validate and time the ``top`` best (codegen.autotune: every kernel's schedule
-    measured on this GPU, timed like the benchmarks' baselines); then, with ``variants``, the
-    size variants of the fastest few (each verified and re-checked in float64 first; a faster
-    one replaces its structure's entry); re-rank by measured time."""
-    notes: list[str] = []
-    best_cg: Any = None
-    best_us = math.inf
-    #: the first round's schedules of each μGraph that was the fastest so far
-    best_sched: dict[str, Any] = {}
-
-    out_of_time = _StageDeadline(deadline)
-    shared: dict[Any, Any] = variants.shared if variants is not None else {}
-    picked = gpu_candidates(accepted, top, program)
-    for i, a in enumerate(picked):
-        if out_of_time(reserve=1):
-            notes.append(f"budget spent: {len(picked) - i} candidate(s) not tuned or timed")
-            break
-        with out_of_time.step():
-            tuned = _tune_one(a.graph, program, seed, a.cost.seconds * 1e6, deadline,
-                              shared=shared)
-        if tuned is None:
-            a.validation = "no schedule validated"
-            notes.append(f"candidate {a.graph.key[:12]} FAILED validation under every schedule "
-                         "(a codegen bug; see the tuning log measurements.jsonl)")
-            continue
-        bad = [t for t in tuned.trials if not t.valid]
-        for t in bad:
-            notes.append(f"candidate {a.graph.key[:12]} schedule "
-                         f"{'; '.join(s.short() for s in t.schedules.values())} FAILED: {t.error[:200]}")
-        a.measured_us = tuned.us
-        a.schedule = tuned.describe()
-        a.validation = (f"validated; {len(tuned.trials) - len(bad)} schedules timed"
-                        + (" (cached winner)" if tuned.from_cache else "")
-                        + (f"; default schedule {tuned.default_us:.2f} µs" if tuned.default_us else ""))
-        if tuned.us < best_us:
-            best_us, best_cg = tuned.us, tuned.compiled
-            best_sched[a.graph.key] = tuned.schedules
-    if variants is not None:
-        ctx = variants
-
-        tried: set[str] = {a.graph.key for a in accepted}
-
-        def measure(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], kind: str) -> None:
-            nonlocal best_us, best_cg
-            tried.update(v.key for v, _ in vcs)
-            cg, us, more = _measure_variants(a, vcs, program, seed, ctx, out_of_time, best_sched,
-                                             kind)
-            notes.extend(more)
-            if cg is not None and us < best_us:
-                best_us, best_cg = us, cg
-
-        hedges = grid_filling_variants(ctx.config, accepted, n_sm=ctx.n_sm)
-        for a, v, c in hedges:
-            measure(a, [(v, c)], "grid-filling size")
-        for a in _fastest_measured(accepted, program):
-            measure(a, variants_to_measure(ctx.config, a.graph, n_sm=ctx.n_sm), "size")
-        # walk the fastest structures' sizes, and the grid-filling ones' (the model ranks their
-        # sizes least reliably: gqa b=1's attention-plus-combine at 256 blocks measured 19.4 µs,
-        # a neighbour at 128 blocks is Mirage's 11.5), each while a step finds a faster size
-        walkers = _fastest_measured(accepted, program)
-        walkers += [a for a, _, _ in hedges if a.measured_us is not None and all(a is not w for w in walkers)]
-        for a in walkers:
-            while not out_of_time(reserve=1):
-                before = a.measured_us
-                step = walk_step(ctx.config, a.graph, tried)
-                if not step:
-                    break
-                measure(a, step, "walk")
-                if a.measured_us is None or before is None or a.measured_us >= before:
-                    break
-    # the winner alone gets the tuner's second round (every kind of choice on its threads
-    # and split): the first round ranks, the second polishes one μGraph
-    win = min((a for a in accepted if a.measured_us is not None), key=lambda a: a.measured_us or 0.0,
-              default=None)
-    if win is not None and win.graph.key in best_sched and out_of_time():
-        notes.append(f"budget spent: no second tuning round for {win.graph.key[:12]}")
-    elif win is not None and win.graph.key in best_sched:
-        with out_of_time.step():
-            tuned = _tune_one(win.graph, program, seed, win.cost.seconds * 1e6, deadline,
-                              start=best_sched[win.graph.key], shared=shared)
-        if tuned is not None and win.measured_us is not None and tuned.us < win.measured_us:
-            win.measured_us, win.schedule = tuned.us, tuned.describe()
-            win.validation = f"{win.validation or 'validated'}; second tuning round {tuned.us:.2f} µs"
-            if tuned.us < best_us:
-                best_us, best_cg = tuned.us, tuned.compiled
-    timed = sorted((a for a in accepted if a.measured_us is not None), key=lambda a: a.measured_us or 0.0)
-    rest = [a for a in accepted if a.measured_us is None]
-    return timed + rest, best_cg, notes
-
-
-def _measure_variants(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], program: KernelGraph,
-                      seed: int | None, ctx: VariantContext, out_of_time: _StageDeadline,
-                      best_sched: dict[str, Any] | None = None,
-                      kind: str = "size") -> tuple[Any, float, list[str]]:
-    """Verify, re-check and tune each size variant of ``vcs``; the fastest, if faster than
-    ``a`` (or ``a`` was not measured), replaces ``a``'s graph, verdict, cost and measurements
-    (same structure: it stays one entry). Returns its compiled kernel and time (None, inf when
-    none was faster)."""
-    notes: list[str] = []
-    best: tuple[Any, float] = (None, math.inf)
-    base_key = a.graph.key
-    for v, c in vcs:
-        if out_of_time(reserve=1):
-            notes.append(f"budget spent: {kind} variants of {base_key[:12]} not all measured")
-            break
-        with out_of_time.step():
-            verdict = ctx.verifier.check(v)
-            err = ctx.recheck.error(v, verdict.output_map) if verdict.accepted else math.inf
-            if not verdict.accepted or err > RECHECK_RTOL:
-                # cannot happen for a sound structure: its variants compute the same function
-                notes.append(f"{kind} variant {v.key[:12]} of {base_key[:12]} failed verification "
-                             f"(accepted={verdict.accepted}, float64 error {err:.2g}); not used")
-                continue
-            tuned = _tune_one(v, program, seed, c.seconds * 1e6, out_of_time.deadline,
-                              shared=ctx.shared)
-            if tuned is None:
-                notes.append(f"{kind} variant {v.key[:12]} of {base_key[:12]} FAILED validation under "
-                             "every schedule (a codegen bug; see the tuning log)")
-                continue
-            if a.measured_us is None or tuned.us < a.measured_us:
-                why = ("measured instead of" if a.measured_us is None else "faster on this GPU than")
-                a.graph, a.verdict, a.cost, a.float64_error = v, verdict, c, err
-                a.measured_us, a.schedule = tuned.us, tuned.describe()
-                a.validation = (f"validated; {kind} variant of {base_key[:12]} ({why} the cost "
-                                f"model's pick); {len(tuned.trials)} schedules timed")
-                best = (tuned.compiled, tuned.us)
-                if best_sched is not None:
-                    best_sched[v.key] = tuned.schedules
-    return best[0], best[1], notes
-
-
 def _add_input_program(program: KernelGraph, target: str, verifier: Verifier,
                        accepted: list[Optimized]) -> None:
     """Make the input program itself (its direct lowering: one kernel per op) a candidate,
@@ -602,111 +233,6 @@ def _compile_only(best: Optimized) -> list[str]:
         return [f"best μGraph does not compile for sm_90: {e}"]
     best.validation = "compiled for sm_90 (no GPU: not validated)"
     return [f"best μGraph compiles for sm_90: {len(cg.kernels)} kernel(s), no GPU to validate on"]
-
-
-def _gpu_stage_pool(found: Sequence[Accepted], gpu_top: int,
-                    pool: int | None = None) -> tuple[list[Accepted], list[Accepted]]:
-    """(head, tail) of the search's accepted μGraphs (best-first by cost): the head holds every
-    one the GPU stage may pick (``gpu_candidates``: the first of each kernel count, then the
-    cheapest; ``grid_filling_variants``: the first ``pool``), each list in the search's order."""
-    pool = GPU_GRID_FILLING_POOL if pool is None else pool
-    firsts: dict[int, Accepted] = {}
-    for a in found:
-        firsts.setdefault(len(a.graph.kernels), a)
-    keep = {id(a) for a in found[:max(pool, gpu_top)]} | {id(a) for a in firsts.values()}
-    return [a for a in found if id(a) in keep], [a for a in found if id(a) not in keep]
-
-
-class _TailRecheck:
-    """The float64 re-check of the accepted μGraphs the GPU stage does not pick from
-    (``_gpu_stage_pool``'s tail), on threads of its own while the stage runs; ``join_into``
-    waits for it and adds what it found to the result (passed ones among the unmeasured,
-    which stay after the measured ones, best-first by cost). A μGraph restored from a checkpoint (no verdict object) is verified
-    by a verifier of its own, built on first need: the stage's stays on the calling thread."""
-
-    def __init__(self, tail: Sequence[Accepted], program: KernelGraph, bound: float, seed: int,
-                 recheck: FloatRecheck | None, fits: Callable[[float], bool], threads: int) -> None:
-        self._thread: ThreadPoolExecutor | None = None
-        self._future: Future[tuple[list[Optimized], list[Optimized], list[Accepted]]] | None = None
-        self.seconds = 0.0
-        if not tail:
-            return
-        own: list[Verifier] = []
-
-        def verifier() -> Verifier:
-            if not own:
-                own.append(Verifier(program, bound=bound, seed=seed, float_check=False))
-            return own[0]
-
-        def run() -> tuple[list[Optimized], list[Optimized], list[Accepted]]:
-            t0 = time.monotonic()
-            try:
-                return _recheck_all(tail, _LazyVerifier(verifier), recheck, fits, threads)
-            finally:
-                self.seconds = time.monotonic() - t0
-
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tail-recheck")
-        self._future = self._thread.submit(run)
-
-    def join_into(self, out: OptimizeResult) -> None:
-        if self._future is None or self._thread is None:
-            return
-        passed, flagged, unchecked = self._future.result()
-        self._thread.shutdown()
-        have = {a.graph.key for a in out.accepted}
-        rest = [a for a in out.accepted if a.measured_us is None]
-        rest += [a for a in passed if a.graph.key not in have]
-        rest.sort(key=lambda a: (a.cost.seconds, a.graph.key))
-        out.accepted[:] = [a for a in out.accepted if a.measured_us is not None] + rest
-        out.flagged.extend(flagged)
-        out.not_rechecked.extend(unchecked)
-        out.seconds["float64_recheck_beside_gpu"] = self.seconds
-
-
-class _LazyVerifier:
-    """``check`` of the verifier ``make`` builds when first needed."""
-
-    def __init__(self, make: Callable[[], Verifier]) -> None:
-        self.make = make
-
-    def check(self, graph: KernelGraph) -> Verdict:
-        return self.make().check(graph)
-
-
-def _recheck_all(found: Iterable[Accepted], verifier: Verifier | _LazyVerifier, recheck: FloatRecheck | None,
-                 time_left: Callable[[float], bool], threads: int,
-                 ) -> tuple[list[Optimized], list[Optimized], list[Accepted]]:
-    """The float64 re-check of accepted μGraphs, best first: (passed, flagged, not
-    re-checked). Up to ``threads`` re-checks run at once (numpy's large operations release the
-    GIL; the search's workers are idle by now), started in order while ``time_left(s)`` says
-    ``s`` more seconds fit the budget (s: the longest re-check so far), so a budget stop
-    leaves the best ones re-checked and the last ones started end about at the deadline; the
-    lists keep the search's order."""
-    accepted: list[Optimized] = []
-    flagged: list[Optimized] = []
-    unchecked: list[Accepted] = []
-    started: list[tuple[Accepted, Verdict, Future[tuple[float, float]]]] = []
-
-    def timed(rc: FloatRecheck, g: KernelGraph, output_map: Sequence[int] | None,
-              ) -> tuple[float, float]:
-        t0 = time.monotonic()
-        return rc.error(g, output_map), time.monotonic() - t0
-
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        for a in found:
-            longest = max((f.result()[1] for _, _, f in started if f.done()), default=0.0)
-            if recheck is None or not time_left(longest):
-                unchecked.append(a)
-                continue
-            # (the verifier stays on this thread)
-            v = a.verdict if isinstance(a.verdict, Verdict) else verifier.check(a.graph)
-            started.append((a, v, pool.submit(timed, recheck, a.graph, v.output_map)))
-            while sum(not f.done() for _, _, f in started) >= threads:
-                wait([f for _, _, f in started if not f.done()], return_when=FIRST_COMPLETED)
-    for a, v, f in started:
-        o = Optimized(a.graph, v, a.cost, a.found_at_s, f.result()[0])
-        (accepted if v.accepted and o.float64_error <= RECHECK_RTOL else flagged).append(o)
-    return accepted, flagged, unchecked
 
 
 def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: float | None = 600.0,

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
+from mirage_formal import gpu_stage as gs
 from mirage_formal import optimize as opt
-from mirage_formal import superoptimize, workloads
+from mirage_formal import optimized, superoptimize, workloads
+from mirage_formal import recheck as rc
 from mirage_formal.ir.graph import KernelGraph
 from mirage_formal.search.canon import structure_key
 from mirage_formal.verify import Verifier
@@ -29,7 +31,7 @@ def result() -> Any:
 
 
 def grids(g: KernelGraph) -> tuple[Any, ...]:
-    return tuple(gr for gr, _ in opt._kernel_grids(g))
+    return tuple(gr for gr, _ in gs._kernel_grids(g))
 
 
 def test_variants_are_the_same_structure_with_other_grids_and_verify(result: Any) -> None:
@@ -40,7 +42,7 @@ def test_variants_are_the_same_structure_with_other_grids_and_verify(result: Any
     recheck = FloatRecheck(program())
     tried = 0
     for a in result.accepted:
-        vs = opt.variants_to_measure(cfg, a.graph, limit=3, n_sm=4)
+        vs = gs.variants_to_measure(cfg, a.graph, limit=3, n_sm=4)
         assert len(vs) <= 3
         seen = {grids(a.graph)}
         for v, cost in vs:
@@ -78,17 +80,17 @@ def _fake_tune(times: dict[tuple[Any, ...], float], calls: list[Any] | None = No
 def test_a_faster_variant_replaces_its_structure_and_a_slower_one_does_not(
         result: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = opt.make_config(program(), "norm", SPACE)
-    accepted = [opt.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+    accepted = [optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
                 for a in result.accepted]
     best = accepted[0]
-    vs = opt.variants_to_measure(cfg, best.graph, limit=2, n_sm=4)
+    vs = gs.variants_to_measure(cfg, best.graph, limit=2, n_sm=4)
     assert len(vs) == 2
     faster, slower = vs[0][0], vs[1][0]
     times = {grids(best.graph): 20.0, grids(faster): 10.0, grids(slower): 30.0}
     shared_seen: list[Any] = []
-    monkeypatch.setattr(opt, "_tune_one", _fake_tune(times, shared_seen=shared_seen))
-    ctx = opt.VariantContext(cfg, Verifier(program(), seed=5), FloatRecheck(program()), n_sm=4)
-    ranked, kernel, notes = opt._gpu_rank(program(), accepted, 1, 0, None, ctx)
+    monkeypatch.setattr(gs, "_tune_one", _fake_tune(times, shared_seen=shared_seen))
+    ctx = gs.VariantContext(cfg, Verifier(program(), seed=5), FloatRecheck(program()), n_sm=4)
+    ranked, kernel, notes = gs._gpu_rank(program(), accepted, 1, 0, None, ctx)
     assert not [n for n in notes if "FAILED" in n or "failed" in n]
     # every tuning of the stage (candidates, size variants, the second round) is given the
     # same dict: the validation inputs and the program's outputs are drawn once
@@ -104,15 +106,15 @@ def test_half_the_variants_spread_towards_wide_tiles(result: Any) -> None:
     """Beyond the cost model's cheapest grids, the widest tiles whose split still fills the
     SMs are measured (the model ranks them worst)."""
     cfg = opt.make_config(program(), "norm", SPACE)
-    looped = [a for a in result.accepted if any(f > 1 for _, f in opt._kernel_grids(a.graph))]
+    looped = [a for a in result.accepted if any(f > 1 for _, f in gs._kernel_grids(a.graph))]
     assert looped
     g = looped[0].graph
-    vs = opt.variants_to_measure(cfg, g, limit=4, n_sm=4)
+    vs = gs.variants_to_measure(cfg, g, limit=4, n_sm=4)
     cheap, spread = vs[:2], vs[2:]
-    assert spread, [opt._kernel_grids(v) for v, _ in vs]
+    assert spread, [gs._kernel_grids(v) for v, _ in vs]
     for v, _ in spread:
-        assert opt._split_fills(v, 4)
-    assert min(opt._blocks(v) for v, _ in spread) <= min(opt._blocks(v) for v, _ in cheap)
+        assert gs._split_fills(v, 4)
+    assert min(gs._blocks(v) for v, _ in spread) <= min(gs._blocks(v) for v, _ in cheap)
 
 
 def test_only_the_winner_gets_the_second_tuning_round(
@@ -120,12 +122,12 @@ def test_only_the_winner_gets_the_second_tuning_round(
     """Candidates and size variants are tuned once (first round); the fastest then gets the
     second round from its own schedules, and its faster time and kernel are what is returned."""
     cfg = opt.make_config(program(), "norm", SPACE)
-    accepted = [opt.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+    accepted = [optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
                 for a in result.accepted]
     calls: list[Any] = []
-    monkeypatch.setattr(opt, "_tune_one", _fake_tune({}, calls, second_round=0.5))
-    ctx = opt.VariantContext(cfg, Verifier(program(), seed=5), FloatRecheck(program()), n_sm=4)
-    ranked, kernel, _ = opt._gpu_rank(program(), accepted, 2, 0, None, ctx)
+    monkeypatch.setattr(gs, "_tune_one", _fake_tune({}, calls, second_round=0.5))
+    ctx = gs.VariantContext(cfg, Verifier(program(), seed=5), FloatRecheck(program()), n_sm=4)
+    ranked, kernel, _ = gs._gpu_rank(program(), accepted, 2, 0, None, ctx)
     seconds = [c for c in calls if c[1] is not None]
     assert len(seconds) == 1 and seconds[0][0] == grids(ranked[0].graph)
     assert seconds[0][1] == {"k": ranked[0].graph.key}  # from the winner's first-round schedules
@@ -140,27 +142,27 @@ def test_grid_filling_variants_are_measured_and_can_win(
     when the structure was not among the picked candidates)."""
     n_sm = 8
     cfg = opt.make_config(program(), "norm", SPACE)
-    accepted = [opt.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+    accepted = [optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
                 for a in result.accepted]
     # the model picks the widest grids of this small space; make the best looping structure's
     # entry its smallest-grid size (as the model picks for long loops on large programs)
-    best = next(a for a in accepted if any(f > 1 for _, f in opt._kernel_grids(a.graph)))
-    small = min((vc for vc in opt.ranked_variants(cfg, best.graph) if not opt._grid_fills(vc[0], n_sm)),
-                key=lambda vc: opt._blocks(vc[0]))
+    best = next(a for a in accepted if any(f > 1 for _, f in gs._kernel_grids(a.graph)))
+    small = min((vc for vc in gs.ranked_variants(cfg, best.graph) if not gs._grid_fills(vc[0], n_sm)),
+                key=lambda vc: gs._blocks(vc[0]))
     verifier = Verifier(program(), seed=5)
     best.graph, best.cost, best.verdict = small[0], small[1], verifier.check(small[0])
-    hedges = opt.grid_filling_variants(cfg, accepted, limit=2, n_sm=n_sm)
+    hedges = gs.grid_filling_variants(cfg, accepted, limit=2, n_sm=n_sm)
     assert hedges and hedges[0][0] is best
     for a, v, c in hedges:
-        assert not opt._grid_fills(a.graph, n_sm) and opt._grid_fills(v, n_sm)
+        assert not gs._grid_fills(a.graph, n_sm) and gs._grid_fills(v, n_sm)
         assert structure_key(v) == structure_key(a.graph) and v.key != a.graph.key
-        cheaper = [w for w, cw in opt.ranked_variants(cfg, a.graph)
-                   if cw.seconds < c.seconds and opt._grid_fills(w, n_sm)]
+        cheaper = [w for w, cw in gs.ranked_variants(cfg, a.graph)
+                   if cw.seconds < c.seconds and gs._grid_fills(w, n_sm)]
         assert not cheaper  # the model's cheapest grid-filling size of that structure
     a, v, _ = hedges[-1]
-    monkeypatch.setattr(opt, "_tune_one", _fake_tune({grids(v): 5.0}))
-    ctx = opt.VariantContext(cfg, verifier, FloatRecheck(program()), n_sm=n_sm)
-    ranked, kernel, notes = opt._gpu_rank(program(), accepted, 1, 0, None, ctx)
+    monkeypatch.setattr(gs, "_tune_one", _fake_tune({grids(v): 5.0}))
+    ctx = gs.VariantContext(cfg, verifier, FloatRecheck(program()), n_sm=n_sm)
+    ranked, kernel, notes = gs._gpu_rank(program(), accepted, 1, 0, None, ctx)
     assert not [n for n in notes if "FAILED" in n or "failed" in n]
     assert ranked[0] is a and a.graph.key == v.key and a.measured_us == 5.0
     assert kernel == ("kernel", v.key, False)
@@ -178,8 +180,8 @@ def _three_slow_steps(result: Any, monkeypatch: pytest.MonkeyPatch, fake: Any,
         time.sleep(step_s)
         return fake(*args, **kwargs)
 
-    monkeypatch.setattr(opt, "_tune_one", tune_one)
-    accepted = [opt.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+    monkeypatch.setattr(gs, "_tune_one", tune_one)
+    accepted = [optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
                 for a in result.accepted][:3]
     assert len(accepted) == 3
     return accepted
@@ -194,7 +196,7 @@ def test_the_gpu_stage_does_not_begin_a_step_it_cannot_finish(
 
     step_s = 0.4
     accepted = _three_slow_steps(result, monkeypatch, _fake_tune({}), step_s)
-    ranked, _, notes = opt._gpu_rank(program(), accepted, 3, 0, time.monotonic() + 1.5 * step_s)
+    ranked, _, notes = gs._gpu_rank(program(), accepted, 3, 0, time.monotonic() + 1.5 * step_s)
     assert sum(a.measured_us is not None for a in ranked) == 1
     assert any("2 candidate(s) not tuned" in n for n in notes)
 
@@ -209,7 +211,7 @@ def test_ranking_leaves_room_for_the_winners_second_round(
     step_s = 0.4
     calls: list[Any] = []
     accepted = _three_slow_steps(result, monkeypatch, _fake_tune({}, calls, second_round=0.5), step_s)
-    ranked, _, notes = opt._gpu_rank(program(), accepted, 3, 0, time.monotonic() + 3.9 * step_s)
+    ranked, _, notes = gs._gpu_rank(program(), accepted, 3, 0, time.monotonic() + 3.9 * step_s)
     assert sum(c[1] is None for c in calls) == 2  # two first-round tunings
     assert sum(c[1] is not None for c in calls) == 1  # and the second round
     assert any("1 candidate(s) not tuned" in n for n in notes)
@@ -226,10 +228,10 @@ def test_sizes_near_a_graph_are_those_within_the_radius(result: Any) -> None:
     cfg = dataclasses.replace(opt.make_config(program(), "norm", SPACE), max_variants=10**6)
     checked = 0
     for a in result.accepted:
-        own = opt._kernel_grids(a.graph)
+        own = gs._kernel_grids(a.graph)
 
         def dist(v: KernelGraph, own: Any = own) -> float:
-            return sum(size_distance(o, s) for o, s in zip(own, opt._kernel_grids(v), strict=True))
+            return sum(size_distance(o, s) for o, s in zip(own, gs._kernel_grids(v), strict=True))
 
         full = [v for v in size_variants(cfg, a.graph) if v.key != a.graph.key]
         for radius in (1.0, 2.0):
@@ -246,29 +248,29 @@ def test_the_walk_follows_faster_neighbours_and_stops_when_none_is(
     neighbours, again from there, and stops at a size none of whose neighbours is faster; a
     size two steps away (never among the variants measured before) is reached that way."""
     cfg = opt.make_config(program(), "norm", SPACE)
-    accepted = [opt.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+    accepted = [optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
                 for a in result.accepted]
-    best = next(a for a in accepted if any(f > 1 for _, f in opt._kernel_grids(a.graph)))
+    best = next(a for a in accepted if any(f > 1 for _, f in gs._kernel_grids(a.graph)))
     start = best.graph
-    first = opt.walk_step(cfg, start, {start.key})
+    first = gs.walk_step(cfg, start, {start.key})
     assert first and all(v.key != start.key for v, _ in first)
     mid = first[-1][0]  # the step's last pick: not the one the cost model likes best
-    second = opt.walk_step(cfg, mid, {start.key} | {v.key for v, _ in first})
-    sizes = opt._kernel_grids
+    second = gs.walk_step(cfg, mid, {start.key} | {v.key for v, _ in first})
+    sizes = gs._kernel_grids
     far = [v for v, _ in second if sizes(v) != sizes(start)]
     assert far
     goal = far[-1]
     times = {sizes(start): 20.0, sizes(mid): 15.0, sizes(goal): 9.0}
     calls: list[Any] = []
-    monkeypatch.setattr(opt, "_tune_one", _fake_tune(times, calls, key=sizes))
+    monkeypatch.setattr(gs, "_tune_one", _fake_tune(times, calls, key=sizes))
     for a in accepted:  # only ``best`` is tuned and walked in this test
         if a is not best:
             a.measured_us = None
-    monkeypatch.setattr(opt, "gpu_candidates", lambda acc, top, prog: [best])
-    monkeypatch.setattr(opt, "variants_to_measure", lambda *a, **k: [])
-    monkeypatch.setattr(opt, "grid_filling_variants", lambda *a, **k: [])
-    ctx = opt.VariantContext(cfg, Verifier(program(), seed=5), FloatRecheck(program()), n_sm=4)
-    _, kernel, notes = opt._gpu_rank(program(), accepted, 1, 0, None, ctx)
+    monkeypatch.setattr(gs, "gpu_candidates", lambda acc, top, prog: [best])
+    monkeypatch.setattr(gs, "variants_to_measure", lambda *a, **k: [])
+    monkeypatch.setattr(gs, "grid_filling_variants", lambda *a, **k: [])
+    ctx = gs.VariantContext(cfg, Verifier(program(), seed=5), FloatRecheck(program()), n_sm=4)
+    _, kernel, notes = gs._gpu_rank(program(), accepted, 1, 0, None, ctx)
     assert not [n for n in notes if "FAILED" in n or "failed" in n]
     assert best.graph.key == goal.key and best.measured_us == 9.0
     assert kernel == ("kernel", goal.key, False)
@@ -276,7 +278,7 @@ def test_the_walk_follows_faster_neighbours_and_stops_when_none_is(
     first_round = [c[0] for c in calls if c[1] is None]
     assert first_round[0] == sizes(start) and sizes(mid) in first_round and sizes(goal) in first_round
     # from the goal, one more step found nothing faster, and the walk stopped there
-    last = opt.walk_step(cfg, goal, {start.key, mid.key, goal.key} | {v.key for v, _ in first + second})
+    last = gs.walk_step(cfg, goal, {start.key, mid.key, goal.key} | {v.key for v, _ in first + second})
     assert all(sizes(v) in first_round for v, _ in last)
     assert len(first_round) == len(set(first_round))  # no size tuned twice
 
@@ -294,13 +296,13 @@ def test_with_a_gpu_the_tail_is_rechecked_beside_the_stage_and_nothing_is_lost(
 
     plain = superoptimize(program(), "norm", budget_s=120, overrides=SPACE, gpu=False)
     assert len(plain.accepted) >= 5
-    monkeypatch.setattr(opt, "GPU_GRID_FILLING_POOL", 2)
+    monkeypatch.setattr(gs, "GPU_GRID_FILLING_POOL", 2)
     monkeypatch.setattr(codegen, "gpu_available", lambda: True)
     monkeypatch.setattr(rt, "runtime", lambda: SimpleNamespace(name="stand-in GPU"))
     calls: list[Any] = []
-    monkeypatch.setattr(opt, "_tune_one", _fake_tune({}, calls, key=lambda g: g.key))
+    monkeypatch.setattr(gs, "_tune_one", _fake_tune({}, calls, key=lambda g: g.key))
     found = [a for a in plain.accepted if a.graph.key != program().key]  # the search's own
-    head, tail = opt._gpu_stage_pool(found, 2, pool=2)
+    head, tail = rc._gpu_stage_pool(found, 2, pool=2)
     assert tail
     # the cost model's last μGraph of the tail fails its float64 re-check
     wrong = tail[-1].graph.key
@@ -310,9 +312,9 @@ def test_with_a_gpu_the_tail_is_rechecked_beside_the_stage_and_nothing_is_lost(
         return 1.0 if candidate.key == wrong else real_error(self, candidate, output_map)
 
     monkeypatch.setattr(float64.FloatRecheck, "error", error)
-    monkeypatch.setattr(opt, "variants_to_measure", lambda *a, **k: [])
-    monkeypatch.setattr(opt, "grid_filling_variants", lambda *a, **k: [])
-    monkeypatch.setattr(opt, "walk_step", lambda *a, **k: [])
+    monkeypatch.setattr(gs, "variants_to_measure", lambda *a, **k: [])
+    monkeypatch.setattr(gs, "grid_filling_variants", lambda *a, **k: [])
+    monkeypatch.setattr(gs, "walk_step", lambda *a, **k: [])
     out = superoptimize(program(), "norm", budget_s=120, overrides=SPACE, gpu=True, gpu_top=2)
     tuned = {k for k, start in calls if start is None}
     assert tuned and tuned <= {a.graph.key for a in head} | {program().key}
@@ -324,6 +326,6 @@ def test_with_a_gpu_the_tail_is_rechecked_beside_the_stage_and_nothing_is_lost(
     assert out.accepted[:len(measured)] == measured
     rest = out.accepted[len(measured):]
     assert [a.cost.seconds for a in rest] == sorted(a.cost.seconds for a in rest)
-    assert all(a.float64_error is not None and a.float64_error <= opt.RECHECK_RTOL for a in out.accepted)
+    assert all(a.float64_error is not None and a.float64_error <= optimized.RECHECK_RTOL for a in out.accepted)
     assert "float64_recheck_beside_gpu" in out.seconds and out.gpu == "stand-in GPU"
     assert out.kernel is not None and not out.not_rechecked

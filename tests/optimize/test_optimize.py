@@ -61,7 +61,7 @@ def test_threaded_recheck_gives_the_sequential_verdicts(result: Any) -> None:
     """The float64 re-checks run in threads (up to RECHECK_THREADS) but report what one at a
     time reports, in the search's order; a budget stop leaves exactly the best ones
     re-checked, the rest listed as not re-checked."""
-    from mirage_formal.optimize import _recheck_all
+    from mirage_formal.recheck import _recheck_all
     from mirage_formal.search.state import Accepted
     from mirage_formal.verify.float64 import FloatRecheck
 

@@ -1,0 +1,365 @@
+"""superoptimize's GPU stage: which accepted μGraphs are autotuned and timed on the device,
+which size variants of the fastest are measured too (the cost model's cheapest, the widest
+tiles a split still spreads, the grid-filling sizes, and a walk over neighbouring sizes while
+it finds faster ones), and the re-ranking by measured time (``_gpu_rank``). Every μGraph it
+measures is verified and re-checked in float64 first; the tuner (``codegen.autotune``)
+validates every kernel against the program before timing it.
+
+Imports ``ir``, ``search``, ``verify``, ``optimized`` and, lazily, ``codegen.autotune``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mirage_formal.ir.graph import KERNEL_OP, KernelGraph
+from mirage_formal.ir.serialize import ugraph_to_json
+from mirage_formal.optimized import RECHECK_RTOL, Optimized
+from mirage_formal.search import Cost, SearchConfig
+from mirage_formal.search.derive import H100_SMS
+from mirage_formal.search.state import ranked_variants
+from mirage_formal.verify import Verifier
+from mirage_formal.verify.float64 import FloatRecheck
+
+
+def gpu_candidates(accepted: list[Optimized], top: int,
+                   program: KernelGraph | None = None) -> list[Optimized]:
+    """The ``top`` candidates the GPU stage measures: the cost model's best of each kernel
+    count first (the model is least sure across structures: a fused kernel against the
+    lowered program), then the rest by estimated cost; and the input ``program``'s own
+    lowering when it is among ``accepted``, so the result is never slower than it."""
+    firsts: dict[int, Optimized] = {}
+    for a in accepted:  # best-first by the cost model
+        firsts.setdefault(len(a.graph.kernels), a)
+    picked = list(firsts.values())[:top]
+    for a in accepted:
+        if len(picked) >= top:
+            break
+        if all(a is not p for p in picked):
+            picked.append(a)
+    if program is not None:
+        own = next((a for a in accepted if a.graph.key == program.key), None)
+        if own is not None and all(own is not p for p in picked):
+            picked.append(own)  # the input's own lowering, measured as the floor to beat
+    return picked
+
+
+#: the GPU stage also measures size variants (other grid sizes and loop ranges of the space:
+#: other tiles, as many blocks as they make) of this many of the fastest measured structures ...
+GPU_VARIANT_STRUCTURES = 2
+#: ... this many each: the analytic cost model ranks tile shapes least reliably (rmsnorm's fused
+#: kernel: 48-column tiles estimated best, 128-column tiles measured 27% faster)
+GPU_VARIANTS = 4
+
+
+@dataclass
+class VariantContext:
+    """What the GPU stage needs to try size variants: the search space they come from, and the
+    checks every returned μGraph passes (the verifier's verdict, the float64 re-check)."""
+
+    config: SearchConfig
+    verifier: Verifier
+    recheck: FloatRecheck
+    #: the GPU's SM count (which tile widths a split can still spread over the SMs)
+    n_sm: int = H100_SMS
+    #: the validation and timing inputs and the program's float64 outputs, drawn once for
+    #: every μGraph the stage tunes (``autotune.tune``'s ``shared``)
+    shared: dict[Any, Any] = field(default_factory=dict)
+
+
+def _kernel_grids(g: KernelGraph) -> tuple[tuple[tuple[int, int, int], int], ...]:
+    """(grid, forloop) of each graph-defined kernel of ``g``."""
+    return tuple((n.attr("graph").grid, n.attr("graph").forloop) for n in g.nodes
+                 if n.op == KERNEL_OP)
+
+
+def _grids(g: KernelGraph) -> tuple[tuple[int, int, int], ...]:
+    return tuple(gr for gr, _ in _kernel_grids(g))
+
+
+def variants_to_measure(config: SearchConfig, graph: KernelGraph,
+                        limit: int = GPU_VARIANTS, n_sm: int = H100_SMS) -> list[tuple[KernelGraph, Cost]]:
+    """Up to ``limit`` size variants of ``graph`` besides itself, one per grid: half the
+    slots to the cost model's cheapest grids, the rest spread over tile widths from the
+    widest whose loop the autotuner's split can still spread over the SMs (blocks x F/2 >=
+    ``n_sm``: long contiguous rows per block, what the model ranks worst and DRAM may like
+    best) towards the cheapest."""
+    taken = {_grids(graph)}
+    per_grid: list[tuple[KernelGraph, Cost]] = []
+    for v, c in ranked_variants(config, graph):  # cheapest first: keep each grid's best
+        if _grids(v) not in taken:
+            taken.add(_grids(v))
+            per_grid.append((v, c))
+    cheap = per_grid[:max(1, limit // 2)]
+    rest = [vc for vc in per_grid[len(cheap):] if _split_fills(vc[0], n_sm)]
+    rest.sort(key=lambda vc: (_blocks(vc[0]), vc[1].seconds))
+    spread: list[tuple[KernelGraph, Cost]] = []
+    want = limit - len(cheap)
+    if rest and want > 0:
+        step = max(1, len(rest) // want)
+        spread = rest[::step][:want]
+    return cheap + spread
+
+
+#: after the size variants, the fastest structures walk their sizes by measurement: each step
+#: measures this many of the sizes near the current best (``space.size_distance`` at most
+#: WALK_RADIUS: halve or double one or two of a kernel's grid axes and loop range), cheapest
+#: by the cost model first, and moves to the fastest while a step finds a faster one. The cost
+#: model misranks neighbouring sizes most (gqa b=1: Mirage's attention-plus-combine μGraph at
+#: 64-row query tiles and 16 KV splits runs 11.1-11.9 µs on our codegen; the model ranks 16-row
+#: tiles first and the stage measured only those)
+WALK_WIDTH = 3
+WALK_RADIUS = 2.0
+
+
+def _looping_sizes(g: KernelGraph) -> tuple[tuple[tuple[int, int, int], int], ...]:
+    """(grid, loop range) of ``g``'s looping kernels (of every kernel when none loops): the
+    sizes a walk step tells apart (a split combine's grid barely moves the time)."""
+    sizes = _kernel_grids(g)
+    return tuple(s for s in sizes if s[1] > 1) or sizes
+
+
+def walk_step(config: SearchConfig, graph: KernelGraph, tried: set[str],
+              width: int = WALK_WIDTH, radius: float = WALK_RADIUS) -> list[tuple[KernelGraph, Cost]]:
+    """Up to ``width`` size variants of ``graph`` near its own sizes (``radius``), none of
+    ``tried`` (graph keys), one per sizes of its looping kernels, cheapest first."""
+    step: list[tuple[KernelGraph, Cost]] = []
+    taken = {_looping_sizes(graph)}
+    for v, c in ranked_variants(config, graph, radius=radius):
+        if v.key in tried or _looping_sizes(v) in taken:
+            continue
+        taken.add(_looping_sizes(v))
+        step.append((v, c))
+        if len(step) == width:
+            break
+    return step
+
+
+#: the GPU stage also measures this many structures at their cheapest size whose grid alone
+#: fills the SMs (no loop split): the cost model ranks a loop split by the schedule (S x the
+#: blocks, fp32 partials and a serial combine) against a loop split by the grid (inputs re-read
+#: through the L2 by more blocks) least reliably — gqa b=1: grid-split μGraphs estimated 27-30 µs
+#: measured 16.7-18, schedule-split ones estimated 22.5 measured 22
+GPU_GRID_FILLING = 2
+#: ... found among this many of the cost model's best structures
+GPU_GRID_FILLING_POOL = 32
+
+
+def _grid_fills(g: KernelGraph, n_sm: int) -> bool:
+    """Every looping kernel of ``g`` has at least ``n_sm`` blocks without a loop split."""
+    return all(math.prod(gr) >= n_sm for gr, f in _kernel_grids(g) if f > 1)
+
+
+def grid_filling_variants(config: SearchConfig, accepted: Sequence[Optimized],
+                          limit: int = GPU_GRID_FILLING, pool: int = GPU_GRID_FILLING_POOL,
+                          n_sm: int = H100_SMS) -> list[tuple[Optimized, KernelGraph, Cost]]:
+    """Up to ``limit`` (structure, size variant, cost): among the first ``pool`` structures of
+    ``accepted`` (best-first by cost) whose own size leaves some loop to a schedule split, each
+    one's cheapest size variant whose grid fills ``n_sm`` SMs by itself; the cheapest
+    ``limit`` of those."""
+    found: list[tuple[Optimized, KernelGraph, Cost]] = []
+    for a in accepted[:pool]:
+        if _grid_fills(a.graph, n_sm):
+            continue  # already fills the GPU at the size the model picked
+        for v, c in ranked_variants(config, a.graph):  # cheapest first
+            if _grid_fills(v, n_sm):
+                found.append((a, v, c))
+                break
+    found.sort(key=lambda t: (t[2].seconds, t[1].key))
+    return found[:limit]
+
+
+def _blocks(g: KernelGraph) -> int:
+    return sum(math.prod(gr) for gr in _grids(g))
+
+
+def _split_fills(g: KernelGraph, n_sm: int) -> bool:
+    """Every looping kernel of ``g`` reaches ``n_sm`` blocks when split (at most F/2 ways)."""
+    return all(math.prod(gr) * max(1, f // 2) >= n_sm for gr, f in _kernel_grids(g) if f > 1)
+
+
+def _fastest_measured(accepted: Sequence[Optimized], program: KernelGraph,
+                      n: int = GPU_VARIANT_STRUCTURES) -> list[Optimized]:
+    """The ``n`` fastest measured structures, the input program's own lowering left out."""
+    return sorted((a for a in accepted if a.measured_us is not None and a.graph.key != program.key),
+                  key=lambda a: a.measured_us or 0.0)[:n]
+
+
+def _tune_one(graph: KernelGraph, program: KernelGraph, seed: int | None,
+              estimated_us: float, deadline: float | None = None,
+              start: Any = None, shared: dict[Any, Any] | None = None) -> Any:
+    """The first tuning round (``start`` None: ranking candidates, no second round), or the
+    second round from ``start``'s schedules (the winner's). ``shared``: the stage's inputs and
+    float64 reference outputs, drawn once for every μGraph (``autotune.tune``)."""
+    from mirage_formal.codegen.autotune import tune
+
+    # every trial is logged with the μGraph and its estimate: data for the cost model
+    return tune(graph, program, seed=seed or 0, deadline=deadline, refine=start is not None,
+                start=start, shared=shared,
+                context={"ugraph": ugraph_to_json(graph), "estimated_us": estimated_us})
+
+
+class _StageDeadline:
+    """The GPU stage's deadline, looking one step ahead: a step (tuning one μGraph, or
+    verifying and tuning one size variant) is not begun unless the longest step so far would
+    still end before the deadline. A b=8 attention variant's field verification alone takes
+    seconds, so checking only the clock let the stage run 13 s past a 110 s budget.
+    Call it for "out of time?"; wrap each step in :meth:`step`. ``reserve`` keeps that many
+    more such steps free: the ranking and size-variant steps leave one for the winner's second
+    tuning round (which tries the L2 policies; a budget the size variants used up used to
+    skip it)."""
+
+    def __init__(self, deadline: float | None) -> None:
+        self.deadline = deadline
+        self.longest = 0.0
+
+    def __call__(self, reserve: int = 0) -> bool:
+        return (self.deadline is not None
+                and time.monotonic() + self.longest * (1 + reserve) >= self.deadline)
+
+    @contextlib.contextmanager
+    def step(self) -> Iterator[None]:
+        t = time.monotonic()
+        try:
+            yield
+        finally:
+            self.longest = max(self.longest, time.monotonic() - t)
+
+
+def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
+              seed: int | None, deadline: float | None = None,
+              variants: VariantContext | None = None) -> tuple[list[Optimized], Any, list[str]]:
+    """Autotune, validate and time the ``top`` best (codegen.autotune: every kernel's schedule
+    measured on this GPU, timed like the benchmarks' baselines); then, with ``variants``, the
+    size variants of the fastest few (each verified and re-checked in float64 first; a faster
+    one replaces its structure's entry); re-rank by measured time."""
+    notes: list[str] = []
+    best_cg: Any = None
+    best_us = math.inf
+    #: the first round's schedules of each μGraph that was the fastest so far
+    best_sched: dict[str, Any] = {}
+
+    out_of_time = _StageDeadline(deadline)
+    shared: dict[Any, Any] = variants.shared if variants is not None else {}
+    picked = gpu_candidates(accepted, top, program)
+    for i, a in enumerate(picked):
+        if out_of_time(reserve=1):
+            notes.append(f"budget spent: {len(picked) - i} candidate(s) not tuned or timed")
+            break
+        with out_of_time.step():
+            tuned = _tune_one(a.graph, program, seed, a.cost.seconds * 1e6, deadline,
+                              shared=shared)
+        if tuned is None:
+            a.validation = "no schedule validated"
+            notes.append(f"candidate {a.graph.key[:12]} FAILED validation under every schedule "
+                         "(a codegen bug; see the tuning log measurements.jsonl)")
+            continue
+        bad = [t for t in tuned.trials if not t.valid]
+        for t in bad:
+            notes.append(f"candidate {a.graph.key[:12]} schedule "
+                         f"{'; '.join(s.short() for s in t.schedules.values())} FAILED: {t.error[:200]}")
+        a.measured_us = tuned.us
+        a.schedule = tuned.describe()
+        a.validation = (f"validated; {len(tuned.trials) - len(bad)} schedules timed"
+                        + (" (cached winner)" if tuned.from_cache else "")
+                        + (f"; default schedule {tuned.default_us:.2f} µs" if tuned.default_us else ""))
+        if tuned.us < best_us:
+            best_us, best_cg = tuned.us, tuned.compiled
+            best_sched[a.graph.key] = tuned.schedules
+    if variants is not None:
+        ctx = variants
+
+        tried: set[str] = {a.graph.key for a in accepted}
+
+        def measure(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], kind: str) -> None:
+            nonlocal best_us, best_cg
+            tried.update(v.key for v, _ in vcs)
+            cg, us, more = _measure_variants(a, vcs, program, seed, ctx, out_of_time, best_sched,
+                                             kind)
+            notes.extend(more)
+            if cg is not None and us < best_us:
+                best_us, best_cg = us, cg
+
+        hedges = grid_filling_variants(ctx.config, accepted, n_sm=ctx.n_sm)
+        for a, v, c in hedges:
+            measure(a, [(v, c)], "grid-filling size")
+        for a in _fastest_measured(accepted, program):
+            measure(a, variants_to_measure(ctx.config, a.graph, n_sm=ctx.n_sm), "size")
+        # walk the fastest structures' sizes, and the grid-filling ones' (the model ranks their
+        # sizes least reliably: gqa b=1's attention-plus-combine at 256 blocks measured 19.4 µs,
+        # a neighbour at 128 blocks is Mirage's 11.5), each while a step finds a faster size
+        walkers = _fastest_measured(accepted, program)
+        walkers += [a for a, _, _ in hedges if a.measured_us is not None and all(a is not w for w in walkers)]
+        for a in walkers:
+            while not out_of_time(reserve=1):
+                before = a.measured_us
+                step = walk_step(ctx.config, a.graph, tried)
+                if not step:
+                    break
+                measure(a, step, "walk")
+                if a.measured_us is None or before is None or a.measured_us >= before:
+                    break
+    # the winner alone gets the tuner's second round (every kind of choice on its threads
+    # and split): the first round ranks, the second polishes one μGraph
+    win = min((a for a in accepted if a.measured_us is not None), key=lambda a: a.measured_us or 0.0,
+              default=None)
+    if win is not None and win.graph.key in best_sched and out_of_time():
+        notes.append(f"budget spent: no second tuning round for {win.graph.key[:12]}")
+    elif win is not None and win.graph.key in best_sched:
+        with out_of_time.step():
+            tuned = _tune_one(win.graph, program, seed, win.cost.seconds * 1e6, deadline,
+                              start=best_sched[win.graph.key], shared=shared)
+        if tuned is not None and win.measured_us is not None and tuned.us < win.measured_us:
+            win.measured_us, win.schedule = tuned.us, tuned.describe()
+            win.validation = f"{win.validation or 'validated'}; second tuning round {tuned.us:.2f} µs"
+            if tuned.us < best_us:
+                best_us, best_cg = tuned.us, tuned.compiled
+    timed = sorted((a for a in accepted if a.measured_us is not None), key=lambda a: a.measured_us or 0.0)
+    rest = [a for a in accepted if a.measured_us is None]
+    return timed + rest, best_cg, notes
+
+
+def _measure_variants(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], program: KernelGraph,
+                      seed: int | None, ctx: VariantContext, out_of_time: _StageDeadline,
+                      best_sched: dict[str, Any] | None = None,
+                      kind: str = "size") -> tuple[Any, float, list[str]]:
+    """Verify, re-check and tune each size variant of ``vcs``; the fastest, if faster than
+    ``a`` (or ``a`` was not measured), replaces ``a``'s graph, verdict, cost and measurements
+    (same structure: it stays one entry). Returns its compiled kernel and time (None, inf when
+    none was faster)."""
+    notes: list[str] = []
+    best: tuple[Any, float] = (None, math.inf)
+    base_key = a.graph.key
+    for v, c in vcs:
+        if out_of_time(reserve=1):
+            notes.append(f"budget spent: {kind} variants of {base_key[:12]} not all measured")
+            break
+        with out_of_time.step():
+            verdict = ctx.verifier.check(v)
+            err = ctx.recheck.error(v, verdict.output_map) if verdict.accepted else math.inf
+            if not verdict.accepted or err > RECHECK_RTOL:
+                # cannot happen for a sound structure: its variants compute the same function
+                notes.append(f"{kind} variant {v.key[:12]} of {base_key[:12]} failed verification "
+                             f"(accepted={verdict.accepted}, float64 error {err:.2g}); not used")
+                continue
+            tuned = _tune_one(v, program, seed, c.seconds * 1e6, out_of_time.deadline,
+                              shared=ctx.shared)
+            if tuned is None:
+                notes.append(f"{kind} variant {v.key[:12]} of {base_key[:12]} FAILED validation under "
+                             "every schedule (a codegen bug; see the tuning log)")
+                continue
+            if a.measured_us is None or tuned.us < a.measured_us:
+                why = ("measured instead of" if a.measured_us is None else "faster on this GPU than")
+                a.graph, a.verdict, a.cost, a.float64_error = v, verdict, c, err
+                a.measured_us, a.schedule = tuned.us, tuned.describe()
+                a.validation = (f"validated; {kind} variant of {base_key[:12]} ({why} the cost "
+                                f"model's pick); {len(tuned.trials)} schedules timed")
+                best = (tuned.compiled, tuned.us)
+                if best_sched is not None:
+                    best_sched[v.key] = tuned.schedules
+    return best[0], best[1], notes
