@@ -331,7 +331,8 @@ def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: 
                   else (list(res.accepted), []))
     accepted, flagged, unchecked = _recheck_all(
         _progress(head, progress, "float64 re-check"), verifier, recheck, fits, threads)
-    background = _TailRecheck(tail, program, bound, seed, recheck, fits, threads)
+    # (half the threads: the GPU stage's compiles and validations share the cores)
+    background = _TailRecheck(tail, program, bound, seed, recheck, fits, max(1, threads // 2))
     _add_input_program(program, cfg.target, verifier, accepted)
     timings["float64_recheck"] = time.monotonic() - t
 
