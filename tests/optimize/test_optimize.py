@@ -92,6 +92,32 @@ def test_threaded_recheck_gives_the_sequential_verdicts(result: Any) -> None:
     assert len(ok) == 1 and rest == found[1:] and needs[1] > 0.0
 
 
+def test_the_tail_recheck_verifies_restored_ugraphs_with_a_verifier_of_its_own(result: Any) -> None:
+    """``_TailRecheck`` (the re-check beside the GPU stage) gives what ``_recheck_all`` gives:
+    μGraphs restored from a checkpoint (no verdict object) are verified on its thread by a
+    verifier it builds itself, then re-checked; ``join_into`` adds them among the unmeasured
+    ones by cost, without repeating one the result already holds, and records its time."""
+    from types import SimpleNamespace
+
+    from mirage_formal.recheck import _TailRecheck
+    from mirage_formal.search.state import Accepted
+    from mirage_formal.verify import Verdict
+    from mirage_formal.verify.float64 import FloatRecheck
+
+    prog = result.program
+    restored = [Accepted(a.graph, None, a.cost, a.found_at_s, 0) for a in result.accepted]
+    job = _TailRecheck(restored, prog, 2.0 ** -64, 0, FloatRecheck(prog), lambda s: True, 2)
+    held = result.accepted[0]
+    out = SimpleNamespace(accepted=[held], flagged=[], not_rechecked=[], seconds={})
+    job.join_into(out)  # type: ignore[arg-type]
+    keys = [a.graph.key for a in out.accepted]
+    assert sorted(keys) == sorted({a.graph.key for a in result.accepted})  # none twice
+    assert all(isinstance(a.verdict, Verdict) and a.verdict.accepted for a in out.accepted[1:])
+    assert all(a.float64_error <= 1e-6 for a in out.accepted)
+    assert [a.cost.seconds for a in out.accepted] == sorted(a.cost.seconds for a in out.accepted)
+    assert not out.flagged and not out.not_rechecked and out.seconds["float64_recheck_beside_gpu"] > 0
+
+
 def test_saved_ugraphs_verify_on_the_command_line(result: Any, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     path = result.save(tmp_path)
