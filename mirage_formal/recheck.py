@@ -44,8 +44,9 @@ class _TailRecheck:
     """The float64 re-check of the accepted μGraphs the GPU stage does not pick from
     (``_gpu_stage_pool``'s tail), on threads of its own while the stage runs; ``join_into``
     waits for it and adds what it found to the result (passed ones among the unmeasured,
-    which stay after the measured ones, best-first by cost). A μGraph restored from a checkpoint (no verdict object) is verified
-    by a verifier of its own, built on first need: the stage's stays on the calling thread."""
+    which stay after the measured ones, best-first by cost). A μGraph restored from a
+    checkpoint (no verdict object) is verified by a verifier of its own, built on first need:
+    the stage's stays on the calling thread."""
 
     def __init__(self, tail: Sequence[Accepted], program: KernelGraph, bound: float, seed: int,
                  recheck: FloatRecheck | None, fits: Callable[[float], bool], threads: int) -> None:
@@ -54,17 +55,12 @@ class _TailRecheck:
         self.seconds = 0.0
         if not tail:
             return
-        own: list[Verifier] = []
-
-        def verifier() -> Verifier:
-            if not own:
-                own.append(Verifier(program, bound=bound, seed=seed, float_check=False))
-            return own[0]
+        verifier = _LazyVerifier(program, bound, seed)
 
         def run() -> tuple[list[Optimized], list[Optimized], list[Accepted]]:
             t0 = time.monotonic()
             try:
-                return _recheck_all(tail, _LazyVerifier(verifier), recheck, fits, threads)
+                return _recheck_all(tail, verifier, recheck, fits, threads)
             finally:
                 self.seconds = time.monotonic() - t0
 
@@ -87,13 +83,18 @@ class _TailRecheck:
 
 
 class _LazyVerifier:
-    """``check`` of the verifier ``make`` builds when first needed."""
+    """A verifier of ``program`` (as the search's: same bound and seed) built at the first
+    ``check``."""
 
-    def __init__(self, make: Callable[[], Verifier]) -> None:
-        self.make = make
+    def __init__(self, program: KernelGraph, bound: float, seed: int) -> None:
+        self.args = (program, bound, seed)
+        self.verifier: Verifier | None = None
 
     def check(self, graph: KernelGraph) -> Verdict:
-        return self.make().check(graph)
+        if self.verifier is None:
+            program, bound, seed = self.args
+            self.verifier = Verifier(program, bound=bound, seed=seed, float_check=False)
+        return self.verifier.check(graph)
 
 
 def _recheck_all(found: Iterable[Accepted], verifier: Verifier | _LazyVerifier, recheck: FloatRecheck | None,
