@@ -51,6 +51,7 @@ from mirage_formal.codegen.schedule import Schedule
 from mirage_formal.codegen.steps import (
     Accumulate,
     Finalize,
+    InvariantAccumulate,
     Load,
     MatmulAccumulate,
     Op,
@@ -147,6 +148,11 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
             return self.loop_over(x.shape, [f"{ind}  {b}[i] = {e};"], ind)
         if isinstance(step, Accumulate):
             return self.emit_acc(x, ind)
+        if isinstance(step, InvariantAccumulate):
+            b, src = self.buf[x], x.src[0]
+            sq = x.attr("kind") == "rms"
+            return self.elem_loop(x.shape, ind, lambda ex, idx: [
+                f"{b}[i] = {self.FL}.f * ({ex.val(src, idx)})" + (f" * ({ex.val(src, idx)});" if sq else ";")])
         if isinstance(step, MatmulAccumulate):
             if x in self.gemv:
                 return self.emit_gemv_step(x, ind)
@@ -458,7 +464,11 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         one_wave = gx * gy * gz * SP <= ONE_WAVE_BLOCKS
         if one_wave:
             lines.append("  mf::grid_dep_launch();")
-        lines.append("  mf::grid_dep_wait();")
+        # nothing before the post-loop steps reads another kernel's output or writes global
+        # memory (no spilled tiles): wait for the previous kernel only after the loop
+        late_wait = self.late_wait_ok and not plan.ws_floats
+        if not late_wait:
+            lines.append("  mf::grid_dep_wait();")
         ring: list[str] = []
         for j in range(S - 1 if raw else 0):  # iterations 0..S-2 of the cp.async tiles
             if j < F:
@@ -539,8 +549,12 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
             lines.append("  mf::cp_async_wait<0>();")
         if not one_wave:
             lines.append("  mf::grid_dep_launch();")
-        # after the loop: register results to their tiles, the split combine, the post-loop
+        if late_wait:
+            lines.append("  mf::grid_dep_wait();")
+        # after the loop: the leading post-loop steps (accumulators of loop-invariant tiles,
+        # late loads), register results to their tiles, the split combine, the other post-loop
         # steps; barriers only where one of them touches memory an earlier one touched
+        head = [(self.emit_step(s, "  "), self.reads_only(s)) for s in steps[q:q + self.post_head]]
         tail = [self.emit_gemv_reduce(n, "  ") for n in sorted(self.gemv, key=self.ids.__getitem__)]
         tail += [self.emit_fold_reduce(a, "  ") for a in sorted(self.reg_fold, key=self.ids.__getitem__)]
         tail += [self.emit_matmul_mma(n, self.fused[n], True, "  ", mode="store")
@@ -556,8 +570,8 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                 combine, combine_floats = self.emit_split_combine(
                     accs, ws_base=plan.ws_floats * math.prod(bg.grid) * SP)
                 tail.append(combine)
-        chunks = [(code, frozenset[str]()) for code in tail]
-        chunks += [(self.emit_step(s, "  "), self.reads_only(s)) for s in steps[q:]]
+        chunks = head + [(code, frozenset[str]()) for code in tail]
+        chunks += [(self.emit_step(s, "  "), self.reads_only(s)) for s in steps[q + self.post_head:]]
         lines += with_barriers(chunks, extents, "  ", close=False)
         lines.append("}")
         if self.uses_red:  # block-wide row reductions (split_rows) exchange warp sums here

@@ -30,6 +30,7 @@ from mirage_formal.codegen.steps import (
     DEFINING,
     Accumulate,
     Finalize,
+    InvariantAccumulate,
     Load,
     MatmulAccumulate,
     Op,
@@ -173,6 +174,10 @@ class KernelLayout:
         #: kernel inputs (graph inputs) whose first ring stages are copied before the wait for
         #: the previous kernel (see emit.emit_block_graph)
         self.early: frozenset[int] = frozenset()
+        #: (set by build_steps) the wait for the previous kernel may follow the loop; the
+        #: number of leading post-loop steps printed before the reductions and the combine
+        self.late_wait_ok = False
+        self.post_head = 0
         #: computed tiles that are the same in every iteration of a real loop (every iterator
         #: they derive from has fmap -1, no accumulator in between): computed once, before it
         self.invariant = loop_invariant(bg)
@@ -492,17 +497,39 @@ class KernelLayout:
         return f"v{self.nvar}"
 
     # ------------------------------------------------------------ steps
+    def _invariant_accum(self, n: Node) -> bool:
+        """Accumulator ``n`` (no fold) sums a loop-invariant tile over a real loop: computed once
+        after the loop (:class:`InvariantAccumulate`) instead of added to every iteration."""
+        x = n.src[0]
+        return (n.op == "accum" and self.bg.forloop > 1 and n.attr("fold") is None
+                and ((x.op == ITER and x.attr("fmap") == -1) or x in self.invariant)
+                and x not in self.fused and x not in self.reg_acc and n not in self.reg_fold
+                and n not in self.chain_sums and n not in self.alias)
+
+    def _produced(self, n: Node) -> bool:
+        """``n`` depends on a kernel input that is not in ``early``: one an earlier kernel of the
+        graph writes."""
+        return any(m.op == ITER and m.attr("input") not in self.early for m in n.walk())
+
     def build_steps(self) -> tuple[list[Step], int, int]:
-        """The kernel's steps and the bounds of the loop part: ``steps[p:q]`` run per iteration."""
+        """The kernel's steps and the bounds of the loop part: ``steps[p:q]`` run per iteration.
+
+        After the loop come, first, the :attr:`post_head` steps that the printer emits before
+        the register reductions and the split combine: accumulators of loop-invariant tiles
+        and, when the loop reads only graph inputs (``early``) and writes no global memory,
+        the loads and ops of tiles that depend on other kernels' outputs, which nothing in the
+        loop reads (:attr:`late_wait_ok`: the wait for the previous kernel can then follow the
+        loop instead of preceding it)."""
         pre: list[Step] = []
         loop: list[Step] = []
         post: list[Step] = []
+        invariant_accs: list[Step] = []
         for n in self.nodes:
             # one iteration: an accumulator is written, not added to (a matmul that adds into
             # its accumulator still needs the zeros)
             if n.op == "accum" and (self.bg.forloop > 1 or n.src[0] in self.fused) \
-                    and n.src[0] not in self.reg_acc:  # register sums are stored, not added
-                pre.append(Zero(n))
+                    and n.src[0] not in self.reg_acc and not self._invariant_accum(n):
+                pre.append(Zero(n))  # (register sums are stored, not added)
         for n in self.nodes:
             if (n in self.inline or n in self.fused or n in self.epi_of or n in self.raw
                     or n in self.chain_nodes or n in self.direct):
@@ -519,6 +546,8 @@ class KernelLayout:
                 src = n.src[0]
                 if src in self.fused:
                     loop.append(MatmulAccumulate(src))
+                elif self._invariant_accum(n):
+                    invariant_accs.append(InvariantAccumulate(n))
                 elif n not in self.chain_sums:  # (chain row sums: in registers)
                     loop.append(Accumulate(n))
                 if n.attr("kind") != "sum":
@@ -531,7 +560,19 @@ class KernelLayout:
             post.append(Save(k))
         # Loads have no dependencies inside an iteration: issue them all first.
         loop = [s for s in loop if isinstance(s, Load)] + [s for s in loop if not isinstance(s, Load)]
-        steps = pre + loop + post
+        #: the wait for the previous kernel may follow the loop: this kernel has graph inputs,
+        #: a real loop, and nothing in the loop (its steps, the ring's and streamed tiles)
+        #: derives from another kernel's output; the printer also requires no spilled tiles
+        self.late_wait_ok = bool(self.early) and self.bg.forloop > 1 and not any(
+            n.op == ITER and n.attr("fmap") != -1 and n.attr("input") not in self.early
+            for n in self.nodes) and not any(
+            self._produced(s.node) for s in loop if not isinstance(s, Save))
+        late = [s for s in pre if isinstance(s, Load | Op) and self._produced(s.node)] \
+            if self.late_wait_ok else []
+        pre = [s for s in pre if s not in late]
+        #: leading post-loop steps printed before the register reductions and the combine
+        self.post_head = len(late) + len(invariant_accs)
+        steps = pre + loop + late + invariant_accs + post
         return steps, len(pre), len(pre) + len(loop)
 
     def reads(self, step: Step) -> set[Node]:

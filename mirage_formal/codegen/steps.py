@@ -3,7 +3,8 @@
 The emitter turns a block graph into a flat list of steps (each followed by a barrier when
 printed): before the loop, accumulators are zeroed and loop-invariant tiles loaded; inside
 it, per-iteration tiles are loaded and ops, accumulator updates and fused matmul-accumulates
-run; after it, accumulators are finalised, post-loop ops run and outputs are saved. A step
+run; after it, accumulators of loop-invariant tiles are computed, accumulators are finalised,
+post-loop ops run and outputs are saved. A step
 names the node (or output index) it computes; the printer dispatches on the step's type.
 
 Imports ``ir`` only.
@@ -52,6 +53,15 @@ class MatmulAccumulate:
 
 
 @dataclass(frozen=True)
+class InvariantAccumulate:
+    """Accumulator ``node`` of a loop-invariant tile, computed once after the loop: the tile
+    (squared for rms) times the iterations the block ran, which is what the loop's additions
+    would have summed (a mean or rms is then finalised as usual)."""
+
+    node: Node
+
+
+@dataclass(frozen=True)
 class Finalize:
     """Turn accumulator ``node``'s sum into a mean or a root-mean-square (after the loop)."""
 
@@ -65,7 +75,7 @@ class Save:
     index: int
 
 
-Step = Zero | Load | Op | Accumulate | MatmulAccumulate | Finalize | Save
+Step = Zero | Load | Op | Accumulate | MatmulAccumulate | InvariantAccumulate | Finalize | Save
 
 #: steps whose tile is defined by the step itself (they start a buffer's lifetime)
-DEFINING = (Zero, Load, Op, Accumulate)  # Accumulate defines a one-iteration accumulator
+DEFINING = (Zero, Load, Op, Accumulate, InvariantAccumulate)  # (Accumulate: a one-iteration one)
