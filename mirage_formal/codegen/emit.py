@@ -151,8 +151,11 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         if isinstance(step, InvariantAccumulate):
             b, src = self.buf[x], x.src[0]
             sq = x.attr("kind") == "rms"
-            return self.elem_loop(x.shape, ind, lambda ex, idx: [
-                f"{b}[i] = {self.FL}.f * ({ex.val(src, idx)})" + (f" * ({ex.val(src, idx)});" if sq else ";")])
+
+            def once(ex: TileExpr, idx: list[str]) -> list[str]:
+                v = ex.val(src, idx)
+                return [f"{b}[i] = {self.FL}.f * ({v})" + (f" * ({v});" if sq else ";")]
+            return self.elem_loop(x.shape, ind, once)
         if isinstance(step, MatmulAccumulate):
             if x in self.gemv:
                 return self.emit_gemv_step(x, ind)

@@ -566,7 +566,7 @@ class KernelLayout:
         self.late_wait_ok = bool(self.early) and self.bg.forloop > 1 and not any(
             n.op == ITER and n.attr("fmap") != -1 and n.attr("input") not in self.early
             for n in self.nodes) and not any(
-            self._produced(s.node) for s in loop if not isinstance(s, Save))
+            self._produced(s.node) for s in loop if not isinstance(s, Save))  # (none is a Save)
         late = [s for s in pre if isinstance(s, Load | Op) and self._produced(s.node)] \
             if self.late_wait_ok else []
         pre = [s for s in pre if s not in late]
