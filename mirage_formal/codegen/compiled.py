@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from mirage_formal.codegen.coarsen import coarsened
 from mirage_formal.codegen.emit import (
     SMEM_LIMIT_BYTES,
     EmitOptions,
@@ -66,7 +67,10 @@ def emit_graph(kg: KernelGraph, threads: int = 128, smem_limit: int = SMEM_LIMIT
         if k is None:
             sched = (schedules or {}).get(la.graph.key, opts)
             tag = "".join("1" if j in early else "0" for j in range(len(la.inputs))) if early else ""
-            k = emit_block_graph(la.graph, f"mf_{la.graph.key[:16]}" + (f"_e{tag}" if tag else ""),
+            # a coarsened schedule runs the same μGraph kernel on fewer, wider blocks
+            bg = (coarsened(la.graph, sched.coarsen_axis, sched.coarsen)
+                  if sched is not None and sched.coarsen > 1 else la.graph)
+            k = emit_block_graph(bg, f"mf_{la.graph.key[:16]}" + (f"_e{tag}" if tag else ""),
                                  smem_limit, sched, early=early)
             by_key[la.graph.key, early] = k
         kernels.append(k)

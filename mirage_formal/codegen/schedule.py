@@ -16,7 +16,7 @@ post-loop ops and output savers. It pays when gx·gy·gz blocks cannot fill the 
 :func:`candidate_schedules` proposes a small set of schedules for one block graph from rules
 (blocks vs SM count, loop length, tile sizes); the autotuner (:mod:`autotune`) measures them.
 
-Imports ``ir`` only.
+Imports ``ir`` and :mod:`coarsen` only.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from mirage_formal.codegen.coarsen import coarsenable, coarsened, narrow_axes
 from mirage_formal.errors import GraphError
 from mirage_formal.ir.graph import BlockGraph
 from mirage_formal.ir.occupancy import loop_splits
@@ -153,6 +154,12 @@ class Schedule:
     #: only for row reductions (``print_row_registers``) instead of passing every tile
     #: through shared memory with a barrier around each step
     row_registers: bool = False
+    #: ``coarsen`` adjacent blocks of grid axis ``coarsen_axis`` run as one block over tiles
+    #: that many times wider (:mod:`coarsen`; only where no block op combines elements across
+    #: them): a kernel reading a few columns of each weight row per block reads whole DRAM
+    #: sectors per block instead. Every other field applies to the coarsened block graph
+    coarsen: int = 1
+    coarsen_axis: int = 0
 
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):
@@ -172,6 +179,9 @@ class Schedule:
             raise GraphError(f"schedule: chain_rows must be 0, 1, 2 or 4, got {self.chain_rows}")
         if self.split < 1:
             raise GraphError(f"schedule: split must be >= 1, got {self.split}")
+        if self.coarsen < 1 or self.coarsen_axis not in (0, 1, 2):
+            raise GraphError(f"schedule: coarsen must be >= 1 and coarsen_axis 0, 1 or 2, got "
+                             f"{self.coarsen} and {self.coarsen_axis}")
         if self.gemv_chunk < 1 or self.gemv_depth < 2:
             raise GraphError("schedule: gemv_chunk >= 1 and gemv_depth >= 2 are required")
         if self.warp_m not in (0, 1, 2, 4) or self.warp_n not in (0, 1, 2, 4, 8):
@@ -181,7 +191,10 @@ class Schedule:
                              "prefetch_regs >= 0 are required")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if self.coarsen == 1:  # (so that the keys of uncoarsened schedules stay as they were)
+            del d["coarsen"], d["coarsen_axis"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Schedule:
@@ -248,6 +261,8 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph) -> list[S
     varies one kind of choice at a time from the default)."""
     seen = {s.key for s in tried}
     out = []
+    # a coarsened winner's other choices apply to its coarsened block graph
+    bg = coarsened(bg, best.coarsen_axis, best.coarsen)
     # the winner itself with 256-byte L2 fetches for its streamed reads, and with its streamed
     # reads evicted first from L2 (two more trials)
     if any(n.op == "iter" for n in bg.nodes):
@@ -268,7 +283,8 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph) -> list[S
                 seen.add(r.key)
                 out.append(r)
     for s in tried:
-        r = replace(s, threads=best.threads, split=best.split)
+        r = replace(s, threads=best.threads, split=best.split, coarsen=best.coarsen,
+                    coarsen_axis=best.coarsen_axis)
         if r.key in seen or not split_ok(bg, r.split):
             continue
         if r.gemv and not _gemv_threads_ok(bg, r.threads or bg.threads):
@@ -421,8 +437,34 @@ def streamed_once_bytes(bg: BlockGraph) -> int:
     return total
 
 
+#: a block reading fewer bytes of each row of an input than this gets coarsened candidates
+NARROW_ROW_BYTES = 64
+#: the widest row (bytes) a coarsened block reads of an input the grid splits by columns
+COARSEN_MAX_ROW_BYTES = 256
+
+
+def _coarsened_candidates(bg: BlockGraph, sm_count: int) -> list[Schedule]:
+    """Coarsened variants of a kernel that reads narrow rows (see :func:`candidate_schedules`)."""
+    out: list[Schedule] = []
+    blocks = math.prod(bg.grid)
+    for ax, width in narrow_axes(bg, NARROW_ROW_BYTES):
+        c = 2
+        while (width * c <= COARSEN_MAX_ROW_BYTES and bg.grid[ax] % c == 0
+               and blocks // c >= sm_count // 4):
+            if width * c >= NARROW_ROW_BYTES and coarsenable(bg, ax, c):
+                cands = candidate_schedules(coarsened(bg, ax, c), sm_count, limit=64, coarsen=False)
+                picks = [cands[0], next((s for s in cands if s.split > 1), cands[0]),
+                         next((s for s in cands if s.gemv), cands[0])]
+                for p in picks:
+                    r = replace(p, coarsen=c, coarsen_axis=ax)
+                    if r not in out:
+                        out.append(r)
+            c *= 2
+    return out
+
+
 def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
-                        limit: int = 18) -> list[Schedule]:
+                        limit: int = 18, coarsen: bool = True) -> list[Schedule]:
     """A few schedules worth measuring for ``bg``, the default first (rules, not a search).
 
     - threads: the block graph's own, and 256 when a tile has enough elements to keep 8
@@ -458,7 +500,14 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     - for a kernel with a register chain, every candidate with ``min_blocks=1`` (ptxas may
       then give a thread up to 255 registers);
     - for a loop-free kernel of one-row tiles (:func:`row_registers_ok`), every tile in
-      registers (``row_registers``) at each of the thread counts above where it applies.
+      registers (``row_registers``) at each of the thread counts above where it applies;
+    - for a kernel whose blocks read fewer than 64 bytes of each row of an input
+      (:func:`coarsen.narrow_axes`; Mirage's published gated MLP reads 8 columns of each
+      weight row per block), the blocks of that axis coarsened 2, 4, 8... times
+      (:attr:`Schedule.coarsen`) up to 256 bytes per row and at least a quarter of the SMs'
+      count of blocks, where :func:`coarsen.coarsenable` allows it: for each factor the
+      coarsened block graph's own default, its first split and its first gemv candidate
+      (``coarsen`` False: none, how those are computed).
 
     Every one of them carries the L2 evict-first policy when the kernel streams at least
     ``EVICT_FIRST_MIN_BYTES`` it reads once (:func:`streamed_once_bytes`; the tuner measures
@@ -580,6 +629,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
                                  async_copy=False, gemv_chunk=chunk, gemv_depth=depth))
     if bg.forloop >= 4:
         extra.append(replace(base, async_stages=2, split=splits[-1]))
+    if coarsen:
+        extra[:0] = _coarsened_candidates(bg, sm_count)
     out = [grid[0], *extra, *grid[1:]]
     seen: set[str] = set()
     uniq = []
