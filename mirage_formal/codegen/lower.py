@@ -20,6 +20,13 @@ Every lowered block graph is built through ``ir.graph`` and so passes its checks
 shapes and dtypes equal the op's. :func:`launches` turns a whole kernel graph into the ordered
 list of block graphs with the kernel-level tensors each reads and writes.
 
+A graph-defined kernel without a loop is launched with its plain accumulators moved down
+(:func:`accums_pushed_down`): over one iteration a sum or mean accumulator (no fold) is the
+identity, so ``matmul(accum(a), accum(b))`` computes ``accum(matmul(a, b))``. The product
+then reads iterator tiles directly, which the emitter's fast paths need (Mirage's published rmsnorm μGraph #14
+multiplies accum(X) by accum(W): a copy of each whole tile, then a matmul from shared memory,
+where ``matmul(X, W)`` streams W through registers).
+
 Imports ``ir`` only.
 """
 
@@ -207,12 +214,45 @@ class Launch:
     source: Node  # the kernel-graph node it came from (a registry op or a ``kernel`` node)
 
 
+def _identity_accum(n: Node) -> bool:
+    return n.op == "accum" and n.attr("fold") is None and n.attr("kind") in ("sum", "mean")
+
+
+def accums_pushed_down(bg: BlockGraph) -> BlockGraph:
+    """``bg`` without a loop (forloop 1): every matmul both of whose operands are plain
+    accumulators (sum or mean, no fold: the identity over one iteration) multiplies their
+    sources instead, and its product is accumulated (sum). The same function, element for
+    element. Any other ``bg`` is returned as it is. (Only matmuls: the emitter's tensor-core,
+    cp.async and gemv paths want iterator operands; an elementwise op's accumulator already
+    shares its source's buffer, and moving it changed the row-register kernels of ntrans.)"""
+    if bg.forloop != 1:
+        return bg
+    new: dict[Node, Node] = {}
+    try:
+        for n in bg.nodes:
+            if n.op == "iter":
+                new[n] = n
+                continue
+            srcs = [new[s] for s in n.src]
+            if n.op == "matmul" and all(_identity_accum(s) for s in srcs):
+                inner = make_op(n.op, [s.src[0] for s in srcs], n.attr_dict, BLOCK)
+                new[n] = make_op("accum", [inner], {"kind": "sum", "fold": None}, BLOCK)
+            else:
+                new[n] = make_op(n.op, srcs, n.attr_dict, BLOCK)
+        out = BlockGraph(bg.grid, bg.threads, bg.forloop, bg.inputs,
+                         tuple(BlockOutput(new[o.node], o.omap) for o in bg.outputs))
+    except GraphError:
+        return bg
+    return bg if out.key == bg.key else out
+
+
 def launches(kg: KernelGraph, threads: int = THREADS) -> list[Launch]:
-    """Every kernel of ``kg`` as a block graph, in a valid launch (topological) order."""
+    """Every kernel of ``kg`` as a block graph, in a valid launch (topological) order (a
+    loop-free kernel with its plain accumulators moved down: :func:`accums_pushed_down`)."""
     out: list[Launch] = []
     for n in kg.kernels:
         if n.op == KERNEL_OP:
-            bg: BlockGraph = n.attr("graph")
+            bg: BlockGraph = accums_pushed_down(n.attr("graph"))
             gets = tuple(node(GET, (n,), (("index", i),), s, d)
                          for i, (s, d) in enumerate(bg.output_types()))
             out.append(Launch(bg, n.src, gets, n))

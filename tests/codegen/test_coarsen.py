@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_strategies import block_programs
 from hypothesis import given, settings
 
-from graph_strategies import block_programs
-from mirage_formal.codegen import Schedule, candidate_schedules, compile_graph, gpu_available, launches
+from mirage_formal.codegen import (
+    Schedule,
+    candidate_schedules,
+    compile_graph,
+    gpu_available,
+    launches,
+)
 from mirage_formal.codegen.coarsen import coarsenable, coarsened, narrow_axes
 from mirage_formal.errors import GraphError
 from mirage_formal.ir.graph import GET, KERNEL_OP, KernelGraph, make_kernel
