@@ -55,6 +55,8 @@ GPU_VARIANT_STRUCTURES = 2
 #: ... this many each: the analytic cost model ranks tile shapes least reliably (rmsnorm's fused
 #: kernel: 48-column tiles estimated best, 128-column tiles measured 27% faster)
 GPU_VARIANTS = 4
+#: with time left after those, the fastest this many structures in all get theirs too
+GPU_MORE_STRUCTURES = 4
 
 
 @dataclass
@@ -237,7 +239,9 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
     """Autotune, validate and time the ``top`` best (codegen.autotune: every kernel's schedule
     measured on this GPU, timed like the benchmarks' baselines); then, with ``variants``, the
     size variants of the fastest few (each verified and re-checked in float64 first; a faster
-    one replaces its structure's entry); re-rank by measured time."""
+    one replaces its structure's entry), walks of their sizes, and with time left the same
+    for the next fastest structures (up to ``GPU_MORE_STRUCTURES`` in all); re-rank by
+    measured time."""
     notes: list[str] = []
     best_cg: Any = None
     best_us = math.inf
@@ -293,9 +297,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
         # walk the fastest structures' sizes, and the grid-filling ones' (the model ranks their
         # sizes least reliably: gqa b=1's attention-plus-combine at 256 blocks measured 19.4 µs,
         # a neighbour at 128 blocks is Mirage's 11.5), each while a step finds a faster size
-        walkers = _fastest_measured(accepted, program)
-        walkers += [a for a, _, _ in hedges if a.measured_us is not None and all(a is not w for w in walkers)]
-        for a in walkers:
+        def walk(a: Optimized) -> None:
             while not out_of_time(reserve=1):
                 before = a.measured_us
                 step = walk_step(ctx.config, a.graph, tried)
@@ -304,6 +306,21 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
                 measure(a, step, "walk")
                 if a.measured_us is None or before is None or a.measured_us >= before:
                     break
+
+        walkers = _fastest_measured(accepted, program)
+        walkers += [a for a, _, _ in hedges if a.measured_us is not None and all(a is not w for w in walkers)]
+        for a in walkers:
+            walk(a)
+        # with time left, the next fastest structures get size variants and a walk too, one
+        # at a time (rmsnorm b=8's fused kernel measured third at its first size and was
+        # never walked, with 35 s of the stage's budget left)
+        more = [a for a in _fastest_measured(accepted, program, GPU_MORE_STRUCTURES)
+                if all(a is not w for w in walkers)]
+        for a in more:
+            if out_of_time(reserve=1):
+                break
+            measure(a, variants_to_measure(ctx.config, a.graph, n_sm=ctx.n_sm), "size")
+            walk(a)
     # the winner alone gets the tuner's second round (every kind of choice on its threads
     # and split): the first round ranks, the second polishes one μGraph
     win = min((a for a in accepted if a.measured_us is not None), key=lambda a: a.measured_us or 0.0,

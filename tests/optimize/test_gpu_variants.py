@@ -4,6 +4,7 @@ one replaces its structure's entry (the autotuner replaced by a stand-in with ma
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -281,6 +282,39 @@ def test_the_walk_follows_faster_neighbours_and_stops_when_none_is(
     last = gs.walk_step(cfg, goal, {start.key, mid.key, goal.key} | {v.key for v, _ in first + second})
     assert all(sizes(v) in first_round for v, _ in last)
     assert len(first_round) == len(set(first_round))  # no size tuned twice
+
+
+def test_with_time_left_a_third_structure_gets_size_variants_too(
+        result: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two fastest structures are walked first; with time left, the third fastest gets
+    its size variants measured as well, and a much faster size of it wins."""
+    cfg = opt.make_config(program(), "norm", SPACE)
+    accepted = [optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+                for a in result.accepted]
+    looping = [a for a in accepted if gs.variants_to_measure(cfg, a.graph, n_sm=4)]
+    assert len(looping) >= 3, "the fixture has three structures with size variants"
+    first, second, third = looping[:3]
+    own = third.graph
+    goal = gs.variants_to_measure(cfg, own, n_sm=4)[0][0]
+    times = {first.graph.key: 10.0, second.graph.key: 12.0, third.graph.key: 14.0, goal.key: 5.0}
+    monkeypatch.setattr(gs, "_tune_one", _fake_tune(times, key=lambda g: g.key))
+    monkeypatch.setattr(gs, "gpu_candidates", lambda acc, top, prog: [first, second, third])
+    monkeypatch.setattr(gs, "grid_filling_variants", lambda *a, **k: [])
+    for a in accepted:
+        a.measured_us = None
+    ctx = gs.VariantContext(cfg, Verifier(program(), seed=5), FloatRecheck(program()), n_sm=4)
+    ranked, kernel, notes = gs._gpu_rank(program(), accepted, 3, 0, None, ctx)
+    assert not [n for n in notes if "FAILED" in n or "failed" in n]
+    assert ranked[0] is third and third.graph.key == goal.key and third.measured_us == 5.0
+    assert kernel == ("kernel", goal.key, False)
+    # with the stage's time spent after the first three tunings, nothing more is measured
+    for a in accepted:
+        a.measured_us = None
+    calls: list[Any] = []
+    monkeypatch.setattr(gs, "_tune_one", _fake_tune(times, calls, key=lambda g: g.key))
+    third.graph = own
+    ranked, _, notes = gs._gpu_rank(program(), accepted, 3, 0, time.monotonic() - 1.0, ctx)
+    assert len(calls) <= 1 and any("budget spent" in n for n in notes)
 
 
 def test_with_a_gpu_the_tail_is_rechecked_beside_the_stage_and_nothing_is_lost(
