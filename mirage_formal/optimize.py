@@ -330,7 +330,8 @@ def superoptimize(program: KernelGraph, preset: str | None = None, *, budget_s: 
     head, tail = (_gpu_stage_pool(res.accepted, gpu_top) if _gpu_likely(gpu)
                   else (list(res.accepted), []))
     accepted, flagged, unchecked = _recheck_all(
-        _progress(head, progress, "float64 re-check"), verifier, recheck, fits, threads)
+        _progress(head, progress, "float64 re-check"), verifier, recheck, fits, threads,
+        processes=True)
     # (half the threads: the GPU stage's compiles and validations share the cores)
     background = _TailRecheck(tail, program, bound, seed, recheck, fits, max(1, threads // 2))
     _add_input_program(program, cfg.target, verifier, accepted)

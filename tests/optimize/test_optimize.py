@@ -58,8 +58,8 @@ def test_finds_fused_rmsnorm_verified_and_rechecked(result: Any) -> None:
 
 
 def test_threaded_recheck_gives_the_sequential_verdicts(result: Any) -> None:
-    """The float64 re-checks run in threads (up to RECHECK_THREADS) but report what one at a
-    time reports, in the search's order; a budget stop leaves exactly the best ones
+    """The float64 re-checks run in threads or forked processes (up to RECHECK_THREADS) but
+    report what one at a time reports, in the search's order; a budget stop leaves exactly the best ones
     re-checked, the rest listed as not re-checked."""
     from mirage_formal.recheck import _recheck_all
     from mirage_formal.search.state import Accepted
@@ -75,6 +75,14 @@ def test_threaded_recheck_gives_the_sequential_verdicts(result: Any) -> None:
     assert [(id(o.graph), o.float64_error) for o in one[0]] == \
         [(id(o.graph), o.float64_error) for o in many[0]]
     assert len(one[0]) == len(found) and not one[1] and not one[2] and not many[2]
+    # in forked processes (Linux; before the GPU stage): the same verdicts in the same order
+    forked = _recheck_all(found, verifier, recheck, lambda s: True, threads=4, processes=True)
+    assert [(id(o.graph), o.float64_error) for o in one[0]] == \
+        [(id(o.graph), o.float64_error) for o in forked[0]]
+    calls = iter(range(10**6))
+    ok, flagged, rest = _recheck_all(found, verifier, recheck, lambda s: next(calls) < 3,
+                                     threads=4, processes=True)
+    assert [o.graph for o in ok] == [a.graph for a in found[:3]] and rest == found[3:]
     calls = iter(range(10**6))
     stop_after = 3  # time runs out after three starts
     ok, flagged, rest = _recheck_all(found, verifier, recheck, lambda s: next(calls) < stop_after,
