@@ -27,6 +27,7 @@ from concurrent.futures import (
     ThreadPoolExecutor,
     wait,
 )
+from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING
 
 from threadpoolctl import threadpool_limits
@@ -150,11 +151,9 @@ def _recheck_all(found: Iterable[Accepted], verifier: Verifier | _LazyVerifier, 
     idle by now); started in order while ``time_left(s)`` says ``s`` more seconds fit the budget (s: the longest re-check so far), so a budget stop
     leaves the best ones re-checked and the last ones started end about at the deadline; the
     lists keep the search's order."""
-    global _FORKED
     accepted: list[Optimized] = []
     flagged: list[Optimized] = []
     unchecked: list[Accepted] = []
-    started: list[tuple[Accepted, Verdict, Future[tuple[float, float]]]] = []
     # the μGraphs themselves (``found`` may be a progress bar over them, advanced as the
     # loop below takes each one)
     items: list[Accepted] = list(getattr(found, "iterable", found))
@@ -168,30 +167,43 @@ def _recheck_all(found: Iterable[Accepted], verifier: Verifier | _LazyVerifier, 
         t0 = time.monotonic()
         return rc.error(g, output_map), time.monotonic() - t0
 
-    pool: Executor
-    if fork and recheck is not None:
-        _FORKED = (recheck, [(a.graph, a.verdict.output_map) for a in items])
-        blas = max(1, (os.cpu_count() or 1) // threads)
-        pool = ProcessPoolExecutor(max_workers=threads, mp_context=mp.get_context("fork"),
-                                   initializer=_forked_init, initargs=(os.getpid(), blas))
-    else:
-        pool = ThreadPoolExecutor(max_workers=threads)
+    def run(fork: bool) -> list[tuple[Accepted, Verdict, float]]:
+        global _FORKED
+        started: list[tuple[Accepted, Verdict, Future[tuple[float, float]]]] = []
+        unchecked.clear()
+        pool: Executor
+        if fork and recheck is not None:
+            _FORKED = (recheck, [(a.graph, a.verdict.output_map) for a in items])
+            blas = max(1, (os.cpu_count() or 1) // threads)
+            pool = ProcessPoolExecutor(max_workers=threads, mp_context=mp.get_context("fork"),
+                                       initializer=_forked_init, initargs=(os.getpid(), blas))
+        else:
+            pool = ThreadPoolExecutor(max_workers=threads)
+        try:
+            with pool:
+                for i, a in enumerate(items if retried else found):
+                    longest = max((f.result()[1] for _, _, f in started if f.done()), default=0.0)
+                    if recheck is None or not time_left(longest):
+                        unchecked.append(a)
+                        continue
+                    # (the verifier stays on this thread)
+                    v = a.verdict if isinstance(a.verdict, Verdict) else verifier.check(a.graph)
+                    started.append((a, v, pool.submit(_forked_error, i) if fork else
+                                    pool.submit(timed, recheck, a.graph, v.output_map)))
+                    while sum(not f.done() for _, _, f in started) >= threads:
+                        wait([f for _, _, f in started if not f.done()], return_when=FIRST_COMPLETED)
+            return [(a, v, f.result()[0]) for a, v, f in started]
+        finally:
+            _FORKED = None
+
+    retried = False
     try:
-        with pool:
-            for i, a in enumerate(found):
-                longest = max((f.result()[1] for _, _, f in started if f.done()), default=0.0)
-                if recheck is None or not time_left(longest):
-                    unchecked.append(a)
-                    continue
-                # (the verifier stays on this thread)
-                v = a.verdict if isinstance(a.verdict, Verdict) else verifier.check(a.graph)
-                started.append((a, v, pool.submit(_forked_error, i) if fork else
-                                pool.submit(timed, recheck, a.graph, v.output_map)))
-                while sum(not f.done() for _, _, f in started) >= threads:
-                    wait([f for _, _, f in started if not f.done()], return_when=FIRST_COMPLETED)
-    finally:
-        _FORKED = None
-    for a, v, f in started:
-        o = Optimized(a.graph, v, a.cost, a.found_at_s, f.result()[0])
+        done = run(fork)
+    except BrokenProcessPool:
+        # a re-check process died (the OOM killer, a signal): the same re-checks on threads
+        retried = True
+        done = run(False)
+    for a, v, err in done:
+        o = Optimized(a.graph, v, a.cost, a.found_at_s, err)
         (accepted if v.accepted and o.float64_error <= RECHECK_RTOL else flagged).append(o)
     return accepted, flagged, unchecked

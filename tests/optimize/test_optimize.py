@@ -57,7 +57,17 @@ def test_finds_fused_rmsnorm_verified_and_rechecked(result: Any) -> None:
     assert any("compiles for sm_90" in n for n in result.codegen_notes)
 
 
-def test_threaded_recheck_gives_the_sequential_verdicts(result: Any) -> None:
+def _killed_re_check(i: int) -> tuple[float, float]:
+    """A forked re-check that dies (as under the OOM killer)."""
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+    return 0.0, 0.0
+
+
+def test_threaded_recheck_gives_the_sequential_verdicts(result: Any,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The float64 re-checks run in threads or forked processes (up to RECHECK_THREADS) but
     report what one at a time reports, in the search's order; a budget stop leaves exactly the best ones
     re-checked, the rest listed as not re-checked."""
@@ -83,6 +93,13 @@ def test_threaded_recheck_gives_the_sequential_verdicts(result: Any) -> None:
     ok, flagged, rest = _recheck_all(found, verifier, recheck, lambda s: next(calls) < 3,
                                      threads=4, processes=True)
     assert [o.graph for o in ok] == [a.graph for a in found[:3]] and rest == found[3:]
+    # a re-check process that dies: the same re-checks again on threads, nothing lost
+    import mirage_formal.recheck as rc
+
+    monkeypatch.setattr(rc, "_forked_error", _killed_re_check)
+    again = _recheck_all(found, verifier, recheck, lambda s: True, threads=4, processes=True)
+    assert [(id(o.graph), o.float64_error) for o in one[0]] == \
+        [(id(o.graph), o.float64_error) for o in again[0]]
     calls = iter(range(10**6))
     stop_after = 3  # time runs out after three starts
     ok, flagged, rest = _recheck_all(found, verifier, recheck, lambda s: next(calls) < stop_after,
