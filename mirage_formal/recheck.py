@@ -199,8 +199,9 @@ def _recheck_all(found: Iterable[Accepted], verifier: Verifier | _LazyVerifier, 
     retried = False
     try:
         done = run(fork)
-    except BrokenProcessPool:
-        # a re-check process died (the OOM killer, a signal): the same re-checks on threads
+    except (BrokenProcessPool, OSError):
+        # a re-check process died (the OOM killer, a signal) or could not be forked (a
+        # process limit): the same re-checks on threads
         retried = True
         done = run(False)
     for a, v, err in done:
