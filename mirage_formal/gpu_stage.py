@@ -251,6 +251,13 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
     out_of_time = _StageDeadline(deadline)
     shared: dict[Any, Any] = variants.shared if variants is not None else {}
     picked = gpu_candidates(accepted, top, program)
+    if picked:
+        # the program's validation draws and float64 outputs, once for every μGraph, before
+        # the first step: its time would count as a tuning's in the steps planned after it
+        from mirage_formal.codegen.autotune import VALIDATION_TRIALS
+        from mirage_formal.codegen.validate import program_draws
+
+        program_draws(program, VALIDATION_TRIALS, seed or 0, shared)
     for i, a in enumerate(picked):
         if out_of_time(reserve=1):
             notes.append(f"budget spent: {len(picked) - i} candidate(s) not tuned or timed")

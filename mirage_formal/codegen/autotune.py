@@ -190,6 +190,10 @@ class Tuned:
         return "; ".join(f"{k[:8]}:{s.short()}" for k, s in self.schedules.items())
 
 
+#: fresh random draws each tuned variant is validated on
+VALIDATION_TRIALS = 2
+
+
 def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = None,
          jobs: int | None = None, cache: TuningCache | None = None, seed: int = 0,
          max_per_kernel: int | None = None, cubin_cache: str | None = None,
@@ -282,7 +286,7 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
             else:
                 try:
                     cg.load()
-                    rep = validate(cg, reference, trials=2, seed=seed, memo=memo)
+                    rep = validate(cg, reference, trials=VALIDATION_TRIALS, seed=seed, memo=memo)
                     if rep.ok and not timing_inputs:
                         timing_inputs.extend(device_inputs(cg, seed))
                     us = time_like_baselines(cg, seed=seed, inputs=timing_inputs) if rep.ok else None

@@ -4,7 +4,10 @@ draw, and one evaluation giving both the outputs and the overflow verdict (no GP
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
+import pytest
 
 from mirage_formal import workloads
 from mirage_formal.codegen import lowered_graph
@@ -38,3 +41,27 @@ def test_one_evaluation_gives_outputs_and_overflow() -> None:
         assert over == _overflows(prog, xs) == (scale > 1)
         for a, b in zip(outs, want, strict=True):
             assert np.array_equal(a, b, equal_nan=True)
+
+
+def test_program_draws_are_the_ones_validation_looks_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``program_draws`` (what the GPU stage draws before its first step) fills exactly what
+    validation's first draws look up: afterwards no μGraph of the program evaluates the
+    program again for them."""
+    # (the module, not the function ``mirage_formal.codegen`` exports under its name)
+    v = importlib.import_module("mirage_formal.codegen.validate")
+    prog = workloads.program("rmsnorm", 1, rows=2, h=64, n=64)
+    other = lowered_graph(prog)
+    memo: dict[object, object] = {}
+    v.program_draws(prog, 2, 0, memo)
+    calls: list[object] = []
+    real = v._evaluate
+
+    def counted(graph: object, xs: object) -> object:
+        calls.append(graph)
+        return real(graph, xs)
+    monkeypatch.setattr(v, "_evaluate", counted)
+    for s in v._trial_seeds(0, 2):  # the seeds validate(..., trials=2, seed=0) draws with
+        v._program_draw(prog, other, s, -0.5, 0.5, memo)
+    assert calls == []
+    v._program_draw(prog, other, v._trial_seeds(1, 1)[0], -0.5, 0.5, memo)
+    assert calls == [prog]  # another seed: drawn then

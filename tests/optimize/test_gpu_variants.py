@@ -96,6 +96,9 @@ def test_a_faster_variant_replaces_its_structure_and_a_slower_one_does_not(
     # every tuning of the stage (candidates, size variants, the second round) is given the
     # same dict: the validation inputs and the program's outputs are drawn once
     assert len(shared_seen) >= 3 and all(d is ctx.shared for d in shared_seen)
+    # ... and the program's validation draws are in it before the first step (the stand-in
+    # tuner never draws): their one-time cost is not counted as a step's
+    assert sum(isinstance(k, tuple) and k[0] == "program" for k in ctx.shared) == 2
     assert ranked[0] is best and best.graph.key == faster.key  # replaced in place
     assert best.measured_us == 10.0 and kernel == ("kernel", faster.key, False)
     assert "size variant" in (best.validation or "")
