@@ -251,7 +251,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
     out_of_time = _StageDeadline(deadline)
     shared: dict[Any, Any] = variants.shared if variants is not None else {}
     picked = gpu_candidates(accepted, top, program)
-    if picked:
+    if picked and not out_of_time():
         # the program's validation draws and float64 outputs, once for every μGraph, before
         # the first step: its time would count as a tuning's in the steps planned after it
         from mirage_formal.codegen.autotune import VALIDATION_TRIALS
