@@ -165,3 +165,84 @@ def test_coarsened_schedules_validate() -> None:
     for s in [s for s in candidate_schedules(bg) if s.coarsen > 1]:
         rep = validate(compile_graph(g, schedules={bg.key: s}), trials=2)
         assert rep.ok, f"{s.short()}: {rep}"
+
+
+_GATED_WITH_BIAS = """ugraph {
+  %0 = input() {name='X'} : f16[4, 512]
+  %1 = input() {name='W'} : f16[512, 2048]
+  %2 = input() {name='V'} : f16[512, 2048]
+  %3 = input() {name='b'} : f16[1, 2048]
+  %4 = kernel(%0, %1, %2, %3) {forloop=4, grid=(256, 1, 1), threads=128} {
+    %b0 = iter() {fmap=1, imap=(-1, -1, -1), input=0} : f16[4, 128]
+    %b1 = iter() {fmap=0, imap=(1, -1, -1), input=1} : f16[128, 8]
+    %b2 = matmul(%b0, %b1) : f16[4, 8]
+    %b3 = accum(%b2) {fold=None, kind='sum'} : f16[4, 8]
+    %b4 = iter() {fmap=0, imap=(1, -1, -1), input=2} : f16[128, 8]
+    %b5 = matmul(%b0, %b4) : f16[4, 8]
+    %b6 = accum(%b5) {fold=None, kind='sum'} : f16[4, 8]
+    %b7 = iter() {fmap=-1, imap=(1, -1, -1), input=3} : f16[1, 8]
+    %b8 = accum(%b7) {fold=None, kind='mean'} : f16[1, 8]
+    %b9 = add(%b3, %b8) : f16[4, 8]
+    %b10 = relu(%b9) : f16[4, 8]
+    %b11 = sigmoid(%b6) : f16[4, 8]
+    %b12 = mul(%b10, %b11) : f16[4, 8]
+    save %b12 {omap=(1, -1, -1)}
+  }
+  %5 = get(%4) {index=0} : f16[4, 2048]
+  return %5
+}"""
+
+_BLOCK_SOFTMAX = """ugraph {
+  %0 = input() {name='X'} : f16[4, 512]
+  %1 = input() {name='W'} : f16[512, 2048]
+  %2 = kernel(%0, %1) {forloop=4, grid=(256, 1, 1), threads=128} {
+    %b0 = iter() {fmap=1, imap=(-1, -1, -1), input=0} : f16[4, 128]
+    %b1 = iter() {fmap=0, imap=(1, -1, -1), input=1} : f16[128, 8]
+    %b2 = matmul(%b0, %b1) : f16[4, 8]
+    %b3 = accum(%b2) {fold=None, kind='sum'} : f16[4, 8]
+    %b4 = exp(%b3) : f16[4, 8]
+    %b5 = sum(%b4) {axis=1, keepdims=True} : f16[4, 1]
+    %b6 = div(%b4, %b5) : f16[4, 8]
+    save %b6 {omap=(1, -1, -1)}
+  }
+  %3 = get(%2) {index=0} : f16[4, 2048]
+  return %3
+}"""
+
+
+def _unchecked(graph: KernelGraph, c: int) -> KernelGraph:
+    """``graph``'s kernel rebuilt on grid x / c with wider tiles, without asking coarsenable."""
+    from mirage_formal.ir.graph import ITER, BlockGraph, BlockOutput, make_iter, make_op
+    from mirage_formal.ir.ops import BLOCK
+
+    (kn,) = [n for n in graph.nodes if n.op == KERNEL_OP]
+    bg = kn.attr("graph")
+    grid = (bg.grid[0] // c, bg.grid[1], bg.grid[2])
+    new: dict = {}
+    for n in bg.nodes:
+        new[n] = (make_iter(bg.inputs, n.attr("input"), n.attr("imap"), n.attr("fmap"), grid,
+                            bg.forloop) if n.op == ITER
+                  else make_op(n.op, [new[s] for s in n.src], n.attr_dict, BLOCK))
+    wide = BlockGraph(grid, bg.threads, bg.forloop, bg.inputs,
+                      tuple(BlockOutput(new[o.node], o.omap) for o in bg.outputs))
+    return KernelGraph(graph.inputs, (make_kernel(wide, list(kn.src))[0],))
+
+
+def test_a_program_outside_the_benchmarks_coarsens_and_a_block_softmax_does_not() -> None:
+    """Written for this check: relu(X·W + b) ⊙ sigmoid(X·V) with 8-column tiles and the bias
+    row split with them coarsens 2-8 times to the same function, and its coarsened candidate
+    schedules compile; a softmax over each block's own 8 columns (a legal μGraph) is refused,
+    and rightly: merging blocks would normalise over 16 columns instead."""
+    g = parse_text(_GATED_WITH_BIAS)
+    bg = launches(g, 128)[0].graph
+    for c in (2, 4, 8):
+        assert coarsenable(bg, 0, c) and _same_function(g, _with_coarsened(g, 0, c))
+    coarse = [s for s in candidate_schedules(bg, sm_count=32) if s.coarsen > 1]
+    assert coarse
+    for s in coarse:
+        compile_graph(g, schedules={bg.key: s}, load=False)
+    soft = parse_text(_BLOCK_SOFTMAX)
+    sbg = launches(soft, 128)[0].graph
+    assert not coarsenable(sbg, 0, 2)
+    assert not [s for s in candidate_schedules(sbg, sm_count=32) if s.coarsen > 1]
+    assert not _same_function(soft, _unchecked(soft, 2))
