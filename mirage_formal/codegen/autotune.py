@@ -333,7 +333,8 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
         if start is None and cands:
             best_us, current = keep_fastest([{**current, k: s} for s in cands], best_us, current)
         # second round: the other kinds of choice on the winner's threads and split
-        more = refinements(current[k], [Schedule(), *rules], bgs[k])[:REFINE_MAX] if refine else []
+        more = (refinements(current[k], [Schedule(), *rules], bgs[k], sms)[:REFINE_MAX]
+                if refine else [])
         if more and not late():
             best_us, current = keep_fastest([{**current, k: s} for s in more], best_us, current)
     if best_us is None:

@@ -252,10 +252,12 @@ def warp_tiles(batch: int, mt: int, nt: int, warps: int, want_m: int = 0,
     return min(fits, key=score)
 
 
-def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph) -> list[Schedule]:
+def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
+                sm_count: int = DEFAULT_SM_COUNT) -> list[Schedule]:
     """The second round of tuning one kernel: the winner with 256-byte L2 fetches, with the
-    evict-first policy, (split, not yet clustered) with the cluster combine and (a loop with
-    loop-invariant tiles) with the ring's copies issued first; then each tried
+    evict-first policy, (split, not yet clustered) with the cluster combine, (not split, on
+    fewer blocks than ``sm_count`` SMs) split 2 and 4 ways through a cluster, and (a loop
+    with loop-invariant tiles) with the ring's copies issued first; then each tried
     schedule's other choices (ring depth, gemv, tiles, chain...) on the winner's thread count
     and split, where that combination was not tried and is valid for ``bg`` (the first round
     varies one kind of choice at a time from the default)."""
@@ -275,6 +277,13 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph) -> list[S
             # (second round only: on the H100 it measured slower than the global combine on
             # every split winner of the benchmark table, 1-78%: gpu_optimize_2026-11-24_s14)
             policies.append(replace(best, cluster_combine=True))
+        if (best.split == 1 and math.prod(bg.grid) < sm_count and bg.forloop >= 4
+                and any(n.op == "accum" for n in bg.nodes)):
+            # an unsplit winner on fewer blocks than SMs: its loop split over 2 and 4 blocks
+            # combined through their cluster (rmsnorm's fused kernel runs 96 blocks on 132
+            # SMs; on an H200 its 2-way clustered split won by 14%, s22 c3)
+            policies += [replace(best, split=sp, cluster_combine=True) for sp in (2, 4)
+                         if sp <= CLUSTER_MAX and split_ok(bg, sp)]
         if (best.async_copy and not best.gemv and not best.ring_first
                 and _ring_and_invariant_loads(bg)):
             policies.append(replace(best, ring_first=True))

@@ -615,6 +615,16 @@ def test_cluster_combine_compiles_and_falls_back_past_the_cluster_limit(split: i
     assert not any(c.cluster_combine for c in candidate_schedules(la.graph, sm_count=4096))
     best = Schedule(split=2)
     assert any(r.cluster_combine and r.split == 2 for r in refinements(best, [best], la.graph))
+    # an unsplit winner on fewer blocks than SMs: its loop split 2 and 4 ways through a
+    # cluster in the second round; none on a grid that fills the SMs
+    few = la.graph.grid[0] * la.graph.grid[1] * la.graph.grid[2]
+    clustered = [r for r in refinements(Schedule(), [Schedule()], la.graph, sm_count=few + 1)
+                 if r.split > 1 and r.cluster_combine]
+    assert {r.split for r in clustered} == {sp for sp in (2, 4) if la.graph.forloop % sp == 0}
+    for r in clustered:
+        compile_graph(prog, arch="sm_90", load=False, cache=cache, schedules={la.graph.key: r})
+    assert not [r for r in refinements(Schedule(), [Schedule()], la.graph, sm_count=few)
+                if r.split > 1]
 
 
 def test_phase_probe_instrumentation_compiles_with_every_mark(cache: Path) -> None:
