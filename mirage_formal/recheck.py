@@ -148,9 +148,10 @@ def _recheck_all(found: Iterable[Accepted], verifier: Verifier | _LazyVerifier, 
     """The float64 re-check of accepted μGraphs, best first: (passed, flagged, not
     re-checked). Up to ``threads`` re-checks run at once, in forked processes with
     ``processes`` where :func:`_forks` allows it, else in threads (the search's workers are
-    idle by now); started in order while ``time_left(s)`` says ``s`` more seconds fit the budget (s: the longest re-check so far), so a budget stop
-    leaves the best ones re-checked and the last ones started end about at the deadline; the
-    lists keep the search's order."""
+    idle by now); started in order while ``time_left(s)`` says ``s`` more seconds fit the
+    budget (s: the longest re-check so far), so a budget stop leaves the best ones re-checked
+    and the last ones started end about at the deadline; the lists keep the search's order.
+    A process that dies (or a fork that fails) sends the same re-checks to threads."""
     accepted: list[Optimized] = []
     flagged: list[Optimized] = []
     unchecked: list[Accepted] = []
