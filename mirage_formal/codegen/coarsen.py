@@ -137,15 +137,16 @@ def coarsened(bg: BlockGraph, ax: int, c: int) -> BlockGraph:
         raise GraphError(f"block graph {bg.key[:8]}: grid axis {'xyz'[ax]} cannot be coarsened "
                          f"by {c} (an op combines elements across the blocks it would merge, or "
                          f"{c} does not divide the axis's {bg.grid[ax]} blocks)")
-    grid = tuple(g // c if a == ax else g for a, g in enumerate(bg.grid))
+    gx, gy, gz = (g // c if a == ax else g for a, g in enumerate(bg.grid))
+    grid = (gx, gy, gz)
     new: dict[Node, Node] = {}
     for n in bg.nodes:
         if n.op == ITER:
             new[n] = make_iter(bg.inputs, n.attr("input"), n.attr("imap"), n.attr("fmap"),
-                               grid, bg.forloop)  # type: ignore[arg-type]
+                               grid, bg.forloop)
         else:
             new[n] = make_op(n.op, [new[s] for s in n.src], n.attr_dict, BLOCK)
-    return BlockGraph(grid, bg.threads, bg.forloop, bg.inputs,  # type: ignore[arg-type]
+    return BlockGraph(grid, bg.threads, bg.forloop, bg.inputs,
                       tuple(BlockOutput(new[o.node], o.omap) for o in bg.outputs))
 
 
