@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mirage_formal.errors import GraphError
-from mirage_formal.ir.graph import ITER, BlockGraph, BlockOutput, make_iter, make_op
+from mirage_formal.ir.graph import ITER, BlockGraph, resized_block
 from mirage_formal.ir.node import Node
-from mirage_formal.ir.ops import BLOCK, REGISTRY
+from mirage_formal.ir.ops import REGISTRY
 
 #: the dimension of a node's tile that the coarsened axis splits (None: none)
 Split = int | None
@@ -138,16 +138,7 @@ def coarsened(bg: BlockGraph, ax: int, c: int) -> BlockGraph:
                          f"by {c} (an op combines elements across the blocks it would merge, or "
                          f"{c} does not divide the axis's {bg.grid[ax]} blocks)")
     gx, gy, gz = (g // c if a == ax else g for a, g in enumerate(bg.grid))
-    grid = (gx, gy, gz)
-    new: dict[Node, Node] = {}
-    for n in bg.nodes:
-        if n.op == ITER:
-            new[n] = make_iter(bg.inputs, n.attr("input"), n.attr("imap"), n.attr("fmap"),
-                               grid, bg.forloop)
-        else:
-            new[n] = make_op(n.op, [new[s] for s in n.src], n.attr_dict, BLOCK)
-    return BlockGraph(grid, bg.threads, bg.forloop, bg.inputs,
-                      tuple(BlockOutput(new[o.node], o.omap) for o in bg.outputs))
+    return resized_block(bg, (gx, gy, gz), bg.forloop)
 
 
 def narrow_axes(bg: BlockGraph, max_bytes: int = 64) -> list[tuple[int, int]]:

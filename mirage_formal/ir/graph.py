@@ -290,6 +290,23 @@ def make_iter(bg_inputs: Sequence[tuple[tuple[int, ...], DType]], i: int, imap: 
     return node(ITER, (), (("input", i), ("imap", imap), ("fmap", fmap)), tile, dtype)
 
 
+def resized_block(bg: BlockGraph, grid: GridT, forloop: int,
+                  inputs: Sequence[tuple[tuple[int, ...], DType]] | None = None) -> BlockGraph:
+    """``bg``'s ops on another grid and loop range (and, with ``inputs``, other kernel input
+    shapes): every iterator's tile recomputed from its maps, every op rebuilt on the new
+    tiles, the savers' maps kept. Raises :class:`GraphError` when a size does not divide or
+    an op refuses the new tiles. (The search's size variants and codegen's block coarsening.)"""
+    sig = tuple(inputs) if inputs is not None else bg.inputs
+    new: dict[Node, Node] = {}
+    for b in bg.nodes:
+        if b.op == ITER:
+            new[b] = make_iter(sig, b.attr("input"), b.attr("imap"), b.attr("fmap"), grid, forloop)
+        else:
+            new[b] = make_op(b.op, [new[s] for s in b.src], b.attr_dict, BLOCK)
+    return BlockGraph(grid, bg.threads, forloop, sig,
+                      tuple(BlockOutput(new[o.node], o.omap) for o in bg.outputs))
+
+
 # ---------------------------------------------------------------- kernel graphs
 
 def make_kernel(bg: BlockGraph, srcs: Sequence[Node]) -> list[Node]:

@@ -56,6 +56,7 @@ from mirage_formal.ir.graph import (
     make_iter,
     make_kernel,
     make_op,
+    resized_block,
 )
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import BLOCK, KERNEL, REGISTRY
@@ -757,16 +758,8 @@ def _gets_of(graph: KernelGraph, kn: Node) -> list[Node | None]:
 
 def _rebuild_block(bg: BlockGraph, srcs: Sequence[Node], grid: tuple[int, int, int],
                    forloop: int) -> BlockGraph | None:
-    sig = tuple((s.shape, s.dtype) for s in srcs)
-    new: dict[Node, Node] = {}
     try:
-        for b in bg.nodes:
-            if b.op == ITER:
-                new[b] = make_iter(sig, b.attr("input"), b.attr("imap"), b.attr("fmap"), grid, forloop)
-            else:
-                new[b] = make_op(b.op, [new[s] for s in b.src], b.attr_dict, BLOCK)
-        return BlockGraph(grid, bg.threads, forloop, sig,
-                          tuple(BlockOutput(new[o.node], o.omap) for o in bg.outputs))
+        return resized_block(bg, grid, forloop, [(s.shape, s.dtype) for s in srcs])
     except GraphError:
         return None
 

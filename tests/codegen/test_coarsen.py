@@ -212,19 +212,11 @@ _BLOCK_SOFTMAX = """ugraph {
 
 def _unchecked(graph: KernelGraph, c: int) -> KernelGraph:
     """``graph``'s kernel rebuilt on grid x / c with wider tiles, without asking coarsenable."""
-    from mirage_formal.ir.graph import ITER, BlockGraph, BlockOutput, make_iter, make_op
-    from mirage_formal.ir.ops import BLOCK
+    from mirage_formal.ir.graph import resized_block
 
     (kn,) = [n for n in graph.nodes if n.op == KERNEL_OP]
     bg = kn.attr("graph")
-    grid = (bg.grid[0] // c, bg.grid[1], bg.grid[2])
-    new: dict = {}
-    for n in bg.nodes:
-        new[n] = (make_iter(bg.inputs, n.attr("input"), n.attr("imap"), n.attr("fmap"), grid,
-                            bg.forloop) if n.op == ITER
-                  else make_op(n.op, [new[s] for s in n.src], n.attr_dict, BLOCK))
-    wide = BlockGraph(grid, bg.threads, bg.forloop, bg.inputs,
-                      tuple(BlockOutput(new[o.node], o.omap) for o in bg.outputs))
+    wide = resized_block(bg, (bg.grid[0] // c, bg.grid[1], bg.grid[2]), bg.forloop)
     return KernelGraph(graph.inputs, (make_kernel(wide, list(kn.src))[0],))
 
 
