@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from profile_saved import parse_schedules  # noqa: E402
 
 from mirage_formal.codegen import compile_graph, launches  # noqa: E402
-from mirage_formal.codegen.schedule import CLUSTER_MAX, Schedule  # noqa: E402
+from mirage_formal.codegen.schedule import CLUSTER_MAX, Schedule, stream_k_ok  # noqa: E402
 from mirage_formal.codegen.timing import device_inputs, time_graph, time_like_baselines  # noqa: E402
 from mirage_formal.codegen.validate import validate  # noqa: E402
 from mirage_formal.ir.graph import KernelGraph  # noqa: E402
@@ -47,8 +47,11 @@ def winner(row: dict[str, Any]) -> tuple[KernelGraph, dict[str, Schedule]]:
 def retime(row: dict[str, Any], reps: int, cluster: bool = False,
            over: dict[str, Any] | None = None) -> dict[str, Any]:
     graph, sched = winner(row)
-    if over:  # the same fields set in every kernel's schedule (--set)
-        sched = {k: replace(s, **over) for k, s in sched.items()}
+    if over:  # the same fields set in every kernel's schedule (--set; stream-K only where
+        # the kernel has a loop and accumulators for it)
+        blocks = {la.graph.key: la.graph for la in launches(graph, 128)}
+        sched = {k: s if over.get("stream_k") and not stream_k_ok(blocks[k], over["stream_k"])
+                 else replace(s, **over) for k, s in sched.items()}
     if cluster:  # every split of at most CLUSTER_MAX combined through its cluster instead
         sched = {k: replace(s, cluster_combine=1 < s.split <= CLUSTER_MAX) for k, s in sched.items()}
     t0 = time.perf_counter()

@@ -154,7 +154,8 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
 
             def once(ex: TileExpr, idx: list[str]) -> list[str]:
                 v = ex.val(src, idx)
-                return [f"{b}[i] = {self.FL}.f * ({v})" + (f" * ({v});" if sq else ";")]
+                n = "(float)mf_n" if self.stream_k else f"{self.FL}.f"
+                return [f"{b}[i] = {n} * ({v})" + (f" * ({v});" if sq else ";")]
             return self.elem_loop(x.shape, ind, once)
         if isinstance(step, MatmulAccumulate):
             if x in self.gemv:
@@ -393,9 +394,11 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         bg = self.bg
         cluster = self.cluster_combine(bufs)
         lines = self.signature(f"__cluster_dims__({self.split}, 1, 1) " if cluster else "")
-        SP = self.split
+        SP, SK = self.split, self.stream_k
         gx, gy, gz = bg.grid
-        if SP > 1:
+        if SK:
+            pass  # (a segment's block indices: at the top of the stream-K loop below)
+        elif SP > 1:
             # block (bx*SP + s, by, bz) runs iterations [s*FL, (s+1)*FL) of block (bx, by, bz)
             lines += [f"  const int bx = blockIdx.x / {SP}, by = blockIdx.y, bz = blockIdx.z;",
                       f"  const int mf_split = blockIdx.x % {SP};",
@@ -407,7 +410,9 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
             lines.append("  const unsigned long long mf_pol = mf::l2_evict_first();")
         if plan.smem_floats:
             lines.append("  extern __shared__ __align__(16) float smem[];")
-        if plan.ws_floats:
+        if plan.ws_floats and SK:
+            lines.append(f"  float* wsb = ws + (size_t)blockIdx.x * {plan.ws_floats};")
+        elif plan.ws_floats:
             lines.append(f"  float* wsb = ws + (size_t)(blockIdx.x + {gx * SP} * (blockIdx.y + {gy} * "
                          f"blockIdx.z)) * {plan.ws_floats};")
         raw_names = {self.buf[n] for n in self.raw}
@@ -445,18 +450,22 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         F = self.FL  # iterations this block runs (the whole loop unless split)
         tot = sum(self.prefetch_regs(x) for x in staged)
         D = max(1, min(self.opts.prefetch_depth, self.opts.prefetch_regs // tot, F)) if tot else 1
+        N = self.loop_n  # (F, or a stream-K segment's runtime length)
+        inits: list[str] = []  # register accumulators, zeroed before the loop
         for n in self.gemv:
-            lines.append(f"  float ga{self.ids[n]}[{n.shape[0] * 8}];")
-            lines.append("  #pragma unroll")
-            lines.append(f"  for (int e = 0; e < {n.shape[0] * 8}; ++e) ga{self.ids[n]}[e] = 0.f;")
+            inits.append(f"  float ga{self.ids[n]}[{n.shape[0] * 8}];")
+            inits.append("  #pragma unroll")
+            inits.append(f"  for (int e = 0; e < {n.shape[0] * 8}; ++e) ga{self.ids[n]}[e] = 0.f;")
         for a in sorted(self.reg_fold, key=self.ids.__getitem__):
             K = self.reg_fold[a].per_thread
-            lines.append(f"  float fr{self.ids[a]}[{K}];")
-            lines.append("  #pragma unroll")
-            lines.append(f"  for (int k = 0; k < {K}; ++k) fr{self.ids[a]}[k] = 0.f;")
+            inits.append(f"  float fr{self.ids[a]}[{K}];")
+            inits.append("  #pragma unroll")
+            inits.append(f"  for (int k = 0; k < {K}; ++k) fr{self.ids[a]}[k] = 0.f;")
+        lines += [] if SK else inits
         raw = sorted(self.raw, key=self.ids.__getitem__)
         S = self.stages
-        ahead = [x for x in raw if x.attr("input") in self.early]
+        # (stream-K: no early copies, its first segment's tiles are not known before its loop)
+        ahead = [x for x in raw if x.attr("input") in self.early] if not SK else []
         for j in range(min(S - 1, F) if ahead else 0):  # graph inputs' first stages, early
             for x in ahead:
                 lines += self.emit_cp_async(x, str(j), "  ")
@@ -464,7 +473,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         # grid launch at once, its blocks take the SMs this grid leaves idle and prefetch
         # their graph inputs while this one runs; a grid of more waves signals after its loop
         # (earlier, the dependent's waiting blocks would hold SMs its later waves need)
-        one_wave = gx * gy * gz * SP <= ONE_WAVE_BLOCKS
+        one_wave = (SK or gx * gy * gz * SP) <= ONE_WAVE_BLOCKS
         if one_wave:
             lines.append("  mf::grid_dep_launch();")
         # nothing before the post-loop steps reads another kernel's output or writes global
@@ -472,12 +481,16 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         late_wait = self.late_wait_ok and not plan.ws_floats
         if not late_wait:
             lines.append("  mf::grid_dep_wait();")
+        if SK:
+            lines += self.stream_k_loop_head() + inits
         ring: list[str] = []
         for j in range(S - 1 if raw else 0):  # iterations 0..S-2 of the cp.async tiles
             if j < F:
+                ring += [f"  if ({j} < mf_n) {{"] if SK else []
                 for x in raw:
                     if x not in ahead:  # (those went out before the wait, in group 0)
                         ring += self.emit_cp_async(x, str(j), "  ")
+                ring += ["  }"] if SK else []
             ring.append("  mf::cp_async_commit();")
         # Schedule.ring_first: the ring's copies before the loop-invariant tiles' loads, in
         # flight while those hold their threads (the ring's buffers live from step 0, so no
@@ -491,7 +504,11 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         for st in range(D):
             for x in staged:
                 lines.append(f"  {self.raw_type(x)} pf{self.ids[x]}_{st}[{self.prefetch_regs(x)}];")
-                lines += self.emit_prefetch(x, str(st), "  ", st)
+                if SK:  # (a segment may be shorter than the register pipeline)
+                    lines += [f"  if ({st} < mf_n) {{", *self.emit_prefetch(x, str(st), "    ", st),
+                              "  }"]
+                else:
+                    lines += self.emit_prefetch(x, str(st), "  ", st)
         lines.append("  __syncthreads();")
         for n in sorted(self.reg_acc, key=self.ids.__getitem__):
             WM, WN, _ = self.warp_blocking(n)
@@ -507,20 +524,20 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         if q > p:
             body = [s for s in steps[p:q] if not (isinstance(s, Load) and s.node in staged)]
             # D copies of the body, one per register stage, so stage indices are constants.
-            lines.append(f"  for (int it0 = 0; it0 < {F}; it0 += {D}) {{")
+            lines.append(f"  for (int it0 = 0; it0 < {N}; it0 += {D}) {{")
             for st in range(D):
                 ind = "    "
                 lines.append(f"{ind}{{")
                 ind += "  "
                 lines.append(f"{ind}const int it = it0 + {st};")
-                if F % D:
-                    lines.append(f"{ind}if (it < {F}) {{")
+                if F % D or SK:
+                    lines.append(f"{ind}if (it < {N}) {{")
                     ind += "  "
                 if raw:
                     # Stage (it + S - 1) % S was last read in iteration it - 1, which ended
                     # with a barrier: refill it. One group per iteration (maybe empty), so
                     # leaving S - 1 groups pending completes this iteration's.
-                    lines.append(f"{ind}if (it + {S - 1} < {F}) {{")
+                    lines.append(f"{ind}if (it + {S - 1} < {N}) {{")
                     for x in raw:
                         lines += self.emit_cp_async(x, f"(it + {S - 1})", ind + "  ")
                     lines.append(f"{ind}}}")
@@ -538,19 +555,19 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                                   f"pf{self.ids[x]}_{st}[p];"]
                 if staged or raw:
                     lines.append(f"{ind}__syncthreads();")
-                    lines.append(f"{ind}if (it + {D} < {F}) {{")
+                    lines.append(f"{ind}if (it + {D} < {N}) {{")
                     for x in staged:
                         lines += self.emit_prefetch(x, f"(it + {D})", ind + "  ", st)
                     lines.append(f"{ind}}}")
                 lines += with_barriers([(self.emit_step(s, ind), self.reads_only(s)) for s in body],
                                        extents, ind)
-                if F % D:
+                if F % D or SK:
                     lines.append(f"{ind[:-2]}}}")
                 lines.append("    }")
             lines.append("  }")
         if raw:
             lines.append("  mf::cp_async_wait<0>();")
-        if not one_wave:
+        if not one_wave and not SK:
             lines.append("  mf::grid_dep_launch();")
         if late_wait:
             lines.append("  mf::grid_dep_wait();")
@@ -565,7 +582,11 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         tail += [self.emit_chain_sums(self.chains[n], "  ")
                  for n in sorted(self.chains, key=self.ids.__getitem__) if self.chains[n].sums]
         combine_floats = 0
-        if SP > 1:
+        if SK:
+            combine, combine_floats = self.emit_stream_combine(
+                [n for n in self.nodes if n.op == "accum"], ws_base=plan.ws_floats * SK)
+            tail.append(combine)
+        elif SP > 1:
             accs = [n for n in self.nodes if n.op == "accum"]
             if cluster:
                 tail.append(self.emit_cluster_combine(accs))
@@ -576,11 +597,15 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         chunks = head + [(code, frozenset[str]()) for code in tail]
         chunks += [(self.emit_step(s, "  "), self.reads_only(s)) for s in steps[q + self.post_head:]]
         lines += with_barriers(chunks, extents, "  ", close=False)
+        if SK:  # the owner's post-loop steps end; the next segment reuses the shared tiles
+            lines += ["  }", "  __syncthreads();", "  }  // stream-K segment"]
+            lines += [] if one_wave else ["  mf::grid_dep_launch();"]
         lines.append("}")
         if self.uses_red:  # block-wide row reductions (split_rows) exchange warp sums here
             lines.insert(2, f"  __shared__ float mf_red[{self.T // 32}];")
         return EmittedKernel(
-            name=self.name, source="\n".join(lines) + "\n", grid=(gx * SP, gy, gz), threads=self.T,
+            name=self.name, source="\n".join(lines) + "\n",
+            grid=(SK, 1, 1) if SK else (gx * SP, gy, gz), threads=self.T,
             smem_bytes=4 * plan.smem_floats, ws_floats=plan.ws_floats,
             extra_ws_floats=combine_floats, schedule=self.opts,
             in_types=tuple(dt for _, dt in bg.inputs),

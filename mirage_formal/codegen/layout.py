@@ -24,6 +24,7 @@ from mirage_formal.codegen.schedule import (
     Schedule,
     gemv_rows_ok,
     split_ok,
+    stream_k_ok,
     warp_tiles,
 )
 from mirage_formal.codegen.steps import (
@@ -38,6 +39,7 @@ from mirage_formal.codegen.steps import (
     Step,
     Zero,
 )
+from mirage_formal.codegen.stream_k import longest_segment
 from mirage_formal.errors import GraphError, UnsupportedOpError
 from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import ITER, BlockGraph, block_phases, loop_invariant
@@ -106,10 +108,19 @@ class KernelLayout:
         if not split_ok(bg, opts.split):
             raise GraphError(f"codegen: split {opts.split} needs accumulators and must divide "
                              f"the for-loop range {bg.forloop}")
+        if opts.stream_k and not stream_k_ok(bg, opts.stream_k):
+            raise GraphError(f"codegen: stream-K over {opts.stream_k} blocks needs a loop, "
+                             f"accumulators and at least one of the {math.prod(bg.grid)} x "
+                             f"{bg.forloop} (block, iteration) units per block")
         #: the for-loop is split over ``split`` blocks; each runs ``FL`` iterations
         self.split = opts.split
+        #: stream-K: launched blocks (0: off); a segment runs ``mf_n`` <= ``FL`` iterations
+        self.stream_k = opts.stream_k
         self.uses_red = False  # set by the printer when a block-wide row reduction needs mf_red
-        self.FL = bg.forloop // opts.split
+        self.FL = (longest_segment(math.prod(bg.grid), bg.forloop, opts.stream_k)
+                   if opts.stream_k else bg.forloop // opts.split)
+        #: the C expression of the iterations this block runs (a runtime value under stream-K)
+        self.loop_n = "mf_n" if opts.stream_k else str(self.FL)
         self.nodes = bg.nodes
         self.phase = block_phases(self.nodes)
         self.ids = {n: i for i, n in enumerate(self.nodes)}
@@ -563,7 +574,8 @@ class KernelLayout:
         #: the wait for the previous kernel may follow the loop: this kernel has graph inputs,
         #: a real loop, and nothing in the loop (its steps, the ring's and streamed tiles)
         #: derives from another kernel's output; the printer also requires no spilled tiles
-        self.late_wait_ok = bool(self.early) and self.bg.forloop > 1 and not any(
+        self.late_wait_ok = bool(self.early) and self.bg.forloop > 1 and not self.stream_k \
+            and not any(
             n.op == ITER and n.attr("fmap") != -1 and n.attr("input") not in self.early
             for n in self.nodes) and not any(
             self._produced(s.node) for s in loop if not isinstance(s, Save))  # (none is a Save)

@@ -2,7 +2,8 @@
 
 Through global memory and an atomic ticket (the last block of the split sums every part, in
 split order, two levels for long splits), or through a thread-block cluster's distributed
-shared memory.
+shared memory. Also a stream-K kernel's segment loop and its combine (:mod:`stream_k`: the
+blocks that share a grid block's iterations, summed in block order by the last to arrive).
 
 Imports ``ir`` and the planning and printing modules of ``codegen``.
 """
@@ -16,6 +17,7 @@ from mirage_formal.codegen.printer import (
     TilePrinter,
 )
 from mirage_formal.codegen.schedule import CLUSTER_MAX
+from mirage_formal.codegen.stream_k import max_parts
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.occupancy import combine_groups
 
@@ -33,7 +35,7 @@ class CombinePrinter(TilePrinter):
         return (self.opts.cluster_combine and 1 < self.split <= CLUSTER_MAX
                 and all(bufs[self.buf[a]].space == "smem" for a in self.nodes if a.op == "accum"))
 
-    def sum_parts(self, a: Node, n: int, term: str, dst: str, ind: str) -> list[str]:
+    def sum_parts(self, a: Node, n: int | str, term: str, dst: str, ind: str) -> list[str]:
         """Every thread sums ``n`` partials of accumulator ``a``'s element ``i`` in order (``term``:
         partial ``k``'s element, in ``k`` and ``i``) into ``dst`` (in ``i``)."""
         return [*self.block_loop("i", self.buf_size(a), ind),
@@ -147,3 +149,69 @@ class CombinePrinter(TilePrinter):
             lines += add_up("mf_all", S, lambda a, o: f"{self.buf[a]}[i]")
         lines += ["    if (threadIdx.x == 0) mf_cnt[mf_blk] = 0u;", "    __syncthreads();", "  }"]
         return lines, part + grp + nblk + (nblk * NG if NG > 1 else 0)
+
+    def stream_k_loop_head(self) -> list[str]:
+        """The opening of a stream-K kernel's segment loop (closed by the emitter after the
+        post-loop steps): block p runs units [p·U/P, (p+1)·U/P) of the U = tiles x F (grid
+        block, iteration) units, one segment per grid block it touches; each segment names
+        its grid block (``bx``, ``by``, ``bz``), first iteration ``itb`` and length ``mf_n``.
+        The same arithmetic as :func:`stream_k.segments`."""
+        gx, gy, gz = self.bg.grid
+        F, P = self.bg.forloop, self.stream_k
+        U = gx * gy * gz * F
+        return [f"  // stream-K: block p runs units [p*{U}/{P}, (p+1)*{U}/{P}) of the {gx * gy * gz}"
+                f" x {F} (grid block, iteration) units",
+                f"  const int mf_u_end = (int)((long long)(blockIdx.x + 1) * {U} / {P});",
+                f"  for (int mf_u = (int)((long long)blockIdx.x * {U} / {P}); mf_u < mf_u_end;) {{",
+                f"  const int mf_tile = mf_u / {F};",
+                f"  const int itb = mf_u - mf_tile * {F};",
+                f"  const int mf_n = min({F} - itb, mf_u_end - mf_u);",
+                "  mf_u += mf_n;",
+                f"  const int bx = mf_tile % {gx}, by = mf_tile / {gx} % {gy}, "
+                f"bz = mf_tile / {gx * gy};"]
+
+    def emit_stream_combine(self, accs: Sequence[Node], ws_base: int) -> tuple[list[str], int]:
+        """A stream-K segment's combine. A grid block whose units one launched block runs
+        whole needs none. Otherwise each of its blocks p0..p1 writes its partial accumulators
+        to slot p - p0 of the grid block's partials and takes its ticket; the last to arrive
+        sums the p1 - p0 + 1 partials in slot (block) order into its own accumulators,
+        whichever block it is, and resets the ticket. Ends by opening ``if (mf_own) {`` around
+        the post-loop steps (the emitter closes it): only the block that holds the finished
+        accumulators runs them. Returns the code and the workspace floats (partials, then
+        one unsigned ticket per grid block, zero before the first launch and after each)."""
+        gx, gy, gz = self.bg.grid
+        F, P = self.bg.forloop, self.stream_k
+        tiles = gx * gy * gz
+        U = tiles * F
+        M = max_parts(tiles, F, P)
+        offs, acc_floats = [], 0
+        for a in accs:
+            offs.append(acc_floats)
+            acc_floats += self.buf_size(a)
+        part = tiles * M * acc_floats
+        lines = ["  bool mf_own = true;",
+                 "  {  // stream-K combine: the blocks p0..p1 that share this grid block",
+                 f"    const int mf_p0 = (int)((((long long)mf_tile * {F} + 1) * {P} - 1) / {U});",
+                 f"    const int mf_p1 = (int)((((long long)mf_tile * {F} + {F}) * {P} - 1) / {U});",
+                 "    if (mf_p1 > mf_p0) {",
+                 f"      float* mf_part = ws + {ws_base} + (size_t)mf_tile * {M * acc_floats};",
+                 f"      unsigned* mf_cnt = reinterpret_cast<unsigned*>(ws + {ws_base + part});",
+                 "      __shared__ unsigned mf_ticket;",
+                 f"      float* mf_mine = mf_part + (size_t)((int)blockIdx.x - mf_p0) * {acc_floats};"]
+        for a, o in zip(accs, offs, strict=True):
+            lines += [*self.block_loop("i", self.buf_size(a), "      "),
+                      f"        mf_mine[{o} + i] = {self.buf[a]}[i];", "      }"]
+        # (the ticket's ordering as in emit_split_combine: a barrier, one acquire-release
+        # atomic, a barrier; the last block reads the others' partials through L2)
+        lines += ["      __syncthreads();",
+                  "      if (threadIdx.x == 0) mf_ticket = mf::ticket_acq_rel(&mf_cnt[mf_tile]);",
+                  "      __syncthreads();",
+                  "      mf_own = mf_ticket == (unsigned)(mf_p1 - mf_p0);",
+                  "      if (mf_own) {"]
+        for a, o in zip(accs, offs, strict=True):
+            lines += self.sum_parts(a, "mf_p1 - mf_p0 + 1",
+                                    f"__ldcg(mf_part + k * {acc_floats} + {o} + i)",
+                                    f"{self.buf[a]}[i]", "        ")
+        lines += ["        if (threadIdx.x == 0) mf_cnt[mf_tile] = 0u;", "      }",
+                  "      __syncthreads();", "    }", "  }", "  if (mf_own) {"]
+        return lines, part + tiles

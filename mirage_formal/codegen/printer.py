@@ -109,7 +109,7 @@ class TilePrinter(KernelLayout):
         for d in range(len(shape)):
             ps = [f"{BLOCK_IDX[a]}*{shape[d] // self.bg.grid[a]}" for a in range(3) if imap[a] == d]
             if fmap == d and self.bg.forloop > 1:
-                it = f"(itb + {itv})" if self.split > 1 else itv
+                it = f"(itb + {itv})" if self.split > 1 or self.stream_k else itv
                 ps.append(f"{it}*{n.shape[d]}")
             parts.append(ps)
         return flat_ref(f"in{k}", shape, parts, idx)

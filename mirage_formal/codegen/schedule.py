@@ -160,6 +160,12 @@ class Schedule:
     #: sectors per block instead. Every other field applies to the coarsened block graph
     coarsen: int = 1
     coarsen_axis: int = 0
+    #: stream-K (:mod:`stream_k`): launch this many blocks (0: off) and give each an equal
+    #: contiguous run of the grid's (block, loop iteration) units; a grid block whose
+    #: iterations several launched blocks share is combined like a split's (partials summed
+    #: in block order by the last to arrive). Keeps every SM streaming where the grid's own
+    #: blocks would leave some idle or run a partial second wave. Not with ``split``
+    stream_k: int = 0
 
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):
@@ -179,6 +185,9 @@ class Schedule:
             raise GraphError(f"schedule: chain_rows must be 0, 1, 2 or 4, got {self.chain_rows}")
         if self.split < 1:
             raise GraphError(f"schedule: split must be >= 1, got {self.split}")
+        if self.stream_k < 0 or (self.stream_k and (self.split > 1 or self.cluster_combine)):
+            raise GraphError(f"schedule: stream_k must be >= 0 and comes without split and "
+                             f"cluster_combine, got stream_k={self.stream_k}, split={self.split}")
         if self.coarsen < 1 or self.coarsen_axis not in (0, 1, 2):
             raise GraphError(f"schedule: coarsen must be >= 1 and coarsen_axis 0, 1 or 2, got "
                              f"{self.coarsen} and {self.coarsen_axis}")
@@ -194,6 +203,8 @@ class Schedule:
         d = asdict(self)
         if self.coarsen == 1:  # (so that the keys of uncoarsened schedules stay as they were)
             del d["coarsen"], d["coarsen_axis"]
+        if self.stream_k == 0:
+            del d["stream_k"]
         return d
 
     @classmethod
@@ -256,7 +267,8 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
                 sm_count: int = DEFAULT_SM_COUNT) -> list[Schedule]:
     """The second round of tuning one kernel: the winner with 256-byte L2 fetches, with the
     evict-first policy, (split, not yet clustered) with the cluster combine, (not split, on
-    fewer blocks than ``sm_count`` SMs) split 2 and 4 ways through a cluster, and (a loop
+    fewer blocks than ``sm_count`` SMs) split 2 and 4 ways through a cluster, (a grid that
+    does not fill whole waves) stream-K over one and two blocks per SM, and (a loop
     with loop-invariant tiles) with the ring's copies issued first; then each tried
     schedule's other choices (ring depth, gemv, tiles, chain...) on the winner's thread count
     and split, where that combination was not tried and is valid for ``bg`` (the first round
@@ -284,6 +296,12 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
             # SMs; on an H200 its 2-way clustered split won by 14%, s22 c3)
             policies += [replace(best, split=sp, cluster_combine=True) for sp in (2, 4)
                          if sp <= CLUSTER_MAX and split_ok(bg, sp)]
+        if best.stream_k == 0 and not best.cluster_combine:
+            # stream-K: equal runs of (block, iteration) units over one or two blocks per SM
+            # where the winner's grid leaves SMs idle (rmsnorm's 96 blocks of 64 columns,
+            # gated_mlp's 64 split 2 ways, both on 132 SMs)
+            policies += [replace(best, split=1, stream_k=p) for p in
+                         stream_k_blocks(bg, math.prod(bg.grid) * best.split, sm_count)]
         if (best.async_copy and not best.gemv and not best.ring_first
                 and _ring_and_invariant_loads(bg)):
             policies.append(replace(best, ring_first=True))
@@ -293,7 +311,7 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
                 out.append(r)
     for s in tried:
         r = replace(s, threads=best.threads, split=best.split, coarsen=best.coarsen,
-                    coarsen_axis=best.coarsen_axis)
+                    coarsen_axis=best.coarsen_axis, stream_k=best.stream_k)
         if r.key in seen or not split_ok(bg, r.split):
             continue
         if r.gemv and not _gemv_threads_ok(bg, r.threads or bg.threads):
@@ -343,6 +361,26 @@ def split_ok(bg: BlockGraph, split: int) -> bool:
         return True
     return bg.forloop % split == 0 and bg.forloop >= split and any(
         n.op == "accum" for n in bg.nodes)
+
+
+def stream_k_ok(bg: BlockGraph, blocks: int) -> bool:
+    """Stream-K over ``blocks`` launched blocks applies to ``bg``: a loop of at least two
+    iterations, accumulators to combine, and at least one unit per launched block."""
+    if blocks == 0:
+        return True
+    return (blocks >= 2 and bg.forloop >= 2 and math.prod(bg.grid) * bg.forloop >= blocks
+            and any(n.op == "accum" for n in bg.nodes))
+
+
+def stream_k_blocks(bg: BlockGraph, launched: int, sm_count: int) -> list[int]:
+    """Stream-K block counts worth a trial for ``bg`` whose winner launches ``launched``
+    blocks: one and two blocks per SM, when the launched grid does not fill whole waves
+    (fewer blocks than SMs, or a partial wave under four) and each block would run at least
+    two iterations."""
+    if launched % sm_count == 0 or launched >= 4 * sm_count:
+        return []
+    units = math.prod(bg.grid) * bg.forloop
+    return [p for p in (sm_count, 2 * sm_count) if units >= 2 * p and stream_k_ok(bg, p)]
 
 
 def _consumers(bg: BlockGraph, n: object) -> list[Any]:
