@@ -267,8 +267,8 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
                 sm_count: int = DEFAULT_SM_COUNT) -> list[Schedule]:
     """The second round of tuning one kernel: the winner with 256-byte L2 fetches, with the
     evict-first policy, (split, not yet clustered) with the cluster combine, (not split, on
-    fewer blocks than ``sm_count`` SMs) split 2 and 4 ways through a cluster, (a grid that
-    does not fill whole waves) stream-K over one and two blocks per SM, and (a loop
+    fewer blocks than ``sm_count`` SMs) split 2 and 4 ways through a cluster, (fewer blocks
+    than SMs) stream-K over one block per SM, and (a loop
     with loop-invariant tiles) with the ring's copies issued first; then each tried
     schedule's other choices (ring depth, gemv, tiles, chain...) on the winner's thread count
     and split, where that combination was not tried and is valid for ``bg`` (the first round
@@ -297,9 +297,8 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
             policies += [replace(best, split=sp, cluster_combine=True) for sp in (2, 4)
                          if sp <= CLUSTER_MAX and split_ok(bg, sp)]
         if best.stream_k == 0 and not best.cluster_combine:
-            # stream-K: equal runs of (block, iteration) units over one or two blocks per SM
-            # where the winner's grid leaves SMs idle (rmsnorm's 96 blocks of 64 columns,
-            # gated_mlp's 64 split 2 ways, both on 132 SMs)
+            # stream-K: equal runs of (block, iteration) units over one block per SM where
+            # the winner's grid leaves SMs idle
             policies += [replace(best, split=1, stream_k=p) for p in
                          stream_k_blocks(bg, math.prod(bg.grid) * best.split, sm_count)]
         if (best.async_copy and not best.gemv and not best.ring_first
@@ -374,13 +373,14 @@ def stream_k_ok(bg: BlockGraph, blocks: int) -> bool:
 
 def stream_k_blocks(bg: BlockGraph, launched: int, sm_count: int) -> list[int]:
     """Stream-K block counts worth a trial for ``bg`` whose winner launches ``launched``
-    blocks: one and two blocks per SM, when the launched grid does not fill whole waves
-    (fewer blocks than SMs, or a partial wave under four) and each block would run at least
-    two iterations."""
-    if launched % sm_count == 0 or launched >= 4 * sm_count:
+    blocks: one block per SM, when the winner leaves SMs idle and each block would run at
+    least four iterations. (Measured on the H100, s23: slower on every memory-bound winner
+    tried, whose weight streams lose DRAM locality when blocks read different row bands at
+    once; kept as one second-round trial for kernels that are not bound that way.)"""
+    if launched >= sm_count:
         return []
     units = math.prod(bg.grid) * bg.forloop
-    return [p for p in (sm_count, 2 * sm_count) if units >= 2 * p and stream_k_ok(bg, p)]
+    return [sm_count] if units >= 4 * sm_count and stream_k_ok(bg, sm_count) else []
 
 
 def _consumers(bg: BlockGraph, n: object) -> list[Any]:

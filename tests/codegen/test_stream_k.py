@@ -164,16 +164,19 @@ def test_stream_k_schedules_are_checked() -> None:
 
 def test_the_tuner_proposes_stream_k_where_sms_idle() -> None:
     bg = _kernel(fused_rmsnorm())
-    assert stream_k_blocks(bg, 96, 132) == [132, 264]
+    assert stream_k_blocks(bg, 96, 132) == [132]
     best = Schedule(threads=256, gemv=True)
     assert Schedule(threads=256, gemv=True, stream_k=132) in refinements(best, [best], bg)
-    # a split winner on 128 blocks: stream-K over the unsplit grid instead
+    # a split winner on 128 blocks (64 x 2, gated_mlp's): stream-K over the unsplit grid
     split = Schedule(threads=256, split=2)
-    assert any(r.stream_k == 132 and r.split == 1 for r in refinements(split, [split], bg))
-    # a grid of whole waves gets none
+    narrow = _kernel(fused_rmsnorm(n=64 * 64))
+    assert any(r.stream_k == 132 and r.split == 1 for r in refinements(split, [split], narrow))
+    assert not any(r.stream_k for r in refinements(split, [split], bg))  # (192 blocks)
+    # a grid that fills the SMs gets none, nor a short loop
     wide = _kernel(fused_rmsnorm(n=132 * 64))
     assert stream_k_blocks(wide, 132, 132) == []
     assert not any(r.stream_k for r in refinements(best, [best], wide))
+    assert stream_k_blocks(_kernel(fused_rmsnorm(loop=4)), 96, 132) == []
 
 
 def _compiles(g: KernelGraph, sched: Schedule, tmp: Path) -> str:
