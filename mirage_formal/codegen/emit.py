@@ -396,14 +396,12 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         lines = self.signature(f"__cluster_dims__({self.split}, 1, 1) " if cluster else "")
         SP, SK = self.split, self.stream_k
         gx, gy, gz = bg.grid
-        if SK:
-            pass  # (a segment's block indices: at the top of the stream-K loop below)
-        elif SP > 1:
+        if SP > 1:
             # block (bx*SP + s, by, bz) runs iterations [s*FL, (s+1)*FL) of block (bx, by, bz)
             lines += [f"  const int bx = blockIdx.x / {SP}, by = blockIdx.y, bz = blockIdx.z;",
                       f"  const int mf_split = blockIdx.x % {SP};",
                       f"  const int itb = mf_split * {self.FL};"]
-        else:
+        elif not SK:  # (stream-K: each segment's block indices, at the top of its loop below)
             lines.append("  const int bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;")
         if self.opts.evict_first:
             # the L2 policy every streamed read passes (unused, and removed, if none is)
