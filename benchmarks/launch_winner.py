@@ -16,17 +16,15 @@ import argparse
 import ast
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from retime_winners import winner  # noqa: E402
+from retime_winners import overridden, winner  # noqa: E402
 
-from mirage_formal.codegen import compile_graph, launches  # noqa: E402
+from mirage_formal.codegen import compile_graph  # noqa: E402
 from mirage_formal.codegen.runtime import runtime  # noqa: E402
-from mirage_formal.codegen.schedule import stream_k_ok  # noqa: E402
 from mirage_formal.codegen.timing import device_inputs  # noqa: E402
 
 
@@ -41,11 +39,7 @@ def main() -> None:
     rows = {f"{r['workload']}:{r['b']}": r for r in json.loads(Path(a.table).read_text())}
     for name in a.rows.split(","):
         graph, sched = winner(rows[name])
-        blocks = {la.graph.key: la.graph for la in launches(graph, 128)}
-        if over:
-            sched = {k: s if over.get("stream_k") and not stream_k_ok(blocks[k], over["stream_k"])
-                     else replace(s, **over) for k, s in sched.items()}
-        cg = compile_graph(graph, schedules=sched)
+        cg = compile_graph(graph, schedules=overridden(graph, sched, over) if over else sched)
         xs = device_inputs(cg, seed=3)
         for _ in range(a.runs):
             cg(*xs)

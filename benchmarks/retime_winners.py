@@ -44,14 +44,20 @@ def winner(row: dict[str, Any]) -> tuple[KernelGraph, dict[str, Schedule]]:
     return graph, parse_schedules(row.get("schedule"), [la.graph.key for la in launches(graph, 128)])
 
 
+def overridden(graph: KernelGraph, sched: dict[str, Schedule],
+               over: dict[str, Any]) -> dict[str, Schedule]:
+    """``sched`` with the fields ``over`` set in every kernel's schedule (``--set``;
+    stream-K only in kernels with a loop and accumulators for it)."""
+    blocks = {la.graph.key: la.graph for la in launches(graph, 128)}
+    return {k: s if over.get("stream_k") and not stream_k_ok(blocks[k], over["stream_k"])
+            else replace(s, **over) for k, s in sched.items()}
+
+
 def retime(row: dict[str, Any], reps: int, cluster: bool = False,
            over: dict[str, Any] | None = None) -> dict[str, Any]:
     graph, sched = winner(row)
-    if over:  # the same fields set in every kernel's schedule (--set; stream-K only where
-        # the kernel has a loop and accumulators for it)
-        blocks = {la.graph.key: la.graph for la in launches(graph, 128)}
-        sched = {k: s if over.get("stream_k") and not stream_k_ok(blocks[k], over["stream_k"])
-                 else replace(s, **over) for k, s in sched.items()}
+    if over:
+        sched = overridden(graph, sched, over)
     if cluster:  # every split of at most CLUSTER_MAX combined through its cluster instead
         sched = {k: replace(s, cluster_combine=1 < s.split <= CLUSTER_MAX) for k, s in sched.items()}
     t0 = time.perf_counter()

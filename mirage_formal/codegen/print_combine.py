@@ -43,6 +43,31 @@ class CombinePrinter(TilePrinter):
                 f"{ind}  for (int k = 0; k < {n}; ++k) s += {term};",
                 f"{ind}  {dst} = s;", f"{ind}}}"]
 
+    def partial_offsets(self, accs: Sequence[Node]) -> tuple[list[int], int]:
+        """Where each accumulator starts in one partial record, and the record's floats."""
+        offs, total = [], 0
+        for a in accs:
+            offs.append(total)
+            total += self.buf_size(a)
+        return offs, total
+
+    def store_partials(self, accs: Sequence[Node], offs: Sequence[int], ind: str) -> list[str]:
+        """The block's accumulators copied into its partial record ``mf_mine``."""
+        out = []
+        for a, o in zip(accs, offs, strict=True):
+            out += [*self.block_loop("i", self.buf_size(a), ind),
+                    f"{ind}  mf_mine[{o} + i] = {self.buf[a]}[i];", f"{ind}}}"]
+        return out
+
+    def add_partials(self, accs: Sequence[Node], offs: Sequence[int], size: int, n: int | str,
+                     src: str, dst: Callable[[Node, int], str], ind: str) -> list[str]:
+        """Sum ``n`` consecutive partial records at ``src`` (each ``size`` floats) in order,
+        through L2, into ``dst`` (of the accumulator and its offset)."""
+        out = []
+        for a, o in zip(accs, offs, strict=True):
+            out += self.sum_parts(a, n, f"__ldcg({src} + k * {size} + {o} + i)", dst(a, o), ind)
+        return out
+
     def emit_cluster_combine(self, accs: Sequence[Node]) -> list[str]:
         """The split combine of a cluster of S blocks (one per split, cluster rank = split
         index): after a cluster barrier, block 0 sums the S blocks' accumulator tiles in split
@@ -97,29 +122,19 @@ class CombinePrinter(TilePrinter):
         NG = S // G
         gx, gy, gz = self.bg.grid
         nblk = gx * gy * gz
-        offs, acc_floats = [], 0
-        for a in accs:
-            offs.append(acc_floats)
-            acc_floats += self.buf_size(a)
+        offs, acc_floats = self.partial_offsets(accs)
         part = nblk * S * acc_floats
         grp = nblk * NG * acc_floats if NG > 1 else 0
 
         def add_up(src: str, n: int, dst: Callable[[Node, int], str]) -> list[str]:
-            """Sum ``n`` consecutive partials at ``src`` (each ``acc_floats`` long) in order."""
-            out = []
-            for a, o in zip(accs, offs, strict=True):
-                out += self.sum_parts(a, n, f"__ldcg({src} + k * {acc_floats} + {o} + i)",
-                                      dst(a, o), "    ")
-            return out
+            return self.add_partials(accs, offs, acc_floats, n, src, dst, "    ")
 
         lines = ["  {  // split combine",
                  f"    float* mf_part = ws + {ws_base};",
                  f"    unsigned* mf_cnt = reinterpret_cast<unsigned*>(ws + {ws_base + part + grp});",
                  f"    const int mf_blk = bx + {gx} * (by + {gy} * bz);",
                  f"    float* mf_mine = mf_part + ((size_t)mf_blk * {S} + mf_split) * {acc_floats};"]
-        for a, o in zip(accs, offs, strict=True):
-            lines += [*self.block_loop("i", self.buf_size(a), "    "),
-                      f"      mf_mine[{o} + i] = {self.buf[a]}[i];", "    }"]
+        lines += self.store_partials(accs, offs, "    ")
         # the block's writes meet at a barrier, then one thread takes the ticket with one
         # acquire-release atomic (release is cumulative: it publishes every write the barrier
         # showed it; for the last block, acquire makes the others' partials visible to its
@@ -184,10 +199,7 @@ class CombinePrinter(TilePrinter):
         tiles = gx * gy * gz
         U = tiles * F
         M = max_parts(tiles, F, P)
-        offs, acc_floats = [], 0
-        for a in accs:
-            offs.append(acc_floats)
-            acc_floats += self.buf_size(a)
+        offs, acc_floats = self.partial_offsets(accs)
         part = tiles * M * acc_floats
         lines = ["  bool mf_own = true;",
                  "  {  // stream-K combine: the blocks p0..p1 that share this grid block",
@@ -198,9 +210,7 @@ class CombinePrinter(TilePrinter):
                  f"      unsigned* mf_cnt = reinterpret_cast<unsigned*>(ws + {ws_base + part});",
                  "      __shared__ unsigned mf_ticket;",
                  f"      float* mf_mine = mf_part + (size_t)((int)blockIdx.x - mf_p0) * {acc_floats};"]
-        for a, o in zip(accs, offs, strict=True):
-            lines += [*self.block_loop("i", self.buf_size(a), "      "),
-                      f"        mf_mine[{o} + i] = {self.buf[a]}[i];", "      }"]
+        lines += self.store_partials(accs, offs, "      ")
         # (the ticket's ordering as in emit_split_combine: a barrier, one acquire-release
         # atomic, a barrier; the last block reads the others' partials through L2)
         lines += ["      __syncthreads();",
@@ -208,10 +218,8 @@ class CombinePrinter(TilePrinter):
                   "      __syncthreads();",
                   "      mf_own = mf_ticket == (unsigned)(mf_p1 - mf_p0);",
                   "      if (mf_own) {"]
-        for a, o in zip(accs, offs, strict=True):
-            lines += self.sum_parts(a, "mf_p1 - mf_p0 + 1",
-                                    f"__ldcg(mf_part + k * {acc_floats} + {o} + i)",
-                                    f"{self.buf[a]}[i]", "        ")
+        lines += self.add_partials(accs, offs, acc_floats, "mf_p1 - mf_p0 + 1", "mf_part",
+                                   lambda a, o: f"{self.buf[a]}[i]", "        ")
         lines += ["        if (threadIdx.x == 0) mf_cnt[mf_tile] = 0u;", "      }",
                   "      __syncthreads();", "    }", "  }", "  if (mf_own) {"]
         return lines, part + tiles
