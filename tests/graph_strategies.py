@@ -136,6 +136,32 @@ def matmul_loop_program(m: int, k: int, n: int, forloop: int, batch: int = 0,
     return g.build()
 
 
+def chained_matmul_program(m: int = 16, k: int = 64, n1: int = 128, n2: int = 32,
+                           forloop1: int = 8, forloop2: int = 4) -> mf.KernelGraph:
+    """Two graph-defined kernels, the second reading the first's output: Y = X @ W1 (grid 2
+    over W1's columns, ``forloop1`` iterations of ``k`` rows), then Z = Y @ W2 (grid 2 over
+    W2's columns, ``forloop2`` iterations over Y's ``n1`` columns). Split both loops and each
+    kernel keeps partial records and tickets in the workspace; the defaults make the first
+    kernel's partials (2 x S x 16 x 64 floats) reach past where the second's tickets would
+    sit if the two shared one region."""
+    g = mf.Graph()
+    x = g.input((m, k * forloop1), "f16", "X")
+    w1 = g.input((k * forloop1, n1), "f16", "W1")
+    w2 = g.input((n1, n2), "f16", "W2")
+    k1 = g.kernel([x, w1], grid=(2, 1, 1), forloop=forloop1)
+    y_tile = k1.accum(k1.op("matmul", k1.iter(x, imap=(-1, -1, -1), fmap=1),
+                            k1.iter(w1, imap=(1, -1, -1), fmap=0)), kind="sum")
+    k1.output(y_tile, omap=(1, -1, -1))
+    (y,) = k1.build()
+    k2 = g.kernel([y, w2], grid=(2, 1, 1), forloop=forloop2)
+    z_tile = k2.accum(k2.op("matmul", k2.iter(y, imap=(-1, -1, -1), fmap=1),
+                            k2.iter(w2, imap=(1, -1, -1), fmap=0)), kind="sum")
+    k2.output(z_tile, omap=(1, -1, -1))
+    (z,) = k2.build()
+    g.output(z)
+    return g.build()
+
+
 #: (m, k, n, forloop, batch, pre_a, pre_b): shapes for the cp.async/ldmatrix path: both
 #: operands raw (M multiple of 16 or not), K not a multiple of 16 (scalar fragments), one
 #: operand fp32, odd loop counts, a batch dimension

@@ -78,6 +78,25 @@ def emit_graph(kg: KernelGraph, threads: int = 128, smem_limit: int = SMEM_LIMIT
     return src, ls, kernels
 
 
+WORKSPACE_ALIGN = 256
+
+
+def workspace_offsets(kernels: Sequence[EmittedKernel]) -> tuple[list[int], int]:
+    """Each launch's byte offset into one workspace allocation, and the allocation's size.
+
+    Launches get disjoint regions. A split or stream-K kernel finds its last block with
+    ticket counters that must read zero when it starts, and its partial records are left
+    behind when it ends: with one shared region, a kernel's partials could land on the next
+    kernel's tickets (two split kernels in one graph did exactly that). Each region is aligned
+    to ``WORKSPACE_ALIGN`` bytes.
+    """
+    offsets, end = [], 0
+    for k in kernels:
+        offsets.append(end)
+        end += -(-k.ws_bytes // WORKSPACE_ALIGN) * WORKSPACE_ALIGN
+    return offsets, end
+
+
 @dataclass
 class CompiledGraph:
     """A compiled kernel graph. Call it with one array per graph input (in order)."""
@@ -94,6 +113,8 @@ class CompiledGraph:
     _module: Any = field(default=None, repr=False)
     _bufs: dict[Node, DeviceArray] = field(default_factory=dict, repr=False)
     _ws: DeviceArray | None = field(default=None, repr=False)
+    #: byte offset of each launch's workspace region in ``_ws`` (see :func:`workspace_offsets`)
+    _ws_offsets: list[int] = field(default_factory=list, repr=False)
     _in_bufs: dict[int, DeviceArray] = field(default_factory=dict, repr=False)
 
     @property
@@ -110,10 +131,10 @@ class CompiledGraph:
                               f"arch={rt.arch!r}")
         mod = self._module = rt.load(self.cubin)
         self._funcs = [rt.function(mod, k.name, k.smem_bytes) for k in self.kernels]
-        ws = max((k.ws_bytes for k in self.kernels), default=0)
+        self._ws_offsets, ws = workspace_offsets(self.kernels)
         self._ws = DeviceArray((max(ws // 4, 4),), DType.F32, rt)
-        # split kernels keep their tickets here: zero before the first launch (each launch
-        # leaves them zero again)
+        # split and stream-K kernels keep their tickets here: zero before the first launch
+        # (each launch leaves its own tickets zero again)
         rt.fill32(self._ws.ptr, 0, max(ws // 4, 4))
         self._rt = rt
 
@@ -138,7 +159,7 @@ class CompiledGraph:
                 if n not in ptr:
                     ptr[n] = self._buffer(n).ptr
                 args.append(ptr[n])
-            args.append(self._ws.ptr)
+            args.append(self._ws.ptr + self._ws_offsets[i])
             # the first kernel waits for whatever ran before the graph on the stream; each
             # later one may start early and waits for its predecessor in the kernel itself
             rt.launch(f, k.grid, k.threads, k.smem_bytes, stream, args, early=i > 0)

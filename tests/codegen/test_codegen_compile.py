@@ -6,6 +6,7 @@ raises NoGPUError (compile-only)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import replace
@@ -24,6 +25,7 @@ from graph_strategies import (
     WARP_BLOCKINGS,
     attention_loop_program,
     block_programs,
+    chained_matmul_program,
     fold_loop_program,
     matmul_loop_program,
 )
@@ -688,3 +690,35 @@ def test_fold_accumulators_exchange_nothing_inside_the_loop(case: tuple, cache: 
     assert "float fr" not in off.source
     if case[1] // case[4] >= 32:  # rows of >= 32 terms: the per-iteration path reduces by warps
         assert "warp_sum" in loop_off
+
+
+#: (first kernel's schedule, second kernel's): both loops split, split with stream-K, both
+#: stream-K (the split combines keep partials and tickets in the workspace)
+CHAINED_WORKSPACE_SCHEDULES = [(Schedule(split=8), Schedule(split=2)),
+                               (Schedule(split=4), Schedule(stream_k=3)),
+                               (Schedule(stream_k=5), Schedule(stream_k=3))]
+
+
+@pytest.mark.parametrize("pair", range(len(CHAINED_WORKSPACE_SCHEDULES)))
+def test_each_launch_has_its_own_workspace(pair: int, cache: Path) -> None:
+    """Two combining kernels in one graph get disjoint workspace regions: with one shared
+    region the first kernel's partial records covered the second's tickets, which then did
+    not start at zero (the tuner's two-kernel gated_mlp candidates failed validation, s23).
+    The second kernel's ticket offset lies inside the first's partials, so sharing would
+    overlap here; and both kernels compile for sm_90."""
+    from mirage_formal.codegen.compiled import WORKSPACE_ALIGN, workspace_offsets
+
+    prog = chained_matmul_program()
+    first, second = launches(prog, 128)
+    scheds = dict(zip((first.graph.key, second.graph.key), CHAINED_WORKSPACE_SCHEDULES[pair], strict=True))
+    _, _, kernels = emit_graph(prog, schedules=scheds)
+    offsets, total = workspace_offsets(kernels)
+    assert all(k.extra_ws_floats for k in kernels)
+    tickets = [int(t) for t in re.findall(r"reinterpret_cast<unsigned\*>\(ws \+ (\d+)\)", kernels[1].source)]
+    assert tickets and min(tickets) * 4 < kernels[0].ws_bytes  # a shared region would overlap
+    regions = sorted(zip(offsets, (k.ws_bytes for k in kernels), strict=True))
+    for (a, size), (b, _) in itertools.pairwise(regions):
+        assert a + size <= b
+    assert all(o % WORKSPACE_ALIGN == 0 for o in offsets)
+    assert regions[-1][0] + regions[-1][1] <= total
+    compile_graph(prog, arch="sm_90", load=False, cache=cache, schedules=scheds)

@@ -19,6 +19,7 @@ from graph_strategies import (
     WARP_BLOCKINGS,
     attention_loop_program,
     block_programs,
+    chained_matmul_program,
     fold_loop_program,
     kernel_programs,
     matmul_loop_program,
@@ -260,6 +261,24 @@ def _repeats_bitwise(cg: CompiledGraph, xs: list[np.ndarray], times: int) -> lis
     for _ in range(times):
         assert all(np.array_equal(a, b) for a, b in zip(cg(*xs), first, strict=True))
     return first
+
+
+@pytest.mark.parametrize("pair", [(8, 2, 0, 0), (4, 1, 0, 3), (1, 1, 5, 3), (2, 4, 0, 0)])
+def test_two_combining_kernels_in_one_graph(pair: tuple[int, int, int, int]) -> None:
+    """Both kernels of a two-kernel graph split (or stream-K) their loops: each launch keeps
+    its partials and tickets in its own workspace region, so the graph validates and repeats
+    bitwise. (With one shared region the first kernel's partials landed on the second's
+    tickets and the output was garbage.)"""
+    s1, s2, p1, p2 = pair
+    prog = chained_matmul_program()
+    first, second = launches(prog, 128)
+    cg = compile_graph(prog, schedules={first.graph.key: Schedule(split=s1, stream_k=p1),
+                                        second.graph.key: Schedule(split=s2, stream_k=p2)})
+    assert all(k.extra_ws_floats for k in cg.kernels)
+    rep = validate(cg, trials=3)
+    assert rep.ok, f"{pair}: {rep}"
+    rng = np.random.default_rng(13)
+    _repeats_bitwise(cg, [rng.uniform(-0.5, 0.5, n.shape).astype(np.float16) for n in prog.inputs], 3)
 
 
 @pytest.mark.parametrize("split", [6, 8, 16])

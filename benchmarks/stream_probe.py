@@ -1,0 +1,309 @@
+"""How fast can a kernel stream a weight matrix under the benchmark's timing, and which way of
+reading it gets there (device only; a probe, not a product measurement).
+
+The memory-bound rows (rmsnorm: W 4096 x 6144 fp16, 50 MB; gated_mlp: W1 and W2 4096 x 4096,
+67 MB) spend their time reading weights. This script times kernels that only read such a
+matrix (each thread sums what it read into one float it stores, so nothing is optimized
+away) under the method every table uses: a CUDA graph of one launch, 256 MB memset before
+each of 100 runs, CUDA events around the launch, median. The ways of reading:
+
+- ``contig``: each block reads T*U contiguous 16-byte vectors (a plain streaming read, the
+  shape of Triton's fastest read floor in ``l2_flush_floor.py``).
+- ``band``: block (b, s) reads column band b (C columns, C*2 bytes of each row) over the
+  rows of K-slice s, with 16-byte loads straight to registers, U loads in flight per thread
+  (the pattern of a gemv kernel whose blocks own output columns, split over K).
+- ``ring``: the same bands through a ``cp.async`` ring of S stages of R rows in shared
+  memory, one block per SM (the pattern of our emitted kernels).
+- ``bulk``: the same bands through bulk copies (``cp.async.bulk``, one per row piece, an
+  mbarrier per stage), issued by one warp.
+
+Every variant with the L2 evict-first policy (``pol``) as our kernels use it, some without.
+The table winners of rmsnorm b=1 and gated_mlp are timed in the same run for reference.
+Usage (device): python3 benchmarks/stream_probe.py [--out FILE.json] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+HEAD = r"""
+#include <cuda_fp16.h>
+typedef unsigned long long u64;
+__device__ __forceinline__ u64 pol_first() {
+  u64 p; asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p)); return p; }
+__device__ __forceinline__ uint4 ldv(const void* p, u64 pol, bool use_pol) {
+  uint4 v;
+  if (use_pol)
+    asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(pol));
+  else
+    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ float hsum(uint4 v) {
+  const __half2* h = reinterpret_cast<const __half2*>(&v);
+  float2 a = __half22float2(h[0]), b = __half22float2(h[1]), c = __half22float2(h[2]), d = __half22float2(h[3]);
+  return ((a.x + a.y) + (b.x + b.y)) + ((c.x + c.y) + (d.x + d.y));
+}
+__device__ __forceinline__ void cp16(void* s, const void* g, u64 pol, bool use_pol) {
+  unsigned d = (unsigned)__cvta_generic_to_shared(s);
+  if (use_pol) asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" :: "r"(d), "l"(g), "l"(pol) : "memory");
+  else asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(g) : "memory");
+}
+"""
+
+CONTIG = r"""
+extern "C" __global__ void __launch_bounds__({T}) {name}(const uint4* __restrict__ w, float* out) {{
+  const u64 pol = pol_first();
+  const size_t base = (size_t)blockIdx.x * {T} * {U} + threadIdx.x;
+  uint4 v[{U}];
+  #pragma unroll
+  for (int u = 0; u < {U}; ++u) v[u] = ldv(w + base + u * {T}, pol, {POL});
+  float acc = 0.f;
+  #pragma unroll
+  for (int u = 0; u < {U}; ++u) acc += hsum(v[u]);
+  out[blockIdx.x * {T} + threadIdx.x] = acc;
+}}
+"""
+
+BAND = r"""
+extern "C" __global__ void __launch_bounds__({T}) {name}(const half* __restrict__ w, float* out) {{
+  constexpr int VPR = {C} / 8, RPS = {T} / VPR, ROWS = {K} / {KS};
+  const u64 pol = pol_first();
+  const int v = threadIdx.x % VPR, r = threadIdx.x / VPR;
+  const int k0 = blockIdx.y * ROWS;
+  const char* base = reinterpret_cast<const char*>(w + (size_t)k0 * {N} + blockIdx.x * {C} + v * 8);
+  float acc = 0.f;
+  for (int k = r; k < ROWS; k += RPS * {U}) {{
+    uint4 x[{U}];
+    #pragma unroll
+    for (int u = 0; u < {U}; ++u) x[u] = ldv(base + (size_t)(k + u * RPS) * {N} * 2, pol, {POL});
+    #pragma unroll
+    for (int u = 0; u < {U}; ++u) acc += hsum(x[u]);
+  }}
+  out[(blockIdx.y * gridDim.x + blockIdx.x) * {T} + threadIdx.x] = acc;
+}}
+"""
+
+RING = r"""
+extern "C" __global__ void __launch_bounds__({T}) {name}(const half* __restrict__ w, float* out) {{
+  constexpr int VPR = {C} / 8, STAGE = {R} * VPR, PER = STAGE / {T}, ROWS = {K} / {KS}, IT = ROWS / {R};
+  extern __shared__ __align__(16) uint4 sm[];
+  const u64 pol = pol_first();
+  const int k0 = blockIdx.y * ROWS;
+  const half* base = w + (size_t)k0 * {N} + blockIdx.x * {C};
+  auto issue = [&](int it) {{
+    #pragma unroll
+    for (int p = 0; p < PER; ++p) {{
+      const int i = threadIdx.x + p * {T}, row = i / VPR, col = i % VPR;
+      cp16(sm + (it % {S}) * STAGE + i, base + (size_t)(it * {R} + row) * {N} + col * 8, pol, {POL});
+    }}
+  }};
+  #pragma unroll
+  for (int s = 0; s < {S} - 1; ++s) {{ if (s < IT) issue(s); asm volatile("cp.async.commit_group;"); }}
+  float acc = 0.f;
+  for (int it = 0; it < IT; ++it) {{
+    if (it + {S} - 1 < IT) issue(it + {S} - 1);
+    asm volatile("cp.async.commit_group;");
+    asm volatile("cp.async.wait_group %0;" :: "n"({S} - 1));
+    __syncthreads();
+    #pragma unroll
+    for (int p = 0; p < PER; ++p) acc += hsum(sm[(it % {S}) * STAGE + threadIdx.x + p * {T}]);
+    __syncthreads();
+  }}
+  out[(blockIdx.y * gridDim.x + blockIdx.x) * {T} + threadIdx.x] = acc;
+}}
+"""
+
+BULK = r"""
+extern "C" __global__ void __launch_bounds__({T}) {name}(const half* __restrict__ w, float* out) {{
+  constexpr int VPR = {C} / 8, STAGE = {R} * VPR, PER = STAGE / {T}, ROWS = {K} / {KS}, IT = ROWS / {R};
+  constexpr unsigned BYTES = {R} * {C} * 2;
+  extern __shared__ __align__(128) uint4 sm[];
+  __shared__ __align__(8) u64 bar[{S}];
+  const u64 pol = pol_first();
+  const int k0 = blockIdx.y * ROWS;
+  const half* base = w + (size_t)k0 * {N} + blockIdx.x * {C};
+  if (threadIdx.x == 0) {{
+    for (int s = 0; s < {S}; ++s)
+      asm volatile("mbarrier.init.shared.b64 [%0], 1;" :: "r"((unsigned)__cvta_generic_to_shared(&bar[s])));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }}
+  __syncthreads();
+  auto issue = [&](int it) {{
+    if (threadIdx.x < 32) {{
+      const unsigned b = (unsigned)__cvta_generic_to_shared(&bar[it % {S}]);
+      if (threadIdx.x == 0)
+        asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" :: "r"(b), "r"(BYTES) : "memory");
+      __syncwarp();
+      for (int row = threadIdx.x; row < {R}; row += 32) {{
+        const unsigned d = (unsigned)__cvta_generic_to_shared(sm + (it % {S}) * STAGE + row * VPR);
+        const half* g = base + (size_t)(it * {R} + row) * {N};
+        if ({POL})
+          asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+                       :: "r"(d), "l"(g), "r"({C} * 2), "r"(b), "l"(pol) : "memory");
+        else
+          asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                       :: "r"(d), "l"(g), "r"({C} * 2), "r"(b) : "memory");
+      }}
+    }}
+  }};
+  #pragma unroll
+  for (int s = 0; s < {S} - 1; ++s) if (s < IT) issue(s);
+  float acc = 0.f;
+  for (int it = 0; it < IT; ++it) {{
+    if (it + {S} - 1 < IT) issue(it + {S} - 1);
+    const unsigned b = (unsigned)__cvta_generic_to_shared(&bar[it % {S}]);
+    const unsigned phase = (it / {S}) & 1;
+    asm volatile("{{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared.b64 p, [%0], %1;\n @!p bra W;\n}}"
+                 :: "r"(b), "r"(phase) : "memory");
+    #pragma unroll
+    for (int p = 0; p < PER; ++p) acc += hsum(sm[(it % {S}) * STAGE + threadIdx.x + p * {T}]);
+    __syncthreads();
+  }}
+  out[(blockIdx.y * gridDim.x + blockIdx.x) * {T} + threadIdx.x] = acc;
+}}
+"""
+
+#: (label, K rows, N columns): the weights of the two rows
+SHAPES = [("rmsnorm W", 4096, 6144), ("gated_mlp W1|W2", 8192, 4096)]
+
+
+def variants(k: int, n: int, quick: bool) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    vecs = k * n // 8
+    for t, u in ((128, 4), (256, 4), (256, 8)):
+        for pol in (1, 0):
+            if vecs % (t * u) == 0:
+                out.append(dict(kind="contig", T=t, U=u, POL=pol, grid=(vecs // (t * u), 1)))
+    for c, kss in ((64, (1, 2, 4, 8)), (128, (2, 4, 8, 16)), (256, (4, 8, 16, 32)), (512, (8, 16, 32, 64))):
+        if n % c:
+            continue
+        for ks in kss:
+            blocks = n // c * ks
+            if blocks < 64 or blocks > 1100 or k % ks:
+                continue
+            for t, u in ((256, 4), (256, 8), (128, 8)):
+                if (k // ks) % (t // (c // 8) * u) == 0:
+                    out.append(dict(kind="band", C=c, KS=ks, T=t, U=u, POL=1, grid=(n // c, ks)))
+    for c, r in ((64, 256), (128, 128), (256, 64), (512, 32)):
+        for ks in (1, 2, 4, 8):
+            blocks = n // c * ks
+            if not 64 <= blocks <= 300 or (k // ks) % r:
+                continue
+            for s in (2, 4):
+                for t in (256,):
+                    out.append(dict(kind="ring", C=c, R=r, S=s, KS=ks, T=t, POL=1, grid=(n // c, ks),
+                                    smem=s * r * c * 2))
+                    out.append(dict(kind="bulk", C=c, R=r, S=s, KS=ks, T=t, POL=1, grid=(n // c, ks),
+                                    smem=s * r * c * 2))
+    if quick:
+        out = out[::4]
+    return out
+
+
+def source(v: dict[str, Any], k: int, n: int) -> str:
+    tmpl = {"contig": CONTIG, "band": BAND, "ring": RING, "bulk": BULK}[v["kind"]]
+    return tmpl.format(K=k, N=n, **{a: b for a, b in v.items() if a not in ("grid", "smem", "kind", "name")},
+                       name=v["name"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-winners", action="store_true")
+    a = ap.parse_args()
+    import numpy as np
+
+    from mirage_formal.codegen.nvrtc import compile_cubin
+    from mirage_formal.codegen.runtime import DeviceArray, runtime
+    from mirage_formal.codegen.timing import FLUSH_BYTES, _flush_buffer
+    from mirage_formal.ir.dtypes import DType
+
+    rt = runtime()
+    stream = rt.stream()
+    fl = _flush_buffer(rt)
+
+    def timed(run: Any, reps: int = 100) -> float:
+        run()
+        rt.ck(rt.drv.cuStreamSynchronize(stream), "sync")
+        exe = rt.capture(stream, run)
+        for _ in range(5):
+            rt.replay(exe, stream)
+        evs = [(rt.event(), rt.event()) for _ in range(reps)]
+        for e0, e1 in evs:
+            rt.ck(rt.drv.cuMemsetD32Async(fl.ptr, 0, FLUSH_BYTES // 4, stream), "memset")
+            rt.record(e0, stream)
+            rt.replay(exe, stream)
+            rt.record(e1, stream)
+        return float(statistics.median(rt.elapsed_ms(e0, e1) * 1e3 for e0, e1 in evs))
+
+    results: list[dict[str, Any]] = []
+    out_buf = DeviceArray((1 << 22,), DType.F32, rt)
+    empty_src = 'extern "C" __global__ void empty_k(float* o) {}'
+    for label, k, n in SHAPES:
+        vs = variants(k, n, a.quick)
+        for i, v in enumerate(vs):
+            v["name"] = f"probe_{v['kind']}_{i}"
+        src = HEAD + "\n".join(source(v, k, n) for v in vs) + "\n" + empty_src
+        cubin = compile_cubin(src, "sm_90", name="stream_probe.cu")
+        mod = rt.load(cubin)
+        w = DeviceArray((k, n), DType.F16, rt)
+        w.copy_from(np.random.default_rng(0).uniform(-1, 1, (k, n)).astype(np.float16))
+        mb = k * n * 2 / 1e6
+        fe = rt.function(mod, "empty_k", 0)
+        results.append(dict(shape=label, kind="empty", us=timed(lambda: rt.launch(fe, (1, 1, 1), 32, 0, stream, [out_buf.ptr]))))
+        for v in vs:
+            smem = v.get("smem", 0)
+            try:
+                f = rt.function(mod, v["name"], smem)
+                grid = (*v["grid"], 1)
+
+                def run(f: Any = f, grid: tuple = grid, v: dict = v, smem: int = smem) -> None:
+                    rt.launch(f, grid, v["T"], smem, stream, [w.ptr, out_buf.ptr])
+                us = timed(run)
+            except Exception as e:  # noqa: BLE001 - a probe: record and go on
+                results.append(dict(shape=label, **{x: y for x, y in v.items() if x != "name"}, error=str(e)[:200]))
+                continue
+            results.append(dict(shape=label, **{x: y for x, y in v.items() if x != "name"}, us=us,
+                                tbs=mb / us))
+            print(f"{label:16} {v['kind']:6} {json.dumps({x: y for x, y in v.items() if x not in ('name', 'kind')})}"
+                  f"  {us:6.2f} us  {mb / us:5.2f} TB/s", flush=True)
+    if not a.no_winners:
+        from retime_winners import winner
+
+        from mirage_formal.codegen import compile_graph
+        from mirage_formal.codegen.timing import device_inputs, time_like_baselines
+        rows = {f"{r['workload']}:{r['b']}": r for r in
+                json.loads((ROOT / "benchmarks/results/gpu_optimize_latest.json").read_text())}
+        for name in ("rmsnorm:1", "gated_mlp:1", "rmsnorm:8"):
+            graph, sched = winner(rows[name])
+            cg = compile_graph(graph, schedules=sched)
+            us = time_like_baselines(cg, inputs=device_inputs(cg, seed=3))
+            results.append(dict(shape=name, kind="table winner", us=us))
+            print(f"{name:16} winner {us:6.2f} us", flush=True)
+    print("\nfastest of each kind:")
+    for label, _, _ in SHAPES:
+        for kind in ("empty", "contig", "band", "ring", "bulk"):
+            rs = [r for r in results if r["shape"] == label and r["kind"] == kind and "us" in r]
+            if rs:
+                b = min(rs, key=lambda r: r["us"])
+                print(f"  {label:16} {kind:6} {b['us']:6.2f} us  "
+                      + json.dumps({x: y for x, y in b.items() if x not in ('shape', 'kind', 'us', 'tbs')}))
+    if a.out:
+        Path(a.out).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
