@@ -14,6 +14,9 @@ each of 100 runs, CUDA events around the launch, median. The ways of reading:
   (the pattern of a gemv kernel whose blocks own output columns, split over K).
 - ``ring``: the same bands through a ``cp.async`` ring of S stages of R rows in shared
   memory, one block per SM (the pattern of our emitted kernels).
+- ``ring2``: as ``ring`` but each stage holds R rows of two matrices (gated_mlp's W1 and W2,
+  which the emitted kernel reads in one iteration), in one allocation or two, optionally
+  with padded shared-memory rows (``PAD``) and the split's blocks interleaved in grid x.
 - ``bulk``: the same bands through bulk copies (``cp.async.bulk``, one per row piece, an
   mbarrier per stage), issued by one warp.
 
@@ -175,6 +178,47 @@ extern "C" __global__ void __launch_bounds__({T}) {name}(const half* __restrict_
 }}
 """
 
+RING2 = r"""
+extern "C" __global__ void __launch_bounds__({T}) {name}(const half* __restrict__ w, float* out, const half* __restrict__ w2) {{
+  constexpr int VPR = {C} / 8, PITCH = VPR + {PAD}, HALF = {R} * PITCH, STAGE = 2 * HALF, PER = {R} * VPR / {T};
+  constexpr int ROWS = {K} / 2 / {KS}, IT = ROWS / {R};
+  extern __shared__ __align__(16) uint4 sm[];
+  const u64 pol = pol_first();
+  const int band = {INTERLEAVE} ? blockIdx.x / {KS} : blockIdx.x, ks = {INTERLEAVE} ? blockIdx.x % {KS} : blockIdx.y;
+  const int k0 = ks * ROWS;
+  const half* b1 = w + (size_t)k0 * {N} + band * {C};
+  const half* b2 = w2 + (size_t)k0 * {N} + band * {C};
+  auto issue = [&](int it) {{
+    #pragma unroll
+    for (int p = 0; p < PER; ++p) {{
+      const int i = threadIdx.x + p * {T}, row = i / VPR, col = i % VPR;
+      cp16(sm + (it % {S}) * STAGE + row * PITCH + col, b2 + (size_t)(it * {R} + row) * {N} + col * 8, pol, {POL});
+    }}
+    #pragma unroll
+    for (int p = 0; p < PER; ++p) {{
+      const int i = threadIdx.x + p * {T}, row = i / VPR, col = i % VPR;
+      cp16(sm + (it % {S}) * STAGE + HALF + row * PITCH + col, b1 + (size_t)(it * {R} + row) * {N} + col * 8, pol, {POL});
+    }}
+  }};
+  #pragma unroll
+  for (int s = 0; s < {S} - 1; ++s) {{ if (s < IT) issue(s); asm volatile("cp.async.commit_group;"); }}
+  float acc = 0.f;
+  for (int it = 0; it < IT; ++it) {{
+    if (it + {S} - 1 < IT) issue(it + {S} - 1);
+    asm volatile("cp.async.commit_group;");
+    asm volatile("cp.async.wait_group %0;" :: "n"({S} - 1));
+    __syncthreads();
+    #pragma unroll
+    for (int p = 0; p < PER; ++p) {{
+      const int i = threadIdx.x + p * {T};
+      acc += hsum(sm[(it % {S}) * STAGE + (i / VPR) * PITCH + i % VPR]) + hsum(sm[(it % {S}) * STAGE + HALF + (i / VPR) * PITCH + i % VPR]);
+    }}
+    __syncthreads();
+  }}
+  out[blockIdx.x * {T} + threadIdx.x] = acc;
+}}
+"""
+
 #: (label, K rows, N columns): the weights of the two rows
 SHAPES = [("rmsnorm W", 4096, 6144), ("gated_mlp W1|W2", 8192, 4096)]
 
@@ -207,14 +251,20 @@ def variants(k: int, n: int, quick: bool) -> list[dict[str, Any]]:
                                     smem=s * r * c * 2))
                     out.append(dict(kind="bulk", C=c, R=r, S=s, KS=ks, T=t, POL=1, grid=(n // c, ks),
                                     smem=s * r * c * 2))
+    if k == 8192:  # gated_mlp: W1 and W2 in one iteration, as the emitted kernel reads them
+        for w2 in ("adjacent", "separate", "adjacent+8KB"):
+            for pad, ks, s, il in ((0, 1, 4, 0), (1, 1, 4, 0), (1, 2, 2, 1), (0, 2, 2, 1), (1, 2, 2, 0)):
+                out.append(dict(kind="ring2", C=64, R=128, S=s, KS=ks, T=256, POL=1, PAD=pad, INTERLEAVE=il,
+                                w2=w2, grid=(64 * ks, 1) if il else (64, ks),
+                                smem=s * 2 * 128 * (64 + 8 * pad) * 2))
     if quick:
         out = out[::4]
     return out
 
 
 def source(v: dict[str, Any], k: int, n: int) -> str:
-    tmpl = {"contig": CONTIG, "band": BAND, "ring": RING, "bulk": BULK}[v["kind"]]
-    return tmpl.format(K=k, N=n, **{a: b for a, b in v.items() if a not in ("grid", "smem", "kind", "name")},
+    tmpl = {"contig": CONTIG, "band": BAND, "ring": RING, "bulk": BULK, "ring2": RING2}[v["kind"]]
+    return tmpl.format(K=k, N=n, **{a: b for a, b in v.items() if a not in ("grid", "smem", "kind", "name", "w2")},
                        name=v["name"])
 
 
@@ -223,6 +273,7 @@ def main() -> None:
     ap.add_argument("--out", default="")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-winners", action="store_true")
+    ap.add_argument("--kinds", default="", help="only these kinds (comma-separated)")
     a = ap.parse_args()
     import numpy as np
 
@@ -253,27 +304,37 @@ def main() -> None:
     out_buf = DeviceArray((1 << 22,), DType.F32, rt)
     empty_src = 'extern "C" __global__ void empty_k(float* o) {}'
     for label, k, n in SHAPES:
-        vs = variants(k, n, a.quick)
+        vs = [v for v in variants(k, n, a.quick) if not a.kinds or v["kind"] in a.kinds.split(",")]
+        if not vs:
+            continue
         for i, v in enumerate(vs):
             v["name"] = f"probe_{v['kind']}_{i}"
         src = HEAD + "\n".join(source(v, k, n) for v in vs) + "\n" + empty_src
         cubin = compile_cubin(src, "sm_90", name="stream_probe.cu")
         mod = rt.load(cubin)
-        w = DeviceArray((k, n), DType.F16, rt)
-        w.copy_from(np.random.default_rng(0).uniform(-1, 1, (k, n)).astype(np.float16))
+        w = DeviceArray((k + 8, n), DType.F16, rt)
+        w.copy_from(np.random.default_rng(0).uniform(-1, 1, (k + 8, n)).astype(np.float16))
+        w_sep = DeviceArray((k // 2, n), DType.F16, rt)
+        w_sep.copy_from(np.random.default_rng(1).uniform(-1, 1, (k // 2, n)).astype(np.float16))
+        second = {"adjacent": w.ptr + k // 2 * n * 2, "separate": w_sep.ptr,
+                  "adjacent+8KB": w.ptr + (k // 2 + 1) * n * 2}
         mb = k * n * 2 / 1e6
         fe = rt.function(mod, "empty_k", 0)
-        results.append(dict(shape=label, kind="empty", us=timed(lambda: rt.launch(fe, (1, 1, 1), 32, 0, stream, [out_buf.ptr]))))
+        def run_empty(fe: Any = fe) -> None:
+            rt.launch(fe, (1, 1, 1), 32, 0, stream, [out_buf.ptr])
+        results.append(dict(shape=label, kind="empty", us=timed(run_empty)))
         for v in vs:
             smem = v.get("smem", 0)
             try:
                 f = rt.function(mod, v["name"], smem)
                 grid = (*v["grid"], 1)
 
-                def run(f: Any = f, grid: tuple = grid, v: dict = v, smem: int = smem) -> None:
-                    rt.launch(f, grid, v["T"], smem, stream, [w.ptr, out_buf.ptr])
+                args = [w.ptr, out_buf.ptr] + ([second[v["w2"]]] if "w2" in v else [])
+
+                def run(f: Any = f, grid: tuple = grid, v: dict = v, smem: int = smem, args: list = args) -> None:
+                    rt.launch(f, grid, v["T"], smem, stream, args)
                 us = timed(run)
-            except Exception as e:  # noqa: BLE001 - a probe: record and go on
+            except Exception as e:  # a probe: record and go on
                 results.append(dict(shape=label, **{x: y for x, y in v.items() if x != "name"}, error=str(e)[:200]))
                 continue
             results.append(dict(shape=label, **{x: y for x, y in v.items() if x != "name"}, us=us,
@@ -295,7 +356,7 @@ def main() -> None:
             print(f"{name:16} winner {us:6.2f} us", flush=True)
     print("\nfastest of each kind:")
     for label, _, _ in SHAPES:
-        for kind in ("empty", "contig", "band", "ring", "bulk"):
+        for kind in ("empty", "contig", "band", "ring", "bulk", "ring2"):
             rs = [r for r in results if r["shape"] == label and r["kind"] == kind and "us" in r]
             if rs:
                 b = min(rs, key=lambda r: r["us"])

@@ -203,7 +203,10 @@ class KernelLayout:
         #: their ``ld`` entry counts halves, rows padded by 8 halves (16 bytes): row starts
         #: stay 16-byte aligned and the 8 rows one ldmatrix reads fall in distinct banks
         self.raw = raw
-        per_stage = sum(2 * math.prod(n.shape[:-1]) * (n.shape[-1] + 8) for n in raw)
+        #: halves of padding after each raw row: 8 (fragment reads in distinct banks) or none
+        #: (Schedule.dense_rows: rows of whole 128-byte lines for the copies)
+        self.raw_pad = 0 if self.opts.dense_rows else 8
+        per_stage = sum(2 * math.prod(n.shape[:-1]) * (n.shape[-1] + self.raw_pad) for n in raw)
         #: cp.async pipeline depth: iterations in flight (stages of every raw tile)
         self.stages = max(2, min(self.opts.async_stages, self.FL,
                                  self.opts.async_stage_bytes // max(per_stage, 1)))
@@ -215,13 +218,15 @@ class KernelLayout:
             if n.op == "matmul":
                 for s in n.src:
                     if s in raw:
-                        self.ld[s] = s.shape[-1] + 8
+                        self.ld[s] = s.shape[-1] + self.raw_pad
                     elif ((s.op == ITER or REGISTRY[s.op].elementwise or self.rms_rowwise(s))
                             and s not in self.inline and s.shape[-1] % 4 == 0
                             and s.shape[-1] >= 8):
                         self.ld[s] = s.shape[-1] + 4
-        for n in self.half | raw:  # fp16 rows padded by 8 halves (ldmatrix; raw tiles that
-            self.ld[n] = n.shape[-1] + 8  # only rms_norms read get the same stages)
+        for n in self.half:  # fp16 rows padded by 8 halves (ldmatrix)
+            self.ld[n] = n.shape[-1] + 8
+        for n in raw:  # (raw tiles that only rms_norms read get the same rows)
+            self.ld[n] = n.shape[-1] + self.raw_pad
 
     # ------------------------------------------------------------ decisions
     def _inlinable(self, n: Node) -> bool:

@@ -50,7 +50,8 @@ def gemv_rows_ok(rows: int, threads: int) -> bool:
 
 #: the schedule's on/off fields that must be given as True or False (a 0/1 or a string from a
 #: hand-edited file is refused, not silently taken)
-_CHECKED_FLAGS = ("cluster_combine", "fold_registers", "ring_first", "row_registers", "evict_first")
+_CHECKED_FLAGS = ("cluster_combine", "fold_registers", "ring_first", "row_registers", "evict_first",
+                  "dense_rows")
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,14 @@ class Schedule:
     #: in block order by the last to arrive). Keeps every SM streaming where the grid's own
     #: blocks would leave some idle or run a partial second wave. Not with ``split``
     stream_k: int = 0
+    #: raw fp16 tiles (the cp.async ring) keep their rows dense in shared memory instead of
+    #: padding each by 8 halves. Padding puts the 8 rows one ``ldmatrix`` reads in distinct
+    #: banks; dense rows of 128 bytes keep every row's copy aligned to 128 bytes, which a
+    #: weight stream needs to run at full speed: on the H100 a cp.async ring reading 64-column
+    #: bands of gated_mlp's weights took 34.9 µs with padded rows against 29.7 dense (s24,
+    #: benchmarks/stream_probe.py). The fragment reads then meet bank conflicts, which a
+    #: kernel bound by its weight stream does not feel
+    dense_rows: bool = False
 
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):
@@ -205,6 +214,8 @@ class Schedule:
             del d["coarsen"], d["coarsen_axis"]
         if self.stream_k == 0:
             del d["stream_k"]
+        if not self.dense_rows:
+            del d["dense_rows"]
         return d
 
     @classmethod
@@ -266,7 +277,7 @@ def warp_tiles(batch: int, mt: int, nt: int, warps: int, want_m: int = 0,
 def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
                 sm_count: int = DEFAULT_SM_COUNT) -> list[Schedule]:
     """The second round of tuning one kernel: the winner with 256-byte L2 fetches, with the
-    evict-first policy, (split, not yet clustered) with the cluster combine, (not split, on
+    evict-first policy, (a loop streaming fp16 tiles) with dense ring rows, (split, not yet clustered) with the cluster combine, (not split, on
     fewer blocks than ``sm_count`` SMs) split 2 and 4 ways through a cluster, (fewer blocks
     than SMs) stream-K over one block per SM, and (a loop
     with loop-invariant tiles) with the ring's copies issued first; then each tried
@@ -285,6 +296,8 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
             policies.append(replace(best, l2_fetch=256))
         if not best.evict_first:
             policies.append(replace(best, evict_first=True))
+        if best.async_copy and not best.dense_rows and _streams_raw_tiles(bg):
+            policies.append(replace(best, dense_rows=True))
         if 1 < best.split <= CLUSTER_MAX and not best.cluster_combine:
             # (second round only: on the H100 it measured slower than the global combine on
             # every split winner of the benchmark table, 1-78%: gpu_optimize_2026-11-24_s14)
@@ -320,6 +333,14 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
         seen.add(r.key)
         out.append(r)
     return out
+
+
+def _streams_raw_tiles(bg: BlockGraph) -> bool:
+    """``bg`` has a loop whose changing fp16 tiles a matmul may read from the cp.async ring:
+    where :attr:`Schedule.dense_rows` can change the kernel."""
+    return bg.forloop > 1 and any(
+        n.op == "matmul" and any(s.op == "iter" and s.attr("fmap") != -1 for s in n.src)
+        for n in bg.nodes)
 
 
 def _ring_and_invariant_loads(bg: BlockGraph) -> bool:

@@ -722,3 +722,32 @@ def test_each_launch_has_its_own_workspace(pair: int, cache: Path) -> None:
     assert all(o % WORKSPACE_ALIGN == 0 for o in offsets)
     assert regions[-1][0] + regions[-1][1] <= total
     compile_graph(prog, arch="sm_90", load=False, cache=cache, schedules=scheds)
+
+
+@pytest.mark.parametrize("case", MATMUL_LOOP_CASES[:8] + GEMV_LOOP_CASES[:3])
+def test_dense_ring_rows_compile(case: tuple, cache: Path) -> None:
+    """Schedule.dense_rows: the ring's raw fp16 rows lose their 8-half padding (stride = the
+    tile's columns, smaller stages) and the kernel compiles for sm_90; the schedule's key
+    keeps its old form when the field is off (cached entries stay valid)."""
+    prog = matmul_loop_program(*case)
+    gemv = case in GEMV_LOOP_CASES
+    base = Schedule(gemv=gemv, threads=256 if gemv else None)
+    dense = replace(base, dense_rows=True)
+    padded_src, _, padded = emit_graph(prog, opts=base)
+    dense_src, _, kernels = emit_graph(prog, opts=dense)
+    assert "dense_rows" not in base.key and '"dense_rows":true' in dense.key
+    if "raw fp16" in padded_src:
+        assert dense_src != padded_src and kernels[0].smem_bytes < padded[0].smem_bytes
+    compile_graph(prog, arch="sm_90", load=False, cache=cache, opts=dense)
+
+
+def test_dense_rows_is_a_second_round_trial() -> None:
+    """The tuner's second round tries the winner with dense ring rows on a loop that streams
+    fp16 tiles into a matmul, and not on a loop-free kernel."""
+    from mirage_formal.codegen.schedule import refinements
+
+    (la,) = launches(matmul_loop_program(*MATMUL_LOOP_CASES[0]), 128)
+    best = Schedule(evict_first=True)
+    assert any(r == replace(best, dense_rows=True) for r in refinements(best, [best], la.graph))
+    (flat,) = launches(matmul_loop_program(2, 2048, 8, 1), 128)
+    assert not any(r.dense_rows for r in refinements(Schedule(), [Schedule()], flat.graph))

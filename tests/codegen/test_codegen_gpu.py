@@ -4,7 +4,9 @@ paths, agree with the float64 reference; device arrays pass without copies."""
 
 from __future__ import annotations
 
+import functools
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -35,6 +37,7 @@ from mirage_formal.codegen import (
     Schedule,
     candidate_schedules,
     compile_graph,
+    emit_graph,
     gpu_available,
     launches,
 )
@@ -106,6 +109,40 @@ def test_evict_first_policy_validates() -> None:
         cg = compile_graph(matmul_loop_program(*case), opts=sched)
         rep = validate(cg, trials=2)
         assert rep.ok, f"{case} {sched.short()}: {rep}"
+
+
+@functools.cache
+def _dense_cases() -> list[tuple[str, KernelGraph, Schedule]]:
+    """Programs whose loops read raw fp16 tiles from the cp.async ring, each under a schedule
+    with dense ring rows: tensor-core matmuls (ldmatrix and scalar fragments, M not a
+    multiple of 16, batches), gemv reading B from the ring, fold accumulators beside a
+    matmul (rmsnorm's fused kernel), attention, a split loop, and the rmsnorm benchmark."""
+    cases: list[tuple[str, KernelGraph, Schedule]] = []
+    for c in MATMUL_LOOP_CASES:
+        cases.append((f"matmul {c}", matmul_loop_program(*c), Schedule(dense_rows=True)))
+    cases.append((f"matmul {MATMUL_LOOP_CASES[0]} scalar fragments", matmul_loop_program(*MATMUL_LOOP_CASES[0]),
+                  Schedule(dense_rows=True, ldmatrix=False)))
+    for c in GEMV_LOOP_CASES:
+        cases.append((f"gemv {c}", matmul_loop_program(*c), Schedule(dense_rows=True, gemv=True, threads=256)))
+    for c in FOLD_LOOP_CASES:
+        cases.append((f"fold {c}", fold_loop_program(*c), Schedule(dense_rows=True)))
+    for c in ONE_KERNEL_ATTENTION_CASES[:3]:
+        cases.append((f"attention {c}", attention_loop_program(*c), Schedule(dense_rows=True)))
+    cases.append(("split matmul", matmul_loop_program(32, 32, 16, 48), Schedule(dense_rows=True, split=4)))
+    cases.append(("rmsnorm b=1", workloads.handwritten("rmsnorm", 1), Schedule(dense_rows=True, evict_first=True)))
+    # only where dense rows change the kernel (a ring of raw tiles exists)
+    return [(n, g, sc) for n, g, sc in cases
+            if emit_graph(g, opts=sc)[0] != emit_graph(g, opts=replace(sc, dense_rows=False))[0]]
+
+
+@pytest.mark.parametrize("i", range(len(_dense_cases())))
+def test_dense_ring_rows_validate(i: int) -> None:
+    """Raw fp16 ring tiles without row padding (Schedule.dense_rows) compute the same function
+    (fragment reads with bank conflicts, every address still in its row)."""
+    name, prog, sched = _dense_cases()[i]
+    cg = compile_graph(prog, opts=sched)
+    rep = validate(cg, low=0.5, high=1.5, trials=2)
+    assert rep.ok, f"{name}: {rep}"
 
 
 @pytest.mark.parametrize("case", MATMUL_LOOP_CASES + NARROW_VECTOR_CASES)
