@@ -217,7 +217,8 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         nv = math.prod(n.shape) // 8
         decls, idx = multi_index(n.shape, "i", "t")
         ref = self.iter_ref(n, idx, itv)
-        dst = f"{self.buf[n]} + {self.stage_offset(n, f'({itv})')} + {self.addr(n, idx)}"
+        off = self.raw_offset(n, idx[0], f"({idx[1]}) >> 3") if n in self.swz else self.addr(n, idx)
+        dst = f"{self.buf[n]} + {self.stage_offset(n, f'({itv})')} + {off}"
         if self.opts.evict_first:
             copy = f"mf::cp_async16_pol<{self.opts.l2_fetch}>({dst}, &{ref}, mf_pol)"
         elif self.opts.l2_fetch:

@@ -203,10 +203,12 @@ class KernelLayout:
         #: their ``ld`` entry counts halves, rows padded by 8 halves (16 bytes): row starts
         #: stay 16-byte aligned and the 8 rows one ldmatrix reads fall in distinct banks
         self.raw = raw
-        #: halves of padding after each raw row: 8 (fragment reads in distinct banks) or none
-        #: (Schedule.dense_rows: rows of whole 128-byte lines for the copies)
-        self.raw_pad = 0 if self.opts.dense_rows else 8
-        per_stage = sum(2 * math.prod(n.shape[:-1]) * (n.shape[-1] + self.raw_pad) for n in raw)
+        #: raw tiles in dense rows with their 16-byte chunks swizzled (Schedule.dense_rows):
+        #: chunk c of row r sits at chunk c ^ (r & 7), so rows stay whole 128-byte lines for
+        #: the copies and the 8 rows one ldmatrix reads still fall in distinct banks. The
+        #: others keep rows padded by 8 halves (16 bytes) for the same reads
+        self.swz = {n for n in raw if self.opts.dense_rows and self._swizzle_ok(n)}
+        per_stage = sum(2 * math.prod(n.shape[:-1]) * (n.shape[-1] + self.raw_pad(n)) for n in raw)
         #: cp.async pipeline depth: iterations in flight (stages of every raw tile)
         self.stages = max(2, min(self.opts.async_stages, self.FL,
                                  self.opts.async_stage_bytes // max(per_stage, 1)))
@@ -218,7 +220,7 @@ class KernelLayout:
             if n.op == "matmul":
                 for s in n.src:
                     if s in raw:
-                        self.ld[s] = s.shape[-1] + self.raw_pad
+                        self.ld[s] = s.shape[-1] + self.raw_pad(s)
                     elif ((s.op == ITER or REGISTRY[s.op].elementwise or self.rms_rowwise(s))
                             and s not in self.inline and s.shape[-1] % 4 == 0
                             and s.shape[-1] >= 8):
@@ -226,7 +228,37 @@ class KernelLayout:
         for n in self.half:  # fp16 rows padded by 8 halves (ldmatrix)
             self.ld[n] = n.shape[-1] + 8
         for n in raw:  # (raw tiles that only rms_norms read get the same rows)
-            self.ld[n] = n.shape[-1] + self.raw_pad
+            self.ld[n] = n.shape[-1] + self.raw_pad(n)
+
+    def raw_pad(self, n: Node) -> int:
+        """Halves of padding after each row of raw tile ``n``."""
+        return 0 if n in self.swz else 8
+
+    def _swizzle_ok(self, n: Node) -> bool:
+        """Raw tile ``n`` can keep swizzled dense rows: two-dimensional, rows of whole groups
+        of eight 16-byte chunks, and read only where the printers apply the swizzle: as the
+        B tile of a gemv, or through ldmatrix by tensor-core matmuls."""
+        if len(n.shape) != 2 or n.shape[-1] % 64:
+            return False
+        for c in self.consumers[n]:
+            if c.src[0] is c.src[1]:
+                return False
+            if c in self.gemv:
+                if c.src[1] is not n:
+                    return False
+            elif not (self._mma(c) and self.opts.ldmatrix and len(c.shape) == 2
+                      and c.src[0].shape[-1] % 16 == 0
+                      and (c.src[0] is not n or n.shape[-2] == c.shape[-2])
+                      and (c.src[1] is not n or (c.shape[-1] % 8 == 0 and n.shape[-1] == c.shape[-1]))):
+                return False
+        return True
+
+    def raw_offset(self, n: Node, row: str, chunk: str) -> str:
+        """Halves from a stage of raw tile ``n`` to 16-byte chunk ``chunk`` of row ``row``
+        (both C expressions), swizzled where ``n`` keeps dense rows."""
+        if n in self.swz:
+            return f"({row}) * {self.ld[n]} + ((({chunk}) ^ (({row}) & 7)) << 3)"
+        return f"({row}) * {self.ld[n]} + {chunk if chunk.isidentifier() else f'({chunk})'} * 8"
 
     # ------------------------------------------------------------ decisions
     def _inlinable(self, n: Node) -> bool:

@@ -86,7 +86,9 @@ class MmaPrinter(TilePrinter):
         i3 = ind + "    "
         if xa:
             row = "tm * 16 + (lane & 15)" if M % 16 == 0 else f"min(tm * 16 + (lane & 15), {M - 1})"
-            frag_a = [f"{i3}mf::ldsm_x4(fa, pa + ({row}) * {lda} + k0 + (lane >> 4) * 8);"]
+            frag_a = [f"{i3}mf::ldsm_x4(fa, pa + {self.raw_offset(A, row, '(k0 >> 3) + (lane >> 4)')});"
+                      if A in self.swz else
+                      f"{i3}mf::ldsm_x4(fa, pa + ({row}) * {lda} + k0 + (lane >> 4) * 8);"]
         elif not ra and not mk and not kk and lda % 2 == 0:
             # fp32 A tile, no bounds checks: each fragment register is one 8-byte pair
             frag_a = [f"{i3}fa[0] = mf::pack_f2(pa + r0 * {lda} + ka);",
@@ -99,7 +101,7 @@ class MmaPrinter(TilePrinter):
                       f"{i3}fa[2] = {pka}({la('r0', 'kb')}, {la('r0', '(kb + 1)')});",
                       f"{i3}fa[3] = {pka}({la('r1', 'kb')}, {la('r1', '(kb + 1)')});"]
         if xb:
-            frag_b = [f"{i3}mf::ldsm_x2_trans(fb, pb + (k0 + (lane & 15)) * {ldb} + tn * 8);"]
+            frag_b = [f"{i3}mf::ldsm_x2_trans(fb, pb + {self.raw_offset(B, 'k0 + (lane & 15)', 'tn')});"]
         else:
             frag_b = [f"{i3}fb[0] = {pkb}({lb('ka', 'c0')}, {lb('(ka + 1)', 'c0')});",
                       f"{i3}fb[1] = {pkb}({lb('kb', 'c0')}, {lb('(kb + 1)', 'c0')});"]
@@ -202,8 +204,8 @@ class MmaPrinter(TilePrinter):
             frags_b = [f"{i3}#pragma unroll",
                        f"{i3}for (int wn = 0; wn < {WN}; wn += 2) {{",
                        f"{i3}  const int tn = tn0 + wn;",
-                       f"{i3}  mf::ldsm_x4_trans(fbs[wn], pb + (k0 + (lane & 15)) * {ldb} "
-                       f"+ (tn + (lane >> 4)) * 8);",
+                       f"{i3}  mf::ldsm_x4_trans(fbs[wn], pb + "
+                       f"{self.raw_offset(B, 'k0 + (lane & 15)', 'tn + (lane >> 4)')});",
                        f"{i3}}}"]
         else:
             frags_b = [f"{i3}#pragma unroll",

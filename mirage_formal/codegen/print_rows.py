@@ -257,12 +257,12 @@ class RowPrinter(TilePrinter):
             src = f"gs{self.ids[B]}"  # this iteration's copy of B's prefetch registers
             return lines + self._gemv_products(n, src, "p", P, ind + "  ") + [f"{ind}}}"]
         if B in self.raw:
-            # B's cp.async ring: this iteration's stage, rows padded to ld halves
+            # B's cp.async ring: this iteration's stage (rows padded, or dense and swizzled)
             lines.append(f"{ind}  const __half* gb{i} = {self.buf[B]} + {self.stage_offset(B)};")
 
             def load(dst: str, p: str) -> list[str]:
-                return [f"{dst} = *reinterpret_cast<const uint4*>(gb{i} + (kg + ({p}) * {kg_n}) * "
-                        f"{self.ld[B]} + cv * 8);"]
+                return [f"{dst} = *reinterpret_cast<const uint4*>(gb{i} + "
+                        f"{self.raw_offset(B, f'kg + ({p}) * {kg_n}', 'cv')});"]
         else:
             decls, idx = multi_index(B.shape, "e", "t")
 
