@@ -512,6 +512,8 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         for n in sorted(self.reg_acc, key=self.ids.__getitem__):
             WM, WN, _ = self.warp_blocking(n)
             lines += zeroed_accumulators(f"ra{self.ids[n]}", WM, WN, "  ")
+            if self.kpair(n):  # the odd k-steps' accumulators
+                lines += zeroed_accumulators(f"rb{self.ids[n]}", WM, WN, "  ")
         for m in sorted(self.chains, key=self.ids.__getitem__):  # the chains' row sums
             WM = self.chains[m].wm
             for a in self.chains[m].sums:

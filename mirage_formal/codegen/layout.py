@@ -230,6 +230,13 @@ class KernelLayout:
         for n in raw:  # (raw tiles that only rms_norms read get the same rows)
             self.ld[n] = n.shape[-1] + self.raw_pad(n)
 
+    def kpair(self, n: Node) -> bool:
+        """Tensor-core matmul ``n`` sums its even and odd k-steps into two register
+        accumulator sets (Schedule.mma_kpair): a register accumulator of the plain loop
+        (no hoisted A) with at least two k-steps."""
+        return (self.opts.mma_kpair and n in self.reg_acc and n not in self.hoist_a
+                and n.src[0].shape[-1] >= 32)
+
     def raw_pad(self, n: Node) -> int:
         """Halves of padding after each row of raw tile ``n``."""
         return 0 if n in self.swz else 8
@@ -241,7 +248,7 @@ class KernelLayout:
         if len(n.shape) != 2 or n.shape[-1] % 64:
             return False
         for c in self.consumers[n]:
-            if c.src[0] is c.src[1]:
+            if len(c.src) != 2 or c.src[0] is c.src[1]:
                 return False
             if c in self.gemv:
                 if c.src[1] is not n:

@@ -165,9 +165,13 @@ class MmaPrinter(TilePrinter):
                     f"{i2}const int tile = threadIdx.x / 32;", *head,
                     *store_all("=", f"({self.kslices[dnode]} + kq * {size})"), f"{ind}}}",
                     *self.add_slices(self.kslices[dnode], dst, size, kw, "=", ind)]
+        kpair = self.kpair(n)
         if mode == "store":  # after the loop: the register sums to the accumulator's tile
+            pair = ([f"{i2}#pragma unroll",
+                     f"{i2}for (int x = 0; x < {WM * WN * 4}; ++x) (&{accs}[0][0][0])[x] += "
+                     f"(&rb{self.ids[n]}[0][0][0])[x];"] if kpair else [])
             return [f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
-                    f"{i2}const int tile = threadIdx.x / 32;", *head, *store, f"{ind}}}"]
+                    f"{i2}const int tile = threadIdx.x / 32;", *head, *pair, *store, f"{ind}}}"]
         hoisted = f"ha{self.ids[n]}[wm][ks]"  # the hoisted fragments of warp tile row wm
         frag_a_loop = [f"{i3}#pragma unroll",
                        f"{i3}for (int wm = 0; wm < {WM}; ++wm) {{",
@@ -192,7 +196,8 @@ class MmaPrinter(TilePrinter):
                      f"{i3}unsigned fbs[{WN}][2];"]
             fa_ref = hoisted if hoist else f"ea{self.ids[n]}[wm][ks]"
         else:
-            kloop = [f"{i2}#pragma unroll {max(1, 4 // (WM * WN))}",
+            # (kpair: unrolled whole, so each k-step's accumulator set is known at compile time)
+            kloop = [f"{i2}#pragma unroll" + ("" if kpair else f" {max(1, 4 // (WM * WN))}"),
                      f"{i2}for (int k0 = 0; k0 < {K}; k0 += 16) {{",
                      f"{i3}const int ka = k0 + 2 * q, kb = ka + 8;",
                      f"{i3}unsigned fas[{WM}][4], fbs[{WN}][2];",
@@ -220,7 +225,9 @@ class MmaPrinter(TilePrinter):
             f"{i3}#pragma unroll",
             f"{i3}for (int wm = 0; wm < {WM}; ++wm)",
             f"{i3}  #pragma unroll",
-            f"{i3}  for (int wn = 0; wn < {WN}; ++wn) mf::mma_16816({accs}[wm][wn], {fa_ref}, fbs[wn]);",
+            f"{i3}  for (int wn = 0; wn < {WN}; ++wn) mf::mma_16816("
+            + (f"((k0 >> 4) & 1) ? rb{self.ids[n]}[wm][wn] : {accs}[wm][wn]" if kpair else f"{accs}[wm][wn]")
+            + f", {fa_ref}, fbs[wn]);",
             f"{i2}}}"]
         if mode == "chain_a":
             return [f"{ind}{{", pa_line, pb_line, *product, f"{ind}}}"]

@@ -51,7 +51,7 @@ def gemv_rows_ok(rows: int, threads: int) -> bool:
 #: the schedule's on/off fields that must be given as True or False (a 0/1 or a string from a
 #: hand-edited file is refused, not silently taken)
 _CHECKED_FLAGS = ("cluster_combine", "fold_registers", "ring_first", "row_registers", "evict_first",
-                  "dense_rows")
+                  "dense_rows", "mma_kpair")
 
 
 @dataclass(frozen=True)
@@ -175,6 +175,12 @@ class Schedule:
     #: benchmarks/stream_probe.py). The fragment reads then meet bank conflicts, which a
     #: kernel bound by its weight stream does not feel
     dense_rows: bool = False
+    #: a tensor-core product summed in registers through the loop (``mma_registers``) adds its
+    #: even and odd k-steps into two accumulator sets, summed once after the loop, and its
+    #: k-loop is unrolled whole: two independent chains of dependent ``mma`` instead of one.
+    #: A kernel on one block per SM waits on that chain every iteration; gated_mlp's fused
+    #: kernel on 64 blocks went from 35.3 to 32.7 µs with it (H100, s24)
+    mma_kpair: bool = False
 
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):
@@ -216,6 +222,8 @@ class Schedule:
             del d["stream_k"]
         if not self.dense_rows:
             del d["dense_rows"]
+        if not self.mma_kpair:
+            del d["mma_kpair"]
         return d
 
     @classmethod
@@ -277,7 +285,8 @@ def warp_tiles(batch: int, mt: int, nt: int, warps: int, want_m: int = 0,
 def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
                 sm_count: int = DEFAULT_SM_COUNT) -> list[Schedule]:
     """The second round of tuning one kernel: the winner with 256-byte L2 fetches, with the
-    evict-first policy, (a loop streaming fp16 tiles) with dense ring rows, (split, not yet clustered) with the cluster combine, (not split, on
+    evict-first policy, (a loop streaming fp16 tiles) with dense ring rows and with two-chain
+    products, (split, not yet clustered) with the cluster combine, (not split, on
     fewer blocks than ``sm_count`` SMs) split 2 and 4 ways through a cluster, (fewer blocks
     than SMs) stream-K over one block per SM, and (a loop
     with loop-invariant tiles) with the ring's copies issued first; then each tried
@@ -298,6 +307,8 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
             policies.append(replace(best, evict_first=True))
         if best.async_copy and not best.dense_rows and _streams_raw_tiles(bg):
             policies.append(replace(best, dense_rows=True))
+        if best.mma and not best.mma_kpair and _streams_raw_tiles(bg):
+            policies.append(replace(best, mma_kpair=True))
         if 1 < best.split <= CLUSTER_MAX and not best.cluster_combine:
             # (second round only: on the H100 it measured slower than the global combine on
             # every split winner of the benchmark table, 1-78%: gpu_optimize_2026-11-24_s14)
@@ -564,7 +575,9 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       (``warp_m = warp_n = 1``) beside :func:`warp_tiles`' register blocking (not for a
       chain kernel: the logged tunings say it never won there by more than 1%);
     - when a matmul streams an iterator tile as B through a loop of >= 4 iterations, a
-      6-stage cp.async ring of up to 160 KB (more bytes in flight per block);
+      6-stage cp.async ring of up to 160 KB (more bytes in flight per block); and (no
+      register chain) a 4-stage ring of dense swizzled rows with two-chain products
+      (``dense_rows``, ``mma_kpair``) on the grid's own blocks, at the widest thread count;
     - for a kernel with a register chain, every candidate with ``min_blocks=1`` (ptxas may
       then give a thread up to 255 registers);
     - for a loop-free kernel of one-row tiles (:func:`row_registers_ok`), every tile in
@@ -674,6 +687,13 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     streamed = bg.forloop >= 4 and any(
         n.op == "matmul" and n.src[1].op == "iter" and n.src[1].attr("fmap") != -1
         for n in bg.nodes)
+    if streamed and not chained:
+        # weights streamed through a 4-stage cp.async ring of dense, swizzled rows, the
+        # products summed in two register chains, on the grid's own blocks (no combine at the
+        # end): gated_mlp's fused kernel 32.7 µs on 64 blocks against 33.5 for its split-2
+        # winner without these (H100, s24)
+        extra.append(replace(base, threads=threads[-1], async_stages=4, async_stage_bytes=150 * 1024,
+                             dense_rows=True, mma_kpair=True))
     if streamed:
         # weights streamed through the cp.async ring: a deeper ring (up to 160 KB in flight
         # per block) for the tensor-core path too (the winner's second round tries it at the

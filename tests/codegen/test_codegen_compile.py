@@ -40,6 +40,7 @@ from mirage_formal.codegen import (
     CompileError,
     EmitOptions,
     NoGPUError,
+    candidate_schedules,
     compile_cubin,
     compile_graph,
     emit_graph,
@@ -746,6 +747,16 @@ def test_dense_ring_rows_compile(case: tuple, cache: Path) -> None:
     compile_graph(prog, arch="sm_90", load=False, cache=cache, opts=dense)
 
 
+@pytest.mark.parametrize("case", FOLD_LOOP_CASES, ids=str)
+def test_dense_rows_leave_other_readers_padded(case: tuple, cache: Path) -> None:
+    """A ring tile that a fold accumulator (or any reader but ldmatrix and gemv) also reads
+    keeps its padded rows under dense_rows: rmsnorm's fused X tile, summed for its rms."""
+    prog = fold_loop_program(*case)
+    src, _, _ = emit_graph(prog, opts=Schedule(dense_rows=True))
+    assert "& 7)) << 3)" not in src
+    compile_graph(prog, arch="sm_90", load=False, cache=cache, opts=Schedule(dense_rows=True))
+
+
 def test_dense_rows_is_a_second_round_trial() -> None:
     """The tuner's second round tries the winner with dense ring rows on a loop that streams
     fp16 tiles into a matmul, and not on a loop-free kernel."""
@@ -756,3 +767,32 @@ def test_dense_rows_is_a_second_round_trial() -> None:
     assert any(r == replace(best, dense_rows=True) for r in refinements(best, [best], la.graph))
     (flat,) = launches(matmul_loop_program(2, 2048, 8, 1), 128)
     assert not any(r.dense_rows for r in refinements(Schedule(), [Schedule()], flat.graph))
+
+
+@pytest.mark.parametrize("case", MATMUL_LOOP_CASES)
+def test_kpair_products_compile(case: tuple, cache: Path) -> None:
+    """Schedule.mma_kpair: a register-summed tensor-core product adds odd k-steps into a
+    second accumulator set (summed after the loop) over a whole-unrolled k-loop; off, no
+    second set. Compiles for sm_90, with dense rows too."""
+    prog = matmul_loop_program(*case)
+    plain, _, _ = emit_graph(prog, opts=Schedule())
+    paired, _, _ = emit_graph(prog, opts=Schedule(mma_kpair=True))
+    assert "? rb" not in plain
+    if "? rb" in paired:
+        assert re.search(r"\(&ra\d+\[0\]\[0\]\[0\]\)\[x\] \+= \(&rb\d+", paired)
+    compile_graph(prog, arch="sm_90", load=False, cache=cache, opts=Schedule(mma_kpair=True, dense_rows=True))
+
+
+def test_streamed_products_get_the_dense_two_chain_candidate() -> None:
+    """A loop streaming weights into a tensor-core product (no register chain) gets a
+    first-round candidate with a 4-stage ring of dense rows and two-chain products on the
+    grid's own blocks, and the second round tries two-chain products on the winner."""
+    from mirage_formal.codegen.schedule import refinements
+
+    (la,) = launches(matmul_loop_program(16, 64, 64, 8), 128)
+    cands = candidate_schedules(la.graph)
+    assert any(c.dense_rows and c.mma_kpair and c.split == 1 and c.async_stages == 4 for c in cands)
+    best = Schedule(split=2)
+    assert replace(best, mma_kpair=True) in refinements(best, [best], la.graph)
+    (att,) = launches(attention_loop_program(64, 64, 64, 64, 4), 128)
+    assert not any(c.mma_kpair for c in candidate_schedules(att.graph))

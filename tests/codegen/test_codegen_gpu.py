@@ -128,11 +128,26 @@ def _dense_cases() -> list[tuple[str, KernelGraph, Schedule]]:
         cases.append((f"fold {c}", fold_loop_program(*c), Schedule(dense_rows=True)))
     for c in ONE_KERNEL_ATTENTION_CASES[:3]:
         cases.append((f"attention {c}", attention_loop_program(*c), Schedule(dense_rows=True)))
-    cases.append(("split matmul", matmul_loop_program(32, 32, 16, 48), Schedule(dense_rows=True, split=4)))
+    cases.append(("split matmul", matmul_loop_program(16, 64, 64, 8), Schedule(dense_rows=True, split=4)))
     cases.append(("rmsnorm b=1", workloads.handwritten("rmsnorm", 1), Schedule(dense_rows=True, evict_first=True)))
     # only where dense rows change the kernel (a ring of raw tiles exists)
     return [(n, g, sc) for n, g, sc in cases
             if emit_graph(g, opts=sc)[0] != emit_graph(g, opts=replace(sc, dense_rows=False))[0]]
+
+
+@pytest.mark.parametrize("case", MATMUL_LOOP_CASES)
+def test_kpair_products_validate(case: tuple) -> None:
+    """Two accumulator sets per register-summed product (Schedule.mma_kpair), alone, with
+    dense rows and with a split loop, compute the same function."""
+    prog = matmul_loop_program(*case)
+    (la,) = launches(prog, 128)
+    scheds = [Schedule(mma_kpair=True), Schedule(mma_kpair=True, dense_rows=True, async_stages=4,
+                                                 async_stage_bytes=150 * 1024)]
+    scheds += [Schedule(mma_kpair=True, split=s) for s in (2, 3) if la.graph.forloop % s == 0][:1]
+    for sc in scheds:
+        cg = compile_graph(prog, opts=sc)
+        rep = validate(cg, trials=2)
+        assert rep.ok, f"{case} {sc.short()}: {rep}"
 
 
 @pytest.mark.parametrize("i", range(len(_dense_cases())))
