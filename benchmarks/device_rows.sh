@@ -10,7 +10,7 @@ mkdir -p /tmp/site && tar -xJf .sitepack/site.tar.xz -C /tmp/site || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 for spec in "$@"; do
-    row=${spec%:*}; budget=${spec##*:}; tag=${row/:/_}
+    row=${spec%:*}; budget=${spec##*:}; tag=${row//:/_}
     timeout $((${budget%.*} + 90)) python3 benchmarks/gpu_optimize.py --rows "$row" --workers 15 \
         --budget "$budget" --gpu-top 8 --out "/tmp/go/$tag" >> "$OUT/all.log" 2>&1
     cp "/tmp/go/$tag/gpu_optimize.json" "$OUT/$tag.json" 2>/dev/null
