@@ -98,6 +98,19 @@ extern "C" __global__ void __launch_bounds__({T}) {name}(const half* __restrict_
 }}
 """
 
+#: the cp.async ring's prologue and the head of its loop (issue, commit, wait, barrier), shared
+#: by the ``ring`` kernels; each template defines ``issue(it)`` before it
+RING_PIPELINE = r"""
+  #pragma unroll
+  for (int s = 0; s < {S} - 1; ++s) {{ if (s < IT) issue(s); asm volatile("cp.async.commit_group;"); }}
+  float acc = 0.f;
+  for (int it = 0; it < IT; ++it) {{
+    if (it + {S} - 1 < IT) issue(it + {S} - 1);
+    asm volatile("cp.async.commit_group;");
+    asm volatile("cp.async.wait_group %0;" :: "n"({S} - 1));
+    __syncthreads();
+"""
+
 RING = r"""
 extern "C" __global__ void __launch_bounds__({T}) {name}(const half* __restrict__ w, float* out) {{
   constexpr int VPR = {C} / 8, STAGE = {R} * VPR, PER = STAGE / {T}, ROWS = {K} / {KS}, IT = ROWS / {R};
@@ -112,15 +125,7 @@ extern "C" __global__ void __launch_bounds__({T}) {name}(const half* __restrict_
       cp16(sm + (it % {S}) * STAGE + i, base + (size_t)(it * {R} + row) * {N} + col * 8, pol, {POL});
     }}
   }};
-  #pragma unroll
-  for (int s = 0; s < {S} - 1; ++s) {{ if (s < IT) issue(s); asm volatile("cp.async.commit_group;"); }}
-  float acc = 0.f;
-  for (int it = 0; it < IT; ++it) {{
-    if (it + {S} - 1 < IT) issue(it + {S} - 1);
-    asm volatile("cp.async.commit_group;");
-    asm volatile("cp.async.wait_group %0;" :: "n"({S} - 1));
-    __syncthreads();
-    #pragma unroll
+""" + RING_PIPELINE + r"""    #pragma unroll
     for (int p = 0; p < PER; ++p) acc += hsum(sm[(it % {S}) * STAGE + threadIdx.x + p * {T}]);
     __syncthreads();
   }}
@@ -200,15 +205,7 @@ extern "C" __global__ void __launch_bounds__({T}) {name}(const half* __restrict_
       cp16(sm + (it % {S}) * STAGE + HALF + row * PITCH + col, b1 + (size_t)(it * {R} + row) * {N} + col * 8, pol, {POL});
     }}
   }};
-  #pragma unroll
-  for (int s = 0; s < {S} - 1; ++s) {{ if (s < IT) issue(s); asm volatile("cp.async.commit_group;"); }}
-  float acc = 0.f;
-  for (int it = 0; it < IT; ++it) {{
-    if (it + {S} - 1 < IT) issue(it + {S} - 1);
-    asm volatile("cp.async.commit_group;");
-    asm volatile("cp.async.wait_group %0;" :: "n"({S} - 1));
-    __syncthreads();
-    #pragma unroll
+""" + RING_PIPELINE + r"""    #pragma unroll
     for (int p = 0; p < PER; ++p) {{
       const int i = threadIdx.x + p * {T};
       acc += hsum(sm[(it % {S}) * STAGE + (i / VPR) * PITCH + i % VPR]) + hsum(sm[(it % {S}) * STAGE + HALF + (i / VPR) * PITCH + i % VPR]);

@@ -796,3 +796,23 @@ def test_streamed_products_get_the_dense_two_chain_candidate() -> None:
     assert replace(best, mma_kpair=True) in refinements(best, [best], la.graph)
     (att,) = launches(attention_loop_program(64, 64, 64, 64, 4), 128)
     assert not any(c.mma_kpair for c in candidate_schedules(att.graph))
+
+
+def test_stream_probe_kernels_compile(cache: Path) -> None:
+    """benchmarks/stream_probe.py's read kernels (a device-side measurement tool) compile for
+    sm_90 on both weight shapes, every kind of read, the two-matrix rings included."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import stream_probe
+
+    for _, k, n in stream_probe.SHAPES:
+        full = stream_probe.variants(k, n, quick=False)
+        vs = stream_probe.variants(k, n, quick=True)
+        vs += [next(v for v in full if v["kind"] == kind) for kind in ("contig", "band", "ring", "bulk")]
+        vs += [v for v in full if v["kind"] == "ring2"][:3]
+        for i, v in enumerate(vs):
+            v["name"] = f"probe_{i}"
+        assert {v["kind"] for v in vs} >= {"contig", "band", "ring", "bulk"}
+        src = stream_probe.HEAD + "\n".join(stream_probe.source(v, k, n) for v in vs)
+        assert _is_cubin(compile_cubin(src, "sm_90", cache=cache, name="stream_probe.cu"))
