@@ -12,6 +12,7 @@ Imports the rest of ``codegen`` (and ``semantics`` through validation).
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,8 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from mirage_formal.codegen.compiled import CompiledGraph
+from mirage_formal.codegen.nvrtc import compile_cubin
 from mirage_formal.codegen.runtime import DeviceArray, Runtime
 from mirage_formal.codegen.validate import ValidationReport, random_device_inputs, validate
+from mirage_formal.errors import MirageError
 from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import KernelGraph
 
@@ -38,6 +41,41 @@ def device_inputs(compiled: CompiledGraph, seed: int | None = None) -> list[Devi
 #: bytes written between timed runs to evict the L2 (triton's do_bench uses 256 MB too)
 FLUSH_BYTES = 256 * 1024 * 1024
 _flush: dict[int, DeviceArray] = {}
+#: how the flush writes its 256 MB: ``memset`` (the driver's cuMemsetD32Async) or ``fill``
+#: (a kernel of 128-thread blocks, one 16-byte store per thread, the shape of PyTorch's
+#: ``zero_``, which triton's do_bench runs). The two may leave the L2 in different states: the
+#: table's rows measured up to 0.9 µs more under do_bench than under the memset (s24).
+#: ``MF_FLUSH`` in the environment picks one for the whole process (an A/B of the timing
+#: method, ``benchmarks/timing_agreement.py``)
+FLUSH_METHODS = ("memset", "fill")
+FLUSH_FILL_SOURCE = """
+extern "C" __global__ void __launch_bounds__(128) mf_flush_fill(uint4* p) {
+  p[(size_t)blockIdx.x * 128 + threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
+}
+"""
+_fill_fn: dict[int, object] = {}
+
+
+def flush_method() -> str:
+    """The flush ``time_graph`` uses: ``MF_FLUSH`` if set (``memset`` or ``fill``), else memset."""
+    m = os.environ.get("MF_FLUSH", "memset")
+    if m not in FLUSH_METHODS:
+        raise MirageError(f"MF_FLUSH={m!r}: expected one of {', '.join(FLUSH_METHODS)}")
+    return m
+
+
+def write_flush(rt: Runtime, stream: int, method: str | None = None) -> None:
+    """Write the 256 MB flush buffer on ``stream`` (see :data:`FLUSH_METHODS`)."""
+    fl = _flush_buffer(rt)
+    if (method or flush_method()) == "memset":
+        rt.ck(rt.drv.cuMemsetD32Async(fl.ptr, 0, FLUSH_BYTES // 4, stream), "cuMemsetD32Async")
+        return
+    f = _fill_fn.get(id(rt))
+    if f is None:
+        f = _fill_fn[id(rt)] = rt.function(rt.load(compile_cubin(FLUSH_FILL_SOURCE, rt.arch,
+                                                                 name="mf_flush.cu")),
+                                           "mf_flush_fill", 0)
+    rt.launch(f, (FLUSH_BYTES // (16 * 128), 1, 1), 128, 0, stream, [fl.ptr])
 
 
 def _flush_buffer(rt: Runtime) -> DeviceArray:
@@ -49,13 +87,14 @@ def _flush_buffer(rt: Runtime) -> DeviceArray:
 
 def time_graph(compiled: CompiledGraph, warmup: int = 10, reps: int = 100, graph: bool = False,
                seed: int | None = None, flush_l2: bool = False,
-               inputs: Sequence[DeviceArray] | None = None) -> float:
+               inputs: Sequence[DeviceArray] | None = None, flush: str | None = None) -> float:
     """Median microseconds per run of ``compiled`` on random device inputs.
 
     ``graph``: replay a CUDA graph of the launches; ``flush_l2``: overwrite a 256 MB buffer
     before each timed run, outside the timed region (as triton's ``do_bench`` does), so
     inputs come from device memory, not the L2. The product and the benchmarks time with
     both on (:func:`time_like_baselines`), so their numbers agree.
+    ``flush``: how the flush writes (:data:`FLUSH_METHODS`; None: :func:`flush_method`).
     ``inputs``: device arrays to run on instead of fresh ones from ``seed`` (a caller timing
     many schedules of one graph draws them once: :func:`device_inputs` costs ~0.5 s of host
     time per 50 MB of inputs, more than the timing itself).
@@ -89,10 +128,10 @@ def time_graph(compiled: CompiledGraph, warmup: int = 10, reps: int = 100, graph
         step()
     rt.ck(rt.drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
     evs = [(rt.event(), rt.event()) for _ in range(reps)]
-    fl = _flush_buffer(rt) if flush_l2 else None
+    method = flush or flush_method()
     for a, b in evs:
-        if fl is not None:
-            rt.ck(rt.drv.cuMemsetD32Async(fl.ptr, 0, FLUSH_BYTES // 4, stream), "cuMemsetD32Async")
+        if flush_l2:
+            write_flush(rt, stream, method)
         rt.record(a, stream)
         step()
         rt.record(b, stream)

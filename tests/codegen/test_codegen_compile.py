@@ -816,3 +816,20 @@ def test_stream_probe_kernels_compile(cache: Path) -> None:
         assert {v["kind"] for v in vs} >= {"contig", "band", "ring", "bulk"}
         src = stream_probe.HEAD + "\n".join(stream_probe.source(v, k, n) for v in vs)
         assert _is_cubin(compile_cubin(src, "sm_90", cache=cache, name="stream_probe.cu"))
+
+
+def test_flush_methods(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timing's L2 flush: the driver memset by default, the PyTorch-shaped fill kernel
+    (which compiles for sm_90) under MF_FLUSH=fill, and the package's own error naming the
+    choices for anything else."""
+    from mirage_formal.codegen.timing import FLUSH_FILL_SOURCE, flush_method
+    from mirage_formal.errors import MirageError
+
+    monkeypatch.delenv("MF_FLUSH", raising=False)
+    assert flush_method() == "memset"
+    monkeypatch.setenv("MF_FLUSH", "fill")
+    assert flush_method() == "fill"
+    monkeypatch.setenv("MF_FLUSH", "zero")
+    with pytest.raises(MirageError, match="memset, fill"):
+        flush_method()
+    assert _is_cubin(compile_cubin(FLUSH_FILL_SOURCE, "sm_90", cache=cache, name="mf_flush.cu"))
