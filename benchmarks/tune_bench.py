@@ -70,7 +70,7 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=3, help="searched μGraphs per row (b=1)")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile+graph")
     ap.add_argument("--jobs", type=int, default=12)
-    ap.add_argument("--max-per-kernel", type=int, default=18, help="schedules tried per kernel")
+    ap.add_argument("--max-per-kernel", type=int, default=19, help="schedules tried per kernel")
     ap.add_argument("--mirage-skip", type=int, default=0,
                     help="leave out each row's first N Mirage μGraphs (to share them over calls)")
     ap.add_argument("--only-mirage", action="store_true",

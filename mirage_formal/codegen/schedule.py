@@ -543,7 +543,7 @@ def _coarsened_candidates(bg: BlockGraph, sm_count: int) -> list[Schedule]:
 
 
 def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
-                        limit: int = 18, coarsen: bool = True) -> list[Schedule]:
+                        limit: int = 19, coarsen: bool = True) -> list[Schedule]:
     """A few schedules worth measuring for ``bg``, the default first (rules, not a search).
 
     - threads: the block graph's own, and 256 when a tile has enough elements to keep 8
