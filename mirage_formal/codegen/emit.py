@@ -39,7 +39,7 @@ import math
 from dataclasses import dataclass, field
 
 from mirage_formal.codegen.barriers import Extent, with_barriers
-from mirage_formal.codegen.cindex import fmt_float, multi_index
+from mirage_formal.codegen.cindex import fmt_float, lin, multi_index
 from mirage_formal.codegen.plan import plan_buffers
 from mirage_formal.codegen.print_combine import CombinePrinter
 from mirage_formal.codegen.print_mma import MmaPrinter
@@ -217,7 +217,8 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         nv = math.prod(n.shape) // 8
         decls, idx = multi_index(n.shape, "i", "t")
         ref = self.iter_ref(n, idx, itv)
-        off = self.raw_offset(n, idx[0], f"({idx[1]}) >> 3") if n in self.swz else self.addr(n, idx)
+        off = (self.raw_offset(n, lin(n.shape[:-1], idx[:-1]), f"({idx[-1]}) >> 3", idx[-2])
+               if n in self.swz else self.addr(n, idx))
         dst = f"{self.buf[n]} + {self.stage_offset(n, f'({itv})')} + {off}"
         if self.opts.evict_first:
             copy = f"mf::cp_async16_pol<{self.opts.l2_fetch}>({dst}, &{ref}, mf_pol)"

@@ -242,10 +242,13 @@ class KernelLayout:
         return 0 if n in self.swz else 8
 
     def _swizzle_ok(self, n: Node) -> bool:
-        """Raw tile ``n`` can keep swizzled dense rows: two-dimensional, rows of whole groups
-        of eight 16-byte chunks, and read only where the printers apply the swizzle: as the
-        B tile of a gemv, or through ldmatrix by tensor-core matmuls."""
-        if len(n.shape) != 2 or n.shape[-1] % 64:
+        """Raw tile ``n`` can keep swizzled dense rows: rows of whole groups of eight 16-byte
+        chunks, a multiple of 8 rows per batch slice when there are several (a slice then starts
+        at a row ≡ 0 mod 8, so its local row and the buffer's row agree in the bits the swizzle
+        uses), and read only
+        where the printers apply the swizzle: as the B tile of a gemv, or through ldmatrix by
+        tensor-core matmuls (attention's register chains included)."""
+        if len(n.shape) < 2 or n.shape[-1] % 64 or (n.shape[-2] % 8 and math.prod(n.shape[:-2]) > 1):
             return False
         for c in self.consumers[n]:
             if len(c.src) != 2 or c.src[0] is c.src[1]:
@@ -253,18 +256,19 @@ class KernelLayout:
             if c in self.gemv:
                 if c.src[1] is not n:
                     return False
-            elif not (self._mma(c) and self.opts.ldmatrix and len(c.shape) == 2
+            elif not (self._mma(c) and self.opts.ldmatrix
                       and c.src[0].shape[-1] % 16 == 0
                       and (c.src[0] is not n or n.shape[-2] == c.shape[-2])
                       and (c.src[1] is not n or (c.shape[-1] % 8 == 0 and n.shape[-1] == c.shape[-1]))):
                 return False
         return True
 
-    def raw_offset(self, n: Node, row: str, chunk: str) -> str:
-        """Halves from a stage of raw tile ``n`` to 16-byte chunk ``chunk`` of row ``row``
-        (both C expressions), swizzled where ``n`` keeps dense rows."""
+    def raw_offset(self, n: Node, row: str, chunk: str, xor_row: str | None = None) -> str:
+        """Halves from a stage (or batch slice) of raw tile ``n`` to 16-byte chunk ``chunk`` of
+        row ``row`` (C expressions), swizzled where ``n`` keeps dense rows by ``xor_row``
+        (default ``row``: the row within its batch slice, which has the same low bits)."""
         if n in self.swz:
-            return f"({row}) * {self.ld[n]} + ((({chunk}) ^ (({row}) & 7)) << 3)"
+            return f"({row}) * {self.ld[n]} + ((({chunk}) ^ (({xor_row or row}) & 7)) << 3)"
         return f"({row}) * {self.ld[n]} + {chunk if chunk.isidentifier() else f'({chunk})'} * 8"
 
     # ------------------------------------------------------------ decisions

@@ -833,3 +833,20 @@ def test_flush_methods(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(MirageError, match="memset, fill"):
         flush_method()
     assert _is_cubin(compile_cubin(FLUSH_FILL_SOURCE, "sm_90", cache=cache, name="mf_flush.cu"))
+
+
+@pytest.mark.parametrize("case", ONE_KERNEL_ATTENTION_CASES, ids=str)
+def test_dense_rows_in_attention_chains_compile(case: tuple, cache: Path) -> None:
+    """Attention's K and V ring tiles (batched: a leading head dimension) swizzle under
+    dense_rows where their rows are 64-column multiples and each head's slice is a multiple of
+    8 rows: the copies XOR by the row within the slice, the chain's ldmatrix reads by the
+    same row; compiles for sm_90."""
+    prog = attention_loop_program(*case)
+    sched = Schedule(dense_rows=True)
+    src, _, _ = emit_graph(prog, opts=sched)
+    swizzled = "& 7)) << 3)" in src
+    (la,) = launches(prog, 128)
+    tiles = [n for n in la.graph.nodes if n.op == "iter" and n.attr("fmap") != -1]
+    assert swizzled == any(n.shape[-1] % 64 == 0 and (n.shape[-2] % 8 == 0 or math.prod(n.shape[:-2]) == 1)
+                           for n in tiles)
+    compile_graph(prog, arch="sm_90", load=False, cache=cache, opts=sched)
