@@ -850,3 +850,36 @@ def test_dense_rows_in_attention_chains_compile(case: tuple, cache: Path) -> Non
     assert swizzled == any(n.shape[-1] % 64 == 0 and (n.shape[-2] % 8 == 0 or math.prod(n.shape[:-2]) == 1)
                            for n in tiles)
     compile_graph(prog, arch="sm_90", load=False, cache=cache, opts=sched)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.sampled_from([8, 16, 64, 128, 256]), groups=st.integers(1, 4), batch=st.sampled_from([1, 2, 3]))
+def test_swizzled_offsets_are_a_permutation_without_ldmatrix_conflicts(rows: int, groups: int, batch: int) -> None:
+    """The printed swizzle (KernelLayout.raw_offset, evaluated as the C expression it is):
+    within every row it permutes the row's 16-byte chunks (nothing lost or shared), and the 8
+    rows one ldmatrix reads at one logical chunk land in 8 distinct 16-byte bank groups; in a
+    batched tile the XOR by the row within its slice equals the XOR by the buffer's row."""
+    cols = 64 * groups
+    prog = matmul_loop_program(16, rows, cols, 2, batch=batch if batch > 1 else 0)
+    (la,) = launches(prog, 128)
+    from mirage_formal.codegen.layout import KernelLayout
+
+    lay = KernelLayout(la.graph, "k", 227 * 1024, Schedule(dense_rows=True))
+    b = next(n for n in lay.raw if n.shape[-1] == cols) if lay.raw else None
+    if b is None or b not in lay.swz:
+        return
+    expr = lay.raw_offset(b, "R", "CH", "LR")
+    ld = lay.ld[b]
+    assert ld == cols
+    # the buffer's rows, as if the tile held `batch` slices of its rows (the swizzle's rule
+    # for several slices: a multiple of 8 rows each)
+    slice_rows = b.shape[-2]
+    tile_rows = batch * slice_rows if slice_rows % 8 == 0 else slice_rows
+    for r in range(tile_rows):
+        offs = {eval(expr, {"R": r, "CH": c, "LR": r % slice_rows}) for c in range(cols // 8)}
+        assert offs == {r * ld + 8 * c for c in range(cols // 8)}
+        assert offs == {eval(expr, {"R": r, "CH": c, "LR": r}) for c in range(cols // 8)}
+    for r0 in range(0, tile_rows, 8):
+        for c in range(cols // 8):
+            banks = {(eval(expr, {"R": r, "CH": c, "LR": r}) * 2 // 16) % 8 for r in range(r0, r0 + 8)}
+            assert len(banks) == 8
