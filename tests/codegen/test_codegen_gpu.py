@@ -43,6 +43,7 @@ from mirage_formal.codegen import (
 )
 from mirage_formal.codegen.autotune import Toolchain, TuningCache, tune
 from mirage_formal.codegen.nvrtc import nvrtc_version
+from mirage_formal.codegen.schedule import stream_k_ok
 from mirage_formal.codegen.validate import validate
 from mirage_formal.ir.graph import KernelGraph
 from mirage_formal.ir.occupancy import combine_groups
@@ -138,12 +139,14 @@ def _dense_cases() -> list[tuple[str, KernelGraph, Schedule]]:
 @pytest.mark.parametrize("case", MATMUL_LOOP_CASES)
 def test_kpair_products_validate(case: tuple) -> None:
     """Two accumulator sets per register-summed product (Schedule.mma_kpair), alone, with
-    dense rows and with a split loop, compute the same function."""
+    dense rows, with a split loop and under stream-K, compute the same function."""
     prog = matmul_loop_program(*case)
     (la,) = launches(prog, 128)
     scheds = [Schedule(mma_kpair=True), Schedule(mma_kpair=True, dense_rows=True, async_stages=4,
                                                  async_stage_bytes=150 * 1024)]
     scheds += [Schedule(mma_kpair=True, split=s) for s in (2, 3) if la.graph.forloop % s == 0][:1]
+    if stream_k_ok(la.graph, 3):  # (the second set is zeroed with the first, per segment)
+        scheds.append(Schedule(mma_kpair=True, stream_k=3))
     for sc in scheds:
         cg = compile_graph(prog, opts=sc)
         rep = validate(cg, trials=2)
