@@ -200,8 +200,9 @@ class KernelLayout:
     def set_layout(self, raw: set[Node]) -> None:
         """Row strides of operand tiles; ``raw``: the tiles kept as raw fp16 (cp.async)."""
         #: raw fp16 tiles: ``stages`` deep, filled by cp.async, read by tensor-core matmuls;
-        #: their ``ld`` entry counts halves, rows padded by 8 halves (16 bytes): row starts
-        #: stay 16-byte aligned and the 8 rows one ldmatrix reads fall in distinct banks
+        #: their ``ld`` entry counts halves, rows padded by 8 halves (16 bytes) unless swizzled
+        #: (below): row starts stay 16-byte aligned and the 8 rows one ldmatrix reads fall in
+        #: distinct banks
         self.raw = raw
         #: raw tiles in dense rows with their 16-byte chunks swizzled (Schedule.dense_rows):
         #: chunk c of row r sits at chunk c ^ (r & 7), so rows stay whole 128-byte lines for
@@ -243,11 +244,10 @@ class KernelLayout:
 
     def _swizzle_ok(self, n: Node) -> bool:
         """Raw tile ``n`` can keep swizzled dense rows: rows of whole groups of eight 16-byte
-        chunks, a multiple of 8 rows per batch slice when there are several (a slice then starts
-        at a row ≡ 0 mod 8, so its local row and the buffer's row agree in the bits the swizzle
-        uses), and read only
-        where the printers apply the swizzle: as the B tile of a gemv, or through ldmatrix by
-        tensor-core matmuls (attention's register chains included)."""
+        chunks, a multiple of 8 rows per batch slice when there are several (a slice then
+        starts at a row ≡ 0 mod 8, so its local row and the buffer's row agree in the bits the
+        swizzle uses), and read only where the printers apply the swizzle: as the B tile of a
+        gemv, or through ldmatrix by tensor-core matmuls (attention's register chains too)."""
         if len(n.shape) < 2 or n.shape[-1] % 64 or (n.shape[-2] % 8 and math.prod(n.shape[:-2]) > 1):
             return False
         for c in self.consumers[n]:
