@@ -220,9 +220,9 @@ class KernelLayout:
         for n in self.nodes:
             if n.op == "matmul":
                 for s in n.src:
-                    if s in raw:
-                        self.ld[s] = s.shape[-1] + self.raw_pad(s)
-                    elif ((s.op == ITER or REGISTRY[s.op].elementwise or self.rms_rowwise(s))
+                    if s in raw:  # (its rows are set with every raw tile's below)
+                        continue
+                    if ((s.op == ITER or REGISTRY[s.op].elementwise or self.rms_rowwise(s))
                             and s not in self.inline and s.shape[-1] % 4 == 0
                             and s.shape[-1] >= 8):
                         self.ld[s] = s.shape[-1] + 4
