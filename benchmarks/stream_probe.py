@@ -19,6 +19,10 @@ each of 100 runs, CUDA events around the launch, median. The ways of reading:
   with padded shared-memory rows (``PAD``) and the split's blocks interleaved in grid x.
 - ``bulk``: the same bands through bulk copies (``cp.async.bulk``, one per row piece, an
   mbarrier per stage), issued by one warp.
+- ``tma``: the same bands through 2D tensor-map copies (``cp.async.bulk.tensor.2d``): one
+  instruction, issued by one thread, moves a box of 64 columns x R rows (the tensor map is a
+  ``__grid_constant__`` kernel parameter built on the host with ``cuTensorMapEncodeTiled``),
+  with or without the 128-byte swizzle (``SWZ``).
 
 Every variant with the L2 evict-first policy (``pol``) as our kernels use it, some without.
 The table winners of rmsnorm b=1 and gated_mlp are timed in the same run for reference.
@@ -41,6 +45,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 HEAD = r"""
 #include <cuda_fp16.h>
 typedef unsigned long long u64;
+struct __align__(64) TMap { u64 v[16]; };  // a CUtensorMap's 128 opaque bytes
 __device__ __forceinline__ u64 pol_first() {
   u64 p; asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p)); return p; }
 __device__ __forceinline__ uint4 ldv(const void* p, u64 pol, bool use_pol) {
@@ -183,6 +188,52 @@ extern "C" __global__ void __launch_bounds__({T}) {name}(const half* __restrict_
 }}
 """
 
+TMA = r"""
+extern "C" __global__ void __launch_bounds__({T}) {name}(const __grid_constant__ TMap tmap, float* out) {{
+  constexpr int BOXES = {C} / 64, STAGE = {R} * {C} / 8, PER = STAGE / {T}, ROWS = {K} / {KS}, IT = ROWS / {R};
+  constexpr unsigned BYTES = {R} * {C} * 2;
+  extern __shared__ __align__(16) uint4 sm_raw[];
+  __shared__ __align__(8) u64 bar[{S}];
+  // the 128-byte swizzle needs 1024-byte aligned boxes: the launch gives 1024 bytes to spare
+  uint4* sm = sm_raw + ((1024 - ((unsigned)__cvta_generic_to_shared(sm_raw) & 1023)) & 1023) / 16;
+  const u64 pol = pol_first();
+  const int k0 = blockIdx.y * ROWS, c0 = blockIdx.x * {C};
+  if (threadIdx.x == 0) {{
+    asm volatile("prefetch.tensormap [%0];" :: "l"(&tmap) : "memory");
+    for (int s = 0; s < {S}; ++s)
+      asm volatile("mbarrier.init.shared.b64 [%0], 1;" :: "r"((unsigned)__cvta_generic_to_shared(&bar[s])));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }}
+  __syncthreads();
+  auto issue = [&](int it) {{
+    if (threadIdx.x == 0) {{
+      const unsigned b = (unsigned)__cvta_generic_to_shared(&bar[it % {S}]);
+      asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" :: "r"(b), "r"(BYTES) : "memory");
+      #pragma unroll
+      for (int c = 0; c < BOXES; ++c) {{
+        const unsigned d = (unsigned)__cvta_generic_to_shared(sm + (it % {S}) * STAGE + c * {R} * 8);
+        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {{%2, %3}}], [%4], %5;"
+                     :: "r"(d), "l"(&tmap), "r"(c0 + c * 64), "r"(k0 + it * {R}), "r"(b), "l"(pol) : "memory");
+      }}
+    }}
+  }};
+  #pragma unroll
+  for (int s = 0; s < {S} - 1; ++s) if (s < IT) issue(s);
+  float acc = 0.f;
+  for (int it = 0; it < IT; ++it) {{
+    if (it + {S} - 1 < IT) issue(it + {S} - 1);
+    const unsigned b = (unsigned)__cvta_generic_to_shared(&bar[it % {S}]);
+    const unsigned phase = (it / {S}) & 1;
+    asm volatile("{{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared.b64 p, [%0], %1;\n @!p bra W;\n}}"
+                 :: "r"(b), "r"(phase) : "memory");
+    #pragma unroll
+    for (int p = 0; p < PER; ++p) acc += hsum(sm[(it % {S}) * STAGE + threadIdx.x + p * {T}]);
+    __syncthreads();
+  }}
+  out[(blockIdx.y * gridDim.x + blockIdx.x) * {T} + threadIdx.x] = acc;
+}}
+"""
+
 RING2 = r"""
 extern "C" __global__ void __launch_bounds__({T}) {name}(const half* __restrict__ w, float* out, const half* __restrict__ w2) {{
   constexpr int VPR = {C} / 8, PITCH = VPR + {PAD}, HALF = {R} * PITCH, STAGE = 2 * HALF, PER = {R} * VPR / {T};
@@ -248,6 +299,19 @@ def variants(k: int, n: int, quick: bool) -> list[dict[str, Any]]:
                                     smem=s * r * c * 2))
                     out.append(dict(kind="bulk", C=c, R=r, S=s, KS=ks, T=t, POL=1, grid=(n // c, ks),
                                     smem=s * r * c * 2))
+    for c, r, ks, st in ((64, 256, 1, 3), (128, 128, 1, 2), (128, 128, 1, 3), (128, 128, 1, 4),
+                         (128, 256, 1, 2), (128, 64, 1, 6), (256, 64, 1, 4), (256, 128, 1, 2),
+                         (192, 128, 1, 3), (64, 128, 1, 4), (64, 512, 1, 2)):
+        if n % c == 0 and (k // ks) % r == 0 and st * r * c * 2 <= 200_000:
+            out.append(dict(kind="ring", C=c, R=r, S=st, KS=ks, T=256, POL=1, grid=(n // c, ks),
+                            smem=st * r * c * 2))
+    for c, r, ks, st in ((64, 256, 1, 2), (64, 256, 1, 3), (64, 128, 1, 4), (64, 256, 2, 2),
+                         (128, 128, 1, 4), (128, 256, 1, 2), (128, 256, 1, 3), (128, 128, 2, 3),
+                         (192, 128, 1, 3), (256, 128, 1, 2), (256, 64, 1, 4), (64, 64, 1, 8)):
+        if n % c == 0 and (k // ks) % r == 0 and st * r * c * 2 <= 200_000:
+            for swz in (0, 3):
+                out.append(dict(kind="tma", C=c, R=r, S=st, KS=ks, T=256, SWZ=swz, grid=(n // c, ks),
+                                smem=st * r * c * 2 + 1024))
     if k == 8192:  # gated_mlp: W1 and W2 in one iteration, as the emitted kernel reads them
         for w2 in ("adjacent", "separate", "adjacent+8KB"):
             for pad, ks, s, il in ((0, 1, 4, 0), (1, 1, 4, 0), (1, 2, 2, 1), (0, 2, 2, 1), (1, 2, 2, 0)):
@@ -260,9 +324,40 @@ def variants(k: int, n: int, quick: bool) -> list[dict[str, Any]]:
 
 
 def source(v: dict[str, Any], k: int, n: int) -> str:
-    tmpl = {"contig": CONTIG, "band": BAND, "ring": RING, "bulk": BULK, "ring2": RING2}[v["kind"]]
-    return tmpl.format(K=k, N=n, **{a: b for a, b in v.items() if a not in ("grid", "smem", "kind", "name", "w2")},
+    tmpl = {"contig": CONTIG, "band": BAND, "ring": RING, "bulk": BULK, "ring2": RING2, "tma": TMA}[v["kind"]]
+    return tmpl.format(K=k, N=n, **{a: b for a, b in v.items()
+                                    if a not in ("grid", "smem", "kind", "name", "w2", "SWZ")},
                        name=v["name"])
+
+
+def tensor_map(ptr: int, rows: int, cols: int, box_cols: int, box_rows: int, swizzle: int) -> Any:
+    """A 2D fp16 row-major tensor map (128 bytes, 64-aligned), from the driver's
+    ``cuTensorMapEncodeTiled`` called through ctypes."""
+    import ctypes
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+    buf = ctypes.create_string_buffer(128 + 64)
+    addr = (ctypes.addressof(buf) + 63) // 64 * 64
+    dims = (ctypes.c_uint64 * 2)(cols, rows)
+    strides = (ctypes.c_uint64 * 1)(cols * 2)
+    box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
+    estr = (ctypes.c_uint32 * 2)(1, 1)
+    err = cuda.cuTensorMapEncodeTiled(ctypes.c_void_p(addr), 6, 2, ctypes.c_void_p(ptr), dims, strides, box,
+                                      estr, 0, swizzle, 2, 0)
+    if err:
+        raise RuntimeError(f"cuTensorMapEncodeTiled: error {err}")
+    return (buf, addr)
+
+
+def launch_with_map(rt: Any, f: Any, grid: tuple, threads: int, smem: int, stream: int, tmap: Any,
+                    out_ptr: int) -> None:
+    """Launch a kernel whose parameters are (tensor map by value, float*)."""
+    import ctypes
+
+    out_val = ctypes.c_void_p(out_ptr)
+    params = (ctypes.c_void_p * 2)(tmap[1], ctypes.addressof(out_val))
+    rt.ck(rt.drv.cuLaunchKernel(f, grid[0], grid[1], grid[2], threads, 1, 1, smem, stream,
+                                ctypes.addressof(params), 0), "cuLaunchKernel")
 
 
 def main() -> None:
@@ -271,6 +366,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-winners", action="store_true")
     ap.add_argument("--kinds", default="", help="only these kinds (comma-separated)")
+    ap.add_argument("--shapes", default="", help="only these shapes' first words (rmsnorm, gated_mlp)")
     a = ap.parse_args()
     import numpy as np
 
@@ -300,6 +396,8 @@ def main() -> None:
     out_buf = DeviceArray((1 << 22,), DType.F32, rt)
     empty_src = 'extern "C" __global__ void empty_k(float* o) {}'
     for label, k, n in SHAPES:
+        if a.shapes and label.split()[0] not in a.shapes.split(","):
+            continue
         vs = [v for v in variants(k, n, a.quick) if not a.kinds or v["kind"] in a.kinds.split(",")]
         if not vs:
             continue
@@ -326,9 +424,16 @@ def main() -> None:
                 grid = (*v["grid"], 1)
 
                 args = [w.ptr, out_buf.ptr] + ([second[v["w2"]]] if "w2" in v else [])
+                if v["kind"] == "tma":
+                    tmap = tensor_map(w.ptr, k + 8, n, 64, v["R"], v["SWZ"])
 
-                def run(f: Any = f, grid: tuple = grid, v: dict = v, smem: int = smem, args: list = args) -> None:
-                    rt.launch(f, grid, v["T"], smem, stream, args)
+                    def run(f: Any = f, grid: tuple = grid, v: dict = v, smem: int = smem,
+                            tmap: Any = tmap) -> None:
+                        launch_with_map(rt, f, grid, v["T"], smem, stream, tmap, out_buf.ptr)
+                else:
+                    def run(f: Any = f, grid: tuple = grid, v: dict = v, smem: int = smem,
+                            args: list = args) -> None:
+                        rt.launch(f, grid, v["T"], smem, stream, args)
                 us = timed(run)
             except Exception as e:  # a probe: record and go on
                 results.append(dict(shape=label, **{x: y for x, y in v.items() if x != "name"}, error=str(e)[:200]))
@@ -352,7 +457,7 @@ def main() -> None:
             print(f"{name:16} winner {us:6.2f} us", flush=True)
     print("\nfastest of each kind:")
     for label, _, _ in SHAPES:
-        for kind in ("empty", "contig", "band", "ring", "bulk", "ring2"):
+        for kind in ("empty", "contig", "band", "ring", "bulk", "ring2", "tma"):
             rs = [r for r in results if r["shape"] == label and r["kind"] == kind and "us" in r]
             if rs:
                 b = min(rs, key=lambda r: r["us"])

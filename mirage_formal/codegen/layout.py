@@ -150,6 +150,7 @@ class KernelLayout:
                 self.epi[n] = cs[0]
         #: register chains (Schedule.mma_chain), keyed by their second matmul
         self.chains: dict[Node, Chain] = {}
+        self.kslice: dict[Node, int] = {}  # (set below, once the chains and gemvs are known)
         for n in self.nodes:
             ch = self._chain(n)
             if ch is not None:
@@ -172,6 +173,9 @@ class KernelLayout:
         self.half = {n for n in self.nodes if self._half_ok(n)}
         #: tensor-core matmuls whose plain accumulator lives in registers through the loop
         #: (Schedule.mma_registers; stored to the accumulator's tile after the loop)
+        #: register-summed tensor-core products whose k-steps several warps share
+        #: (Schedule.mma_kslice): matmul -> warps per warp tile
+        self.kslice = {n: kw for n in self.fused if (kw := self._kslice(n)) > 1}
         self.reg_acc = {n for n in self.fused if self._reg_acc_ok(n)}
         #: fold accumulators whose per-thread partial sums stay in registers through the
         #: loop (Schedule.fold_registers), each with how its threads share the rows
@@ -236,7 +240,7 @@ class KernelLayout:
         accumulator sets (Schedule.mma_kpair): a register accumulator of the plain loop
         (no hoisted A) with at least two k-steps."""
         return (self.opts.mma_kpair and n in self.reg_acc and n not in self.hoist_a
-                and n.src[0].shape[-1] >= 32)
+                and n.src[0].shape[-1] >= 32 * self.kslice.get(n, 1))
 
     def raw_pad(self, n: Node) -> int:
         """Halves of padding after each row of raw tile ``n``."""
@@ -247,10 +251,14 @@ class KernelLayout:
         chunks, a multiple of 8 rows per batch slice when there are several (a slice then
         starts at a row ≡ 0 mod 8, so its local row and the buffer's row agree in the bits the
         swizzle uses), and read only where the printers apply the swizzle: as the B tile of a
-        gemv, or through ldmatrix by tensor-core matmuls (attention's register chains too)."""
+        gemv, through ldmatrix by tensor-core matmuls (attention's register chains too), or
+        element by element through :meth:`addr` by a register fold accumulator (rmsnorm's
+        fused X tile, summed for its rms beside the matmul)."""
         if len(n.shape) < 2 or n.shape[-1] % 64 or (n.shape[-2] % 8 and math.prod(n.shape[:-2]) > 1):
             return False
         for c in self.consumers[n]:
+            if c in self.reg_fold:
+                continue
             if len(c.src) != 2 or c.src[0] is c.src[1]:
                 return False
             if c in self.gemv:
@@ -289,15 +297,35 @@ class KernelLayout:
                 and all(s.dtype is DType.F16 for s in n.src))
 
     def warp_blocking(self, n: Node) -> tuple[int, int, int]:
-        """Tensor-core matmul ``n``'s register blocking (WM, WN) and its number of warp tiles."""
+        """Tensor-core matmul ``n``'s register blocking (WM, WN) and its number of warp tiles
+        (a k-sliced product's: one per warp of each slice)."""
         NB = math.prod(n.shape[:-2])
         MT, NT = -(-n.shape[-2] // 16), -(-n.shape[-1] // 8)
         wm = self.chain_wm.get(n)
         if wm is not None:  # a register chain's matmul: whole rows per kw warps
             kw = self.chain_kw[n]
             return wm, (NT if n in self.chains else NT // kw), NB * (MT // wm) * kw
-        WM, WN = warp_tiles(NB, MT, NT, self.T // 32, self.opts.warp_m, self.opts.warp_n)
-        return WM, WN, NB * (MT // WM) * (NT // WN)
+        kw = self.kslice.get(n, 1)
+        WM, WN = warp_tiles(NB, MT, NT, self.T // 32 // kw, self.opts.warp_m, self.opts.warp_n)
+        return WM, WN, NB * (MT // WM) * (NT // WN) * kw
+
+    def _kslice(self, n: Node) -> int:
+        """The warps that share each warp tile of matmul ``n`` over k slices
+        (Schedule.mma_kslice), or 1: a tensor-core product folded into a plain accumulator
+        of a real loop, not a register chain's, whose k-steps divide evenly over the slices
+        and whose warp tiles for the fewer warps each slice has still give every warp one."""
+        kw = self.opts.mma_kslice
+        if (kw == 1 or not self.opts.mma_registers or self.bg.forloop < 2 or n in self.chains
+                or n in self.chain_wm or n in self.gemv or not self._mma(n)
+                or self.fused[n] in self.half):
+            return 1
+        W, K = self.T // 32, n.src[0].shape[-1]
+        if W % kw or K % 16 or (K // 16) % kw:
+            return 1
+        NB = math.prod(n.shape[:-2])
+        MT, NT = -(-n.shape[-2] // 16), -(-n.shape[-1] // 8)
+        WM, WN = warp_tiles(NB, MT, NT, W // kw, self.opts.warp_m, self.opts.warp_n)
+        return kw if W // kw >= NB * (MT // WM) * (NT // WN) else 1
 
     def second_kw(self, n: Node) -> int:
         """The warps sharing a row tile of ``n`` when it is a register chain's second product
@@ -393,7 +421,8 @@ class KernelLayout:
         A = n.src[0]
         K = A.shape[-1]
         if (not self.opts.mma_registers or n.op != "matmul" or n in self.gemv or not self._mma(n)
-                or A in loop_defined or A in self.raw or A not in self.buf or K % 16):
+                or A in loop_defined or A in self.raw or A not in self.buf or K % 16
+                or n in self.kslice):
             return False
         return self.static_warp_tiles(n) and self.warp_blocking(n)[0] * (K // 16) * 4 <= 64
 
@@ -533,11 +562,15 @@ class KernelLayout:
         return self.ld.get(n, n.shape[-1])
 
     def addr(self, n: Node, idx: Sequence[str]) -> str:
-        """Offset of element ``idx`` in ``n``'s (possibly row-padded) buffer."""
+        """Offset of element ``idx`` in ``n``'s (possibly row-padded, possibly swizzled)
+        buffer. In a swizzled raw tile (``swz``) element c of row r sits in 16-byte chunk
+        (c >> 3) ^ (r & 7) of its row, at the same place in the chunk (:meth:`raw_offset`)."""
         if n not in self.ld:
             return lin(n.shape, idx)
         rows = lin(n.shape[:-1], idx[:-1])
         last = idx[-1]
+        if n in self.swz:
+            return f"{self.raw_offset(n, rows, f'({last}) >> 3')} + (({last}) & 7)"
         parts = [] if rows == "0" else [f"({rows})*{self.ld[n]}"]
         if last != "0":
             parts.append(f"({last})")
@@ -709,6 +742,12 @@ class KernelLayout:
                     name = f"k{self.ids[a]}"
                     bufs[name] = Buffer(name, ch.kw * self.buf_size(a), q, q)
                     self.kslices[a] = name
+        for m, kw in self.kslice.items():  # (k-sliced register products: the same after the loop)
+            if m in self.reg_acc:
+                a = self.fused[m]
+                name = f"k{self.ids[a]}"
+                bufs[name] = Buffer(name, kw * self.buf_size(a), q, q)
+                self.kslices[a] = name
         for n in self.raw:
             # cp.async writes a raw tile before the loop and during every iteration: it
             # lives from the first step to the end of the loop.

@@ -156,20 +156,22 @@ class MmaPrinter(TilePrinter):
                     f"{i3}}}",
                     f"{i2}}}"]
         store = store_all("+=" if add and mode != "store" else "=")
-        kw = self.second_kw(n)
+        ksl = self.kslice.get(n, 1) if racc else 1  # (Schedule.mma_kslice)
+        kw = self.second_kw(n) if n in self.chain_wm else ksl
+        kpair = self.kpair(n)
+        pair = ([f"{i2}#pragma unroll",
+                 f"{i2}for (int x = 0; x < {WM * WN * 4}; ++x) (&{accs}[0][0][0])[x] += "
+                 f"(&rb{self.ids[n]}[0][0][0])[x];"] if kpair else [])
         if mode == "store" and kw > 1:
-            # k slices of a register chain: each warp writes its partial sums to slice kq of
-            # the scratch tile, then every thread adds the slices in order (deterministic)
+            # k slices (of a register chain, or Schedule.mma_kslice): each warp writes its
+            # partial sums to slice kq of the scratch tile, then every thread adds the slices
+            # in order (deterministic)
             size = self.buf_size(dnode)
             return [f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
-                    f"{i2}const int tile = threadIdx.x / 32;", *head,
+                    f"{i2}const int tile = threadIdx.x / 32;", *head, *pair,
                     *store_all("=", f"({self.kslices[dnode]} + kq * {size})"), f"{ind}}}",
                     *self.add_slices(self.kslices[dnode], dst, size, kw, "=", ind)]
-        kpair = self.kpair(n)
         if mode == "store":  # after the loop: the register sums to the accumulator's tile
-            pair = ([f"{i2}#pragma unroll",
-                     f"{i2}for (int x = 0; x < {WM * WN * 4}; ++x) (&{accs}[0][0][0])[x] += "
-                     f"(&rb{self.ids[n]}[0][0][0])[x];"] if kpair else [])
             return [f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
                     f"{i2}const int tile = threadIdx.x / 32;", *head, *pair, *store, f"{ind}}}"]
         hoisted = f"ha{self.ids[n]}[wm][ks]"  # the hoisted fragments of warp tile row wm
@@ -195,6 +197,15 @@ class MmaPrinter(TilePrinter):
                      f"{i3}const int k0 = {k0}, ka = k0 + 2 * q, kb = ka + 8;",
                      f"{i3}unsigned fbs[{WN}][2];"]
             fa_ref = hoisted if hoist else f"ea{self.ids[n]}[wm][ks]"
+        elif ksl > 1:
+            # this warp's k slice kq: k-steps kq * KS / ksl ... (unrolled whole: with kpair
+            # each k-step's accumulator set is known at compile time)
+            kloop = [f"{i2}#pragma unroll",
+                     f"{i2}for (int ks = 0; ks < {KS // ksl}; ++ks) {{",
+                     f"{i3}const int k0 = (kq * {KS // ksl} + ks) * 16, ka = k0 + 2 * q, kb = ka + 8;",
+                     f"{i3}unsigned fas[{WM}][4], fbs[{WN}][2];",
+                     *frag_a_loop]
+            fa_ref = "fas[wm]"
         else:
             # (kpair: unrolled whole, so each k-step's accumulator set is known at compile time)
             kloop = [f"{i2}#pragma unroll" + ("" if kpair else f" {max(1, 4 // (WM * WN))}"),
@@ -226,7 +237,8 @@ class MmaPrinter(TilePrinter):
             f"{i3}for (int wm = 0; wm < {WM}; ++wm)",
             f"{i3}  #pragma unroll",
             f"{i3}  for (int wn = 0; wn < {WN}; ++wn) mf::mma_16816("
-            + (f"((k0 >> 4) & 1) ? rb{self.ids[n]}[wm][wn] : {accs}[wm][wn]" if kpair else f"{accs}[wm][wn]")
+            + (f"{'(ks & 1)' if ksl > 1 else '((k0 >> 4) & 1)'} ? rb{self.ids[n]}[wm][wn] : {accs}[wm][wn]"
+               if kpair else f"{accs}[wm][wn]")
             + f", {fa_ref}, fbs[wn]);",
             f"{i2}}}"]
         if mode == "chain_a":
@@ -258,6 +270,13 @@ class MmaPrinter(TilePrinter):
             return [f"{ind}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
                     f"{ind}const int tb = tile / {kw * MTW}, tm0 = (tile / {kw}) % {MTW} * {WM}, "
                     f"tn0 = 0, kq = tile % {kw};",
+                    *[ind + d for d in decls]]
+        ksl = self.kslice.get(n, 1) if n in self.reg_acc else 1
+        if ksl > 1:  # Schedule.mma_kslice: ksl warps share warp tile tile / ksl, k slice kq
+            return [f"{ind}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
+                    f"{ind}const int tw = tile / {ksl}, kq = tile % {ksl};",
+                    f"{ind}const int tb = tw / {MTW * NTW}, tm0 = (tw / {NTW}) % {MTW} * {WM}, "
+                    f"tn0 = tw % {NTW} * {WN};",
                     *[ind + d for d in decls]]
         return [f"{ind}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
                 f"{ind}const int tb = tile / {MTW * NTW}, tm0 = (tile / {NTW}) % {MTW} * {WM}, "

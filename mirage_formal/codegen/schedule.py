@@ -181,6 +181,15 @@ class Schedule:
     #: A kernel on one block per SM waits on that chain every iteration; gated_mlp's fused
     #: kernel on 64 blocks went from 35.3 to 32.7 µs with it (H100, s24)
     mma_kpair: bool = False
+    #: a tensor-core product summed in registers (``mma_registers``; not a register chain, no
+    #: hoisted A) splits its k-steps over this many warps: the warp tiles are those of
+    #: ``threads / 32 / mma_kslice`` warps (wider, so each A fragment read from shared memory
+    #: feeds more products), each run by ``mma_kslice`` warps over their own k slice; after the
+    #: loop the partial sums go to the slices of a scratch tile and are added in slice order.
+    #: A skinny product (M <= 16) otherwise has every warp read the whole A tile from shared
+    #: memory each iteration, as many bytes as the B tile it streams (rmsnorm b=8 on the H100:
+    #: the A reads cost 0.4 µs of 24.8, s25)
+    mma_kslice: int = 1
 
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):
@@ -210,6 +219,8 @@ class Schedule:
             raise GraphError("schedule: gemv_chunk >= 1 and gemv_depth >= 2 are required")
         if self.warp_m not in (0, 1, 2, 4) or self.warp_n not in (0, 1, 2, 4, 8):
             raise GraphError("schedule: warp_m must be 0, 1, 2 or 4 and warp_n 0, 1, 2, 4 or 8")
+        if self.mma_kslice not in (1, 2, 4, 8):
+            raise GraphError(f"schedule: mma_kslice must be 1, 2, 4 or 8, got {self.mma_kslice}")
         if self.async_stages < 2 or self.prefetch_depth < 1 or self.prefetch_regs < 0:
             raise GraphError("schedule: async_stages >= 2, prefetch_depth >= 1 and "
                              "prefetch_regs >= 0 are required")
@@ -224,6 +235,8 @@ class Schedule:
             del d["dense_rows"]
         if not self.mma_kpair:
             del d["mma_kpair"]
+        if self.mma_kslice == 1:
+            del d["mma_kslice"]
         return d
 
     @classmethod
@@ -286,7 +299,7 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
                 sm_count: int = DEFAULT_SM_COUNT) -> list[Schedule]:
     """The second round of tuning one kernel: the winner with 256-byte L2 fetches, with the
     evict-first policy, (a loop streaming fp16 tiles) with dense ring rows and with two-chain
-    products, (split, not yet clustered) with the cluster combine, (not split, on
+    products, (a skinny streamed product) with its k-steps sliced over warps, (split, not yet clustered) with the cluster combine, (not split, on
     fewer blocks than ``sm_count`` SMs) split 2 and 4 ways through a cluster, (fewer blocks
     than SMs) stream-K over one block per SM, and (a loop
     with loop-invariant tiles) with the ring's copies issued first; then each tried
@@ -309,6 +322,10 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
             policies.append(replace(best, dense_rows=True))
         if best.mma and not best.mma_kpair and _streams_raw_tiles(bg):
             policies.append(replace(best, mma_kpair=True))
+        if best.mma and best.mma_kslice == 1:
+            # a skinny streamed product's k-steps over 2, 4 or 8 warps per warp tile
+            policies += [replace(best, mma_kslice=kw)
+                         for kw in _kslices(bg, (best.threads or bg.threads) // 32)]
         if 1 < best.split <= CLUSTER_MAX and not best.cluster_combine:
             # (second round only: on the H100 it measured slower than the global combine on
             # every split winner of the benchmark table, 1-78%: gpu_optimize_2026-11-24_s14)
@@ -352,6 +369,19 @@ def _streams_raw_tiles(bg: BlockGraph) -> bool:
     return bg.forloop > 1 and any(
         n.op == "matmul" and any(s.op == "iter" and s.attr("fmap") != -1 for s in n.src)
         for n in bg.nodes)
+
+
+def _kslices(bg: BlockGraph, warps: int) -> list[int]:
+    """The :attr:`Schedule.mma_kslice` values worth a trial for ``bg`` on ``warps`` warps: a
+    loop whose product of at most 16 rows streams a changing tile (each warp would otherwise
+    read all of A for its few columns), the warps and the product's k-steps divisible by it.
+    (The layout still falls back to 1 where the slices' warp tiles do not fit.)"""
+    ks = [n.src[0].shape[-1] // 16 for n in bg.nodes
+          if n.op == "matmul" and n.shape[-2] <= 16 and n.src[0].shape[-1] % 16 == 0
+          and any(s.op == "iter" and s.attr("fmap") != -1 for s in n.src)]
+    if bg.forloop < 2 or not ks:
+        return []
+    return [kw for kw in (2, 4, 8) if warps % kw == 0 and all(k % kw == 0 for k in ks)]
 
 
 def _ring_and_invariant_loads(bg: BlockGraph) -> bool:

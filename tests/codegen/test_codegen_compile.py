@@ -748,12 +748,33 @@ def test_dense_ring_rows_compile(case: tuple, cache: Path) -> None:
 
 
 @pytest.mark.parametrize("case", FOLD_LOOP_CASES, ids=str)
-def test_dense_rows_leave_other_readers_padded(case: tuple, cache: Path) -> None:
-    """A ring tile that a fold accumulator (or any reader but ldmatrix and gemv) also reads
-    keeps its padded rows under dense_rows: rmsnorm's fused X tile, summed for its rms."""
+def test_dense_rows_swizzle_tiles_a_fold_reads(case: tuple, cache: Path) -> None:
+    """A ring tile that a register fold accumulator reads beside the matmul (rmsnorm's fused X
+    tile, summed for its rms) swizzles under dense_rows where its rows are whole groups of
+    eight 16-byte chunks, and keeps padded rows otherwise; the fold reads each element where
+    the copies put it: KernelLayout.addr, evaluated as the C expression it is, agrees with the
+    copies' raw_offset for every element and is a permutation of the dense tile."""
+    from mirage_formal.codegen.layout import KernelLayout
+
     prog = fold_loop_program(*case)
     src, _, _ = emit_graph(prog, opts=Schedule(dense_rows=True))
-    assert "& 7)) << 3)" not in src
+    (la,) = launches(prog, 128)
+    lay = KernelLayout(la.graph, "k", 227 * 1024, Schedule(dense_rows=True))
+    x = next(n for n in la.graph.nodes if n.op == "iter" and n.attr("input") == 0)
+    rows, cols = x.shape
+    assert (x in lay.swz) == (cols % 64 == 0 and x in lay.raw)
+    assert ("& 7)) << 3)" in src) == (x in lay.swz)
+    if x in lay.swz:
+        assert any(c in lay.reg_fold for c in lay.consumers[x])
+        read = lay.addr(x, ["R", "C"])
+        copy = lay.raw_offset(x, "R", "CH")
+        seen = set()
+        for r in range(rows):
+            for c in range(cols):
+                at = eval(read, {"R": r, "C": c})
+                assert at == eval(copy, {"R": r, "CH": c >> 3}) + (c & 7)
+                seen.add(at)
+        assert seen == set(range(rows * cols))
     compile_graph(prog, arch="sm_90", load=False, cache=cache, opts=Schedule(dense_rows=True))
 
 
@@ -781,6 +802,49 @@ def test_kpair_products_compile(case: tuple, cache: Path) -> None:
     if "? rb" in paired:
         assert re.search(r"\(&ra\d+\[0\]\[0\]\[0\]\)\[x\] \+= \(&rb\d+", paired)
     compile_graph(prog, arch="sm_90", load=False, cache=cache, opts=Schedule(mma_kpair=True, dense_rows=True))
+
+
+@pytest.mark.parametrize("case", [*MATMUL_LOOP_CASES, (16, 256, 64, 4), (2, 512, 128, 4)])
+def test_kslice_products_compile(case: tuple, cache: Path) -> None:
+    """Schedule.mma_kslice: where the layout takes it, warp tile tile / kw of a register
+    product runs k slice kq = tile % kw (its k-steps kq * KS / kw ...), the slices' partial
+    sums go to a scratch tile after the loop and are added in slice order; with kpair the
+    parity of the slice's own k-step picks the accumulator set. Where it does not apply the
+    kernel is the plain one. Compiles for sm_90."""
+    from mirage_formal.codegen.layout import KernelLayout
+
+    prog = matmul_loop_program(*case)
+    (la,) = launches(prog, 128)
+    plain, _, _ = emit_graph(prog, opts=Schedule(threads=256))
+    for kw in (2, 4, 8):
+        sched = Schedule(threads=256, mma_kslice=kw, mma_kpair=True, dense_rows=True)
+        lay = KernelLayout(la.graph, "k", 227 * 1024, sched)
+        src, _, _ = emit_graph(prog, opts=sched)
+        if lay.kslice:
+            (m, got), = lay.kslice.items()
+            assert got == kw and m in lay.reg_acc
+            assert f"kq = tile % {kw}" in src and f"kq * {m.src[0].shape[-1] // 16 // kw} + ks" in src
+            assert re.search(r"\(k\d+ \+ kq \* \d+\)\[", src)  # the slices' scratch tile
+            assert lay.warp_blocking(m)[2] <= 8
+        else:
+            assert src == emit_graph(prog, opts=replace(sched, mma_kslice=1))[0]
+        compile_graph(prog, arch="sm_90", load=False, cache=cache, opts=sched)
+    assert "kq" not in plain
+    assert Schedule(mma_kslice=1).key == Schedule().key
+
+
+def test_kslice_is_a_second_round_trial_of_skinny_products() -> None:
+    """The second round tries k slices (2, 4, 8 warps per warp tile) on a winner whose loop
+    streams a product of at most 16 rows, and not on one of 64 rows."""
+    from mirage_formal.codegen.schedule import refinements
+
+    (la,) = launches(matmul_loop_program(16, 256, 64, 4), 128)
+    best = Schedule(threads=256)
+    assert {r.mma_kslice for r in refinements(best, [best], la.graph)} >= {2, 4, 8}
+    (wide,) = launches(matmul_loop_program(64, 64, 64, 4), 128)
+    assert all(r.mma_kslice == 1 for r in refinements(best, [best], wide.graph))
+    with pytest.raises(mf.GraphError, match="mma_kslice"):
+        Schedule(mma_kslice=3)
 
 
 def test_streamed_products_get_the_dense_two_chain_candidate() -> None:

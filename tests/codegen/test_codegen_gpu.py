@@ -153,6 +153,42 @@ def test_kpair_products_validate(case: tuple) -> None:
         assert rep.ok, f"{case} {sc.short()}: {rep}"
 
 
+@functools.cache
+def _kslice_cases() -> list[tuple[str, KernelGraph, Schedule]]:
+    """Register products with their k-steps sliced over warps (Schedule.mma_kslice), only
+    where the layout takes the slices: matmul loops (a batch, a loop-invariant A, an fp32 B),
+    a fold beside the product (rmsnorm's fused kernel, and the benchmark's at b=8), with two
+    chains, dense rows, a split loop."""
+    from mirage_formal.codegen.layout import KernelLayout
+
+    progs = [(f"matmul {c}", matmul_loop_program(*c)) for c in [*MATMUL_LOOP_CASES, (16, 256, 64, 4), (2, 512, 128, 4)]]
+    progs += [(f"fold {c}", fold_loop_program(*c)) for c in FOLD_LOOP_CASES]
+    progs.append(("rmsnorm b=8", workloads.handwritten("rmsnorm", 8)))
+    cases = []
+    for name, prog in progs:
+        (la, *_) = launches(prog, 128)
+        for kw in (2, 4, 8):
+            for sc in (Schedule(threads=256, mma_kslice=kw),
+                       Schedule(threads=256, mma_kslice=kw, mma_kpair=True, dense_rows=True, evict_first=True),
+                       Schedule(threads=256, mma_kslice=kw, split=2)):
+                if sc.split > 1 and la.graph.forloop % 2:
+                    continue
+                if KernelLayout(la.graph, "k", 227 * 1024, sc).kslice:
+                    cases.append((f"{name} {sc.short()}", prog, sc))
+    return cases
+
+
+@pytest.mark.parametrize("i", range(len(_kslice_cases())))
+def test_kslice_products_validate(i: int) -> None:
+    """k-sliced register products compute the same function (each slice's partial sums added
+    in slice order after the loop)."""
+    name, prog, sched = _kslice_cases()[i]
+    cg = compile_graph(prog, opts=sched)
+    low, high = (0.5, 1.5) if name.startswith(("fold", "rmsnorm")) else (-0.5, 0.5)
+    rep = validate(cg, low=low, high=high, trials=2)
+    assert rep.ok, f"{name}: {rep}"
+
+
 @pytest.mark.parametrize("i", range(len(_dense_cases())))
 def test_dense_ring_rows_validate(i: int) -> None:
     """Raw fp16 ring tiles without row padding (Schedule.dense_rows) compute the same function
