@@ -304,6 +304,28 @@ def fold_loop_program(rows: int, cols: int, forloop: int, kind: str = "rms", fol
     return g.build()
 
 
+def gated_loop_program(m: int, k: int, n: int, forloop: int, gate: str = "silu") -> mf.KernelGraph:
+    """gated_mlp's fused kernel in small: per iteration X_it (m, k) times W1_it and W2_it
+    (k, n) into two sum accumulators, then ``gate``(X·W1) ⊙ (X·W2) after the loop; grid 2
+    over the weights' columns."""
+    g = mf.Graph()
+    x = g.input((m, k * forloop), "f16", "X")
+    w1 = g.input((k * forloop, 2 * n), "f16", "W1")
+    w2 = g.input((k * forloop, 2 * n), "f16", "W2")
+    kern = g.kernel([x, w1, w2], grid=(2, 1, 1), forloop=forloop)
+    xt = kern.iter(x, imap=(-1, -1, -1), fmap=1)
+    a1 = kern.accum(kern.op("matmul", xt, kern.iter(w1, imap=(1, -1, -1), fmap=0)), kind="sum")
+    a2 = kern.accum(kern.op("matmul", xt, kern.iter(w2, imap=(1, -1, -1), fmap=0)), kind="sum")
+    kern.output(kern.op("mul", kern.op(gate, a1), a2), omap=(1, -1, -1))
+    (y,) = kern.build()
+    g.output(y)
+    return g.build()
+
+
+#: (m, k, n, forloop): gated products (rows a multiple of 16 or not, columns of 8 or not)
+GATED_LOOP_CASES = [(8, 64, 64, 4), (16, 32, 32, 3), (24, 32, 24, 2), (2, 128, 16, 4)]
+
+
 #: (rows, cols, forloop, kind, fold): fold accumulators whose threads share rows by warps
 #: (2 rows of 256), by one warp (8 rows of 64), by one thread (12 rows of 16); a mean over
 #: groups of 4 columns; a loop of one iteration per split block

@@ -247,6 +247,8 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
             f"{b}[{self.addr(n, idx)}] = mf::to_f({self.iter_ref(n, idx)});"])
 
     def emit_out(self, k: int, ind: str) -> list[str]:
+        if k in self.reg_saves:
+            return self.emit_register_save(k, ind)
         o = self.bg.outputs[k]
         n = o.node
         full = self.bg.output_shape(o)
@@ -579,8 +581,9 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         head = [(self.emit_step(s, "  "), self.reads_only(s)) for s in steps[q:q + self.post_head]]
         tail = [self.emit_gemv_reduce(n, "  ") for n in sorted(self.gemv, key=self.ids.__getitem__)]
         tail += [self.emit_fold_reduce(a, "  ") for a in sorted(self.reg_fold, key=self.ids.__getitem__)]
+        saved = {m for ms in self.reg_saves.values() for m in ms}  # (stored by their Save)
         tail += [self.emit_matmul_mma(n, self.fused[n], True, "  ", mode="store")
-                 for n in sorted(self.reg_acc, key=self.ids.__getitem__)]
+                 for n in sorted(self.reg_acc, key=self.ids.__getitem__) if n not in saved]
         tail += [self.emit_chain_sums(self.chains[n], "  ")
                  for n in sorted(self.chains, key=self.ids.__getitem__) if self.chains[n].sums]
         combine_floats = 0

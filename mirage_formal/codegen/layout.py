@@ -177,6 +177,9 @@ class KernelLayout:
         #: (Schedule.mma_kslice): matmul -> warps per warp tile
         self.kslice = {n: kw for n in self.fused if (kw := self._kslice(n)) > 1}
         self.reg_acc = {n for n in self.fused if self._reg_acc_ok(n)}
+        #: block outputs written straight from register accumulators (Schedule.reg_epilogue):
+        #: output index -> the register products it is computed from
+        self.reg_saves = self._register_saves()
         #: fold accumulators whose per-thread partial sums stay in registers through the
         #: loop (Schedule.fold_registers), each with how its threads share the rows
         self.reg_fold = {n: fm for n in self.nodes if (fm := self._fold_map(n)) is not None}
@@ -308,6 +311,41 @@ class KernelLayout:
         kw = self.kslice.get(n, 1)
         WM, WN = warp_tiles(NB, MT, NT, self.T // 32 // kw, self.opts.warp_m, self.opts.warp_n)
         return WM, WN, NB * (MT // WM) * (NT // WN) * kw
+
+    def _register_saves(self) -> dict[int, tuple[Node, ...]]:
+        """The outputs stored from registers (Schedule.reg_epilogue), each with the register
+        products (matmuls in ``reg_acc``) it reads: an output whose value, through inlined
+        elementwise ops, reads the plain sum accumulators of one or more register products of
+        the same shape as the output and the same warp tiles (each warp then holds every one
+        of them at the same elements), each read by this output alone; its other operands are
+        tiles in memory. Not with a split loop, stream-K, a cluster combine or k slices."""
+        o = self.opts
+        if (not o.reg_epilogue or o.split > 1 or o.stream_k or o.cluster_combine
+                or self.bg.forloop < 2):
+            return {}
+        accs = {self.fused[m]: m for m in self.reg_acc if m not in self.kslice}
+        found: dict[int, tuple[Node, ...]] = {}
+        for k, out in enumerate(self.bg.outputs):
+            root, ms, chain, stack = out.node, [], set(), [out.node]
+            while stack:
+                n = stack.pop()
+                if n in accs:
+                    if accs[n] not in ms:
+                        ms.append(accs[n])
+                elif n in self.inline and n.op != ITER:
+                    chain.add(n)
+                    stack.extend(n.src)
+            if not ms:
+                continue
+            blocking = {self.warp_blocking(m) for m in ms}
+            if len(blocking) == 1 and all(
+                    self.fused[m].shape == root.shape and self.fused[m].attr("kind") == "sum"
+                    and set(self.consumers[self.fused[m]]) <= chain
+                    and sum(x.node is self.fused[m] for x in self.bg.outputs) == (root is self.fused[m])
+                    for m in ms):
+                found[k] = tuple(sorted(ms, key=self.ids.__getitem__))
+        used = [m for ms in found.values() for m in ms]
+        return {k: ms for k, ms in found.items() if all(used.count(m) == 1 for m in ms)}
 
     def _kslice(self, n: Node) -> int:
         """The warps that share each warp tile of matmul ``n`` over k slices

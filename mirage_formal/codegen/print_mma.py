@@ -360,6 +360,59 @@ class MmaPrinter(TilePrinter):
                                          ind, barrier=k == 0)
         return lines
 
+    def emit_register_save(self, k: int, ind: str) -> list[str]:
+        """Block output ``k`` written straight from the accumulator registers of its register
+        products (layout.reg_saves, Schedule.reg_epilogue): each warp computes the output at
+        its fragments' elements (rows g, g + 8 and columns 2q, 2q + 1 of each 16x8 tile), the
+        products' values taken from its registers (two-chain sets added first), every other
+        operand from its tile, and stores each element (an fp16 pair of adjacent columns as one
+        half2) to global memory."""
+        ms = self.reg_saves[k]
+        root = self.bg.outputs[k].node
+        WM, WN, tiles = self.warp_blocking(ms[0])
+        M, N = root.shape[-2], root.shape[-1]
+        batch = root.shape[:-2]
+        _, bidx = multi_index(batch, "tb", "u") if batch else ([], [])
+        i2, i3, i4, i5 = (ind + "  " * j for j in (1, 2, 3, 4))
+        full = self.bg.output_shape(self.bg.outputs[k])
+        # fp16 with even rows (tile and output): each row's two adjacent values as one half2
+        pair = root.dtype is DType.F16 and N % 2 == 0 and full[-1] % 2 == 0
+        exs: list[TileExpr] = []
+        vals: list[str] = []
+        for col in (["ec", "(ec + 1)"] if pair else ["ec"]):
+            idx = [*bidx, "er", col]
+            ex = TileExpr(self, i5)
+            for j, m in enumerate(ms):
+                ex.memo[(self.fused[m], tuple(align_idx(idx, root.shape, self.fused[m].shape)))] = \
+                    f"acc{j}[e + {len(exs)}]"
+            vals.append(ex.val(root, idx))
+            exs.append(ex)
+        cond = [c for c, need in (("er < " + str(M), M % 16 != 0), ("ec < " + str(N), N % 8 != 0)) if need]
+        at = self.out_ref(k, [*bidx, "er", "ec"])
+        store = (f"*reinterpret_cast<__half2*>(&{at}) = __floats2half2_rn({vals[0]}, {vals[1]});" if pair
+                 else f"{at} = mf::from_f<{root.dtype.c_type}>({vals[0]});")
+        lines = [f"{ind}if (threadIdx.x / 32 < {tiles}) {{", f"{i2}const int tile = threadIdx.x / 32;",
+                 *self.mma_head(ms[0], i2)]
+        for m in ms:
+            if self.kpair(m):
+                lines += [f"{i2}#pragma unroll",
+                          f"{i2}for (int x = 0; x < {WM * WN * 4}; ++x) (&ra{self.ids[m]}[0][0][0])[x] += "
+                          f"(&rb{self.ids[m]}[0][0][0])[x];"]
+        return [*lines,
+                f"{i2}#pragma unroll",
+                f"{i2}for (int wm = 0; wm < {WM}; ++wm) {{",
+                f"{i3}const int r0 = (tm0 + wm) * 16 + g, r1 = r0 + 8;",
+                f"{i3}#pragma unroll",
+                f"{i3}for (int wn = 0; wn < {WN}; ++wn) {{",
+                f"{i4}const int cc = (tn0 + wn) * 8 + 2 * q;",
+                *[f"{i4}const float* const acc{j} = ra{self.ids[m]}[wm][wn];" for j, m in enumerate(ms)],
+                f"{i4}#pragma unroll",
+                f"{i4}for (int e = 0; e < 4; e += {2 if pair else 1}) {{",
+                f"{i5}const int er = e < 2 ? r0 : r1, ec = cc + (e & 1);",
+                *[line for ex in exs for line in ex.code()],
+                f"{i5}{'if (' + ' && '.join(cond) + ') ' if cond else ''}{store}",
+                f"{i4}}}", f"{i3}}}", f"{i2}}}", f"{ind}}}"]
+
     def add_slices(self, scratch: str, dst: str, size: int, kw: int, op: str, ind: str,
                    barrier: bool = True) -> list[str]:
         """After a barrier (unless ``barrier`` is False: one was just printed), every thread

@@ -17,6 +17,7 @@ import pytest
 from graph_strategies import (
     CHAIN_CASES,
     FOLD_LOOP_CASES,
+    GATED_LOOP_CASES,
     GEMV_LOOP_CASES,
     MATMUL_LOOP_CASES,
     NARROW_VECTOR_CASES,
@@ -27,6 +28,7 @@ from graph_strategies import (
     block_programs,
     chained_matmul_program,
     fold_loop_program,
+    gated_loop_program,
     matmul_loop_program,
 )
 from hypothesis import given, settings
@@ -847,6 +849,60 @@ def test_kslice_is_a_second_round_trial_of_skinny_products() -> None:
         Schedule(mma_kslice=3)
 
 
+def _register_epilogue_programs() -> list[tuple[str, Any]]:
+    return ([(f"matmul {c}", matmul_loop_program(*c)) for c in MATMUL_LOOP_CASES]
+            + [(f"fold {c}", fold_loop_program(*c)) for c in FOLD_LOOP_CASES]
+            + [(f"gated {c}", gated_loop_program(*c)) for c in GATED_LOOP_CASES]
+            + [("rmsnorm b=8", workloads.handwritten("rmsnorm", 8))])
+
+
+@pytest.mark.parametrize("i", range(len(_register_epilogue_programs())))
+def test_register_epilogue_compiles(i: int, cache: Path) -> None:
+    """Schedule.reg_epilogue: an output computed from register products (the product itself,
+    rmsnorm's product over its rms, gated_mlp's silu(X·W1) ⊙ (X·W2)) is stored from each
+    warp's accumulator registers: the products' accumulator tiles are never written, the
+    output is; with two chains both sets are added first. Off, or with a split loop, the
+    kernel is the plain one. Compiles for sm_90."""
+    from mirage_formal.codegen.layout import KernelLayout
+
+    name, prog = _register_epilogue_programs()[i]
+    (la,) = launches(prog, 128)
+    for base in (Schedule(), Schedule(threads=256, mma_kpair=True, dense_rows=True, evict_first=True)):
+        on = replace(base, reg_epilogue=True)
+        lay = KernelLayout(la.graph, "k", 227 * 1024, on)
+        src, _, _ = emit_graph(prog, opts=on)
+        plain, _, _ = emit_graph(prog, opts=base)
+        if not lay.reg_saves:
+            assert src == plain
+            continue
+        assert src != plain and "acc0[e" in src and "out0[" in src
+        for ms in lay.reg_saves.values():
+            for m in ms:
+                acc = lay.fused[m]
+                assert all(n.op == "accum" and n.attr("kind") == "sum" for n in (acc,))
+                if f"rb{lay.ids[m]}[" in src:  # (two chains: not where A's fragments are hoisted)
+                    assert f"(&ra{lay.ids[m]}[0][0][0])[x] += (&rb{lay.ids[m]}" in src
+        if name.startswith("gated"):
+            assert "acc1[e" in src
+        if la.graph.forloop % 2 == 0:
+            split, _, _ = emit_graph(prog, opts=replace(on, split=2))
+            assert split == emit_graph(prog, opts=replace(base, split=2))[0]
+        compile_graph(prog, arch="sm_90", load=False, cache=cache, opts=on)
+    assert "reg_epilogue" not in Schedule().key
+
+
+def test_register_epilogue_is_a_second_round_trial() -> None:
+    """The second round tries outputs stored from registers on an unsplit winner whose loop
+    has a product, and not on a split winner."""
+    from mirage_formal.codegen.schedule import refinements
+
+    (la,) = launches(gated_loop_program(*GATED_LOOP_CASES[0]), 128)
+    best = Schedule()
+    assert replace(best, reg_epilogue=True) in refinements(best, [best], la.graph)
+    split = Schedule(split=2)
+    assert not any(r.reg_epilogue for r in refinements(split, [split], la.graph))
+
+
 def test_streamed_products_get_the_dense_two_chain_candidate() -> None:
     """A loop streaming weights into a tensor-core product (no register chain) gets a
     first-round candidate with a 4-stage ring of dense rows and two-chain products on the
@@ -864,7 +920,8 @@ def test_streamed_products_get_the_dense_two_chain_candidate() -> None:
 
 def test_stream_probe_kernels_compile(cache: Path) -> None:
     """benchmarks/stream_probe.py's read kernels (a device-side measurement tool) compile for
-    sm_90 on both weight shapes, every kind of read, the two-matrix rings included."""
+    sm_90 on both weight shapes, every kind of read, the two-matrix rings and the 2D
+    tensor-map copies included."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -873,11 +930,11 @@ def test_stream_probe_kernels_compile(cache: Path) -> None:
     for _, k, n in stream_probe.SHAPES:
         full = stream_probe.variants(k, n, quick=False)
         vs = stream_probe.variants(k, n, quick=True)
-        vs += [next(v for v in full if v["kind"] == kind) for kind in ("contig", "band", "ring", "bulk")]
+        vs += [next(v for v in full if v["kind"] == kind) for kind in ("contig", "band", "ring", "bulk", "tma")]
         vs += [v for v in full if v["kind"] == "ring2"][:3]
         for i, v in enumerate(vs):
             v["name"] = f"probe_{i}"
-        assert {v["kind"] for v in vs} >= {"contig", "band", "ring", "bulk"}
+        assert {v["kind"] for v in vs} >= {"contig", "band", "ring", "bulk", "tma"}
         src = stream_probe.HEAD + "\n".join(stream_probe.source(v, k, n) for v in vs)
         assert _is_cubin(compile_cubin(src, "sm_90", cache=cache, name="stream_probe.cu"))
 

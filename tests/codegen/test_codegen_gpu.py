@@ -13,6 +13,7 @@ import pytest
 from graph_strategies import (
     CHAIN_CASES,
     FOLD_LOOP_CASES,
+    GATED_LOOP_CASES,
     GEMV_LOOP_CASES,
     MATMUL_LOOP_CASES,
     NARROW_VECTOR_CASES,
@@ -23,6 +24,7 @@ from graph_strategies import (
     block_programs,
     chained_matmul_program,
     fold_loop_program,
+    gated_loop_program,
     kernel_programs,
     matmul_loop_program,
 )
@@ -183,6 +185,38 @@ def test_kslice_products_validate(i: int) -> None:
     """k-sliced register products compute the same function (each slice's partial sums added
     in slice order after the loop)."""
     name, prog, sched = _kslice_cases()[i]
+    cg = compile_graph(prog, opts=sched)
+    low, high = (0.5, 1.5) if name.startswith(("fold", "rmsnorm")) else (-0.5, 0.5)
+    rep = validate(cg, low=low, high=high, trials=2)
+    assert rep.ok, f"{name}: {rep}"
+
+
+@functools.cache
+def _register_epilogue_cases() -> list[tuple[str, KernelGraph, Schedule]]:
+    """Outputs stored from register products (Schedule.reg_epilogue), only where the layout
+    takes it: matmul loops (rows and columns not multiples of the fragment, batches, fp32
+    operands), the product over a fold (rmsnorm's fused kernel, the benchmark's at b=1 and
+    b=8), two gated products, with two chains and dense rows."""
+    from mirage_formal.codegen.layout import KernelLayout
+
+    progs = [(f"matmul {c}", matmul_loop_program(*c)) for c in MATMUL_LOOP_CASES]
+    progs += [(f"fold {c}", fold_loop_program(*c)) for c in FOLD_LOOP_CASES]
+    progs += [(f"gated {c}", gated_loop_program(*c)) for c in GATED_LOOP_CASES]
+    progs += [(f"rmsnorm b={b}", workloads.handwritten("rmsnorm", b)) for b in (1, 8)]
+    cases = []
+    for name, prog in progs:
+        (la, *_) = launches(prog, 128)
+        for sc in (Schedule(reg_epilogue=True),
+                   Schedule(threads=256, reg_epilogue=True, mma_kpair=True, dense_rows=True, evict_first=True)):
+            if KernelLayout(la.graph, "k", 227 * 1024, sc).reg_saves:
+                cases.append((f"{name} {sc.short()}", prog, sc))
+    return cases
+
+
+@pytest.mark.parametrize("i", range(len(_register_epilogue_cases())))
+def test_register_epilogue_validates(i: int) -> None:
+    """Outputs written from the accumulator registers compute the same function."""
+    name, prog, sched = _register_epilogue_cases()[i]
     cg = compile_graph(prog, opts=sched)
     low, high = (0.5, 1.5) if name.startswith(("fold", "rmsnorm")) else (-0.5, 0.5)
     rep = validate(cg, low=low, high=high, trials=2)
