@@ -138,6 +138,26 @@ extern "C" __global__ void __launch_bounds__({T}) {name}(const half* __restrict_
 }}
 """
 
+#: the mbarrier ring's prologue, loop and end (wait for stage it's bytes, sum them), shared by
+#: the ``bulk`` and ``tma`` kernels; each defines ``issue(it)`` (one arrive.expect_tx and its
+#: copies per stage) before it
+MBARRIER_LOOP = r"""  #pragma unroll
+  for (int s = 0; s < {S} - 1; ++s) if (s < IT) issue(s);
+  float acc = 0.f;
+  for (int it = 0; it < IT; ++it) {{
+    if (it + {S} - 1 < IT) issue(it + {S} - 1);
+    const unsigned b = (unsigned)__cvta_generic_to_shared(&bar[it % {S}]);
+    const unsigned phase = (it / {S}) & 1;
+    asm volatile("{{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared.b64 p, [%0], %1;\n @!p bra W;\n}}"
+                 :: "r"(b), "r"(phase) : "memory");
+    #pragma unroll
+    for (int p = 0; p < PER; ++p) acc += hsum(sm[(it % {S}) * STAGE + threadIdx.x + p * {T}]);
+    __syncthreads();
+  }}
+  out[(blockIdx.y * gridDim.x + blockIdx.x) * {T} + threadIdx.x] = acc;
+}}
+"""
+
 BULK = r"""
 extern "C" __global__ void __launch_bounds__({T}) {name}(const half* __restrict__ w, float* out) {{
   constexpr int VPR = {C} / 8, STAGE = {R} * VPR, PER = STAGE / {T}, ROWS = {K} / {KS}, IT = ROWS / {R};
@@ -171,22 +191,7 @@ extern "C" __global__ void __launch_bounds__({T}) {name}(const half* __restrict_
       }}
     }}
   }};
-  #pragma unroll
-  for (int s = 0; s < {S} - 1; ++s) if (s < IT) issue(s);
-  float acc = 0.f;
-  for (int it = 0; it < IT; ++it) {{
-    if (it + {S} - 1 < IT) issue(it + {S} - 1);
-    const unsigned b = (unsigned)__cvta_generic_to_shared(&bar[it % {S}]);
-    const unsigned phase = (it / {S}) & 1;
-    asm volatile("{{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared.b64 p, [%0], %1;\n @!p bra W;\n}}"
-                 :: "r"(b), "r"(phase) : "memory");
-    #pragma unroll
-    for (int p = 0; p < PER; ++p) acc += hsum(sm[(it % {S}) * STAGE + threadIdx.x + p * {T}]);
-    __syncthreads();
-  }}
-  out[(blockIdx.y * gridDim.x + blockIdx.x) * {T} + threadIdx.x] = acc;
-}}
-"""
+""" + MBARRIER_LOOP
 
 TMA = r"""
 extern "C" __global__ void __launch_bounds__({T}) {name}(const __grid_constant__ TMap tmap, float* out) {{
@@ -217,22 +222,7 @@ extern "C" __global__ void __launch_bounds__({T}) {name}(const __grid_constant__
       }}
     }}
   }};
-  #pragma unroll
-  for (int s = 0; s < {S} - 1; ++s) if (s < IT) issue(s);
-  float acc = 0.f;
-  for (int it = 0; it < IT; ++it) {{
-    if (it + {S} - 1 < IT) issue(it + {S} - 1);
-    const unsigned b = (unsigned)__cvta_generic_to_shared(&bar[it % {S}]);
-    const unsigned phase = (it / {S}) & 1;
-    asm volatile("{{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared.b64 p, [%0], %1;\n @!p bra W;\n}}"
-                 :: "r"(b), "r"(phase) : "memory");
-    #pragma unroll
-    for (int p = 0; p < PER; ++p) acc += hsum(sm[(it % {S}) * STAGE + threadIdx.x + p * {T}]);
-    __syncthreads();
-  }}
-  out[(blockIdx.y * gridDim.x + blockIdx.x) * {T} + threadIdx.x] = acc;
-}}
-"""
+""" + MBARRIER_LOOP
 
 RING2 = r"""
 extern "C" __global__ void __launch_bounds__({T}) {name}(const half* __restrict__ w, float* out, const half* __restrict__ w2) {{
