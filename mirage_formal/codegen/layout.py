@@ -171,11 +171,11 @@ class KernelLayout:
         self.gemv_b = set(self.gemv.values())
         #: computed tiles stored as fp16 in shared memory (Schedule.half_tiles)
         self.half = {n for n in self.nodes if self._half_ok(n)}
+        #: register-summed tensor-core products whose k-steps several warps share
+        #: (Schedule.mma_kslice): matmul -> warps per warp tile (each is in ``reg_acc``)
+        self.kslice = {n: kw for n in self.fused if (kw := self._kslice(n)) > 1}
         #: tensor-core matmuls whose plain accumulator lives in registers through the loop
         #: (Schedule.mma_registers; stored to the accumulator's tile after the loop)
-        #: register-summed tensor-core products whose k-steps several warps share
-        #: (Schedule.mma_kslice): matmul -> warps per warp tile
-        self.kslice = {n: kw for n in self.fused if (kw := self._kslice(n)) > 1}
         self.reg_acc = {n for n in self.fused if self._reg_acc_ok(n)}
         #: block outputs written straight from register accumulators (Schedule.reg_epilogue):
         #: output index -> the register products it is computed from
@@ -309,8 +309,15 @@ class KernelLayout:
             kw = self.chain_kw[n]
             return wm, (NT if n in self.chains else NT // kw), NB * (MT // wm) * kw
         kw = self.kslice.get(n, 1)
-        WM, WN = warp_tiles(NB, MT, NT, self.T // 32 // kw, self.opts.warp_m, self.opts.warp_n)
-        return WM, WN, NB * (MT // WM) * (NT // WN) * kw
+        WM, WN, tiles = self._plain_blocking(n, self.T // 32 // kw)
+        return WM, WN, tiles * kw
+
+    def _plain_blocking(self, n: Node, warps: int) -> tuple[int, int, int]:
+        """(WM, WN) and the warp tiles of matmul ``n`` (no register chain) on ``warps`` warps."""
+        NB = math.prod(n.shape[:-2])
+        MT, NT = -(-n.shape[-2] // 16), -(-n.shape[-1] // 8)
+        WM, WN = warp_tiles(NB, MT, NT, warps, self.opts.warp_m, self.opts.warp_n)
+        return WM, WN, NB * (MT // WM) * (NT // WN)
 
     def _register_saves(self) -> dict[int, tuple[Node, ...]]:
         """The outputs stored from registers (Schedule.reg_epilogue), each with the register
@@ -360,10 +367,7 @@ class KernelLayout:
         W, K = self.T // 32, n.src[0].shape[-1]
         if W % kw or K % 16 or (K // 16) % kw:
             return 1
-        NB = math.prod(n.shape[:-2])
-        MT, NT = -(-n.shape[-2] // 16), -(-n.shape[-1] // 8)
-        WM, WN = warp_tiles(NB, MT, NT, W // kw, self.opts.warp_m, self.opts.warp_n)
-        return kw if W // kw >= NB * (MT // WM) * (NT // WN) else 1
+        return kw if self._plain_blocking(n, W // kw)[2] <= W // kw else 1
 
     def second_kw(self, n: Node) -> int:
         """The warps sharing a row tile of ``n`` when it is a register chain's second product
@@ -781,11 +785,10 @@ class KernelLayout:
                     bufs[name] = Buffer(name, ch.kw * self.buf_size(a), q, q)
                     self.kslices[a] = name
         for m, kw in self.kslice.items():  # (k-sliced register products: the same after the loop)
-            if m in self.reg_acc:
-                a = self.fused[m]
-                name = f"k{self.ids[a]}"
-                bufs[name] = Buffer(name, kw * self.buf_size(a), q, q)
-                self.kslices[a] = name
+            a = self.fused[m]
+            name = f"k{self.ids[a]}"
+            bufs[name] = Buffer(name, kw * self.buf_size(a), q, q)
+            self.kslices[a] = name
         for n in self.raw:
             # cp.async writes a raw tile before the loop and during every iteration: it
             # lives from the first step to the end of the loop.

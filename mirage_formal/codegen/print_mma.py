@@ -156,12 +156,10 @@ class MmaPrinter(TilePrinter):
                     f"{i3}}}",
                     f"{i2}}}"]
         store = store_all("+=" if add and mode != "store" else "=")
-        ksl = self.kslice.get(n, 1) if racc else 1  # (Schedule.mma_kslice)
+        ksl = self.kslice.get(n, 1)  # (Schedule.mma_kslice)
         kw = self.second_kw(n) if n in self.chain_wm else ksl
         kpair = self.kpair(n)
-        pair = ([f"{i2}#pragma unroll",
-                 f"{i2}for (int x = 0; x < {WM * WN * 4}; ++x) (&{accs}[0][0][0])[x] += "
-                 f"(&rb{self.ids[n]}[0][0][0])[x];"] if kpair else [])
+        pair = self.add_kpair(n, WM * WN, i2)
         if mode == "store" and kw > 1:
             # k slices (of a register chain, or Schedule.mma_kslice): each warp writes its
             # partial sums to slice kq of the scratch tile, then every thread adds the slices
@@ -271,7 +269,7 @@ class MmaPrinter(TilePrinter):
                     f"{ind}const int tb = tile / {kw * MTW}, tm0 = (tile / {kw}) % {MTW} * {WM}, "
                     f"tn0 = 0, kq = tile % {kw};",
                     *[ind + d for d in decls]]
-        ksl = self.kslice.get(n, 1) if n in self.reg_acc else 1
+        ksl = self.kslice.get(n, 1)
         if ksl > 1:  # Schedule.mma_kslice: ksl warps share warp tile tile / ksl, k slice kq
             return [f"{ind}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
                     f"{ind}const int tw = tile / {ksl}, kq = tile % {ksl};",
@@ -391,14 +389,8 @@ class MmaPrinter(TilePrinter):
         at = self.out_ref(k, [*bidx, "er", "ec"])
         store = (f"*reinterpret_cast<__half2*>(&{at}) = __floats2half2_rn({vals[0]}, {vals[1]});" if pair
                  else f"{at} = mf::from_f<{root.dtype.c_type}>({vals[0]});")
-        lines = [f"{ind}if (threadIdx.x / 32 < {tiles}) {{", f"{i2}const int tile = threadIdx.x / 32;",
-                 *self.mma_head(ms[0], i2)]
-        for m in ms:
-            if self.kpair(m):
-                lines += [f"{i2}#pragma unroll",
-                          f"{i2}for (int x = 0; x < {WM * WN * 4}; ++x) (&ra{self.ids[m]}[0][0][0])[x] += "
-                          f"(&rb{self.ids[m]}[0][0][0])[x];"]
-        return [*lines,
+        return [f"{ind}if (threadIdx.x / 32 < {tiles}) {{", f"{i2}const int tile = threadIdx.x / 32;",
+                *self.mma_head(ms[0], i2), *[x for m in ms for x in self.add_kpair(m, WM * WN, i2)],
                 f"{i2}#pragma unroll",
                 f"{i2}for (int wm = 0; wm < {WM}; ++wm) {{",
                 f"{i3}const int r0 = (tm0 + wm) * 16 + g, r1 = r0 + 8;",
@@ -412,6 +404,15 @@ class MmaPrinter(TilePrinter):
                 *[line for ex in exs for line in ex.code()],
                 f"{i5}{'if (' + ' && '.join(cond) + ') ' if cond else ''}{store}",
                 f"{i4}}}", f"{i3}}}", f"{i2}}}", f"{ind}}}"]
+
+    def add_kpair(self, n: Node, tiles: int, ind: str) -> list[str]:
+        """After the loop, register product ``n``'s odd k-steps' sums (Schedule.mma_kpair)
+        added into its accumulators, over the warp's ``tiles`` 16x8 tiles; nothing without."""
+        if not self.kpair(n):
+            return []
+        return [f"{ind}#pragma unroll",
+                f"{ind}for (int x = 0; x < {tiles * 4}; ++x) (&ra{self.ids[n]}[0][0][0])[x] += "
+                f"(&rb{self.ids[n]}[0][0][0])[x];"]
 
     def add_slices(self, scratch: str, dst: str, size: int, kw: int, op: str, ind: str,
                    barrier: bool = True) -> list[str]:

@@ -310,9 +310,10 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
     """The second round of tuning one kernel: the winner with 256-byte L2 fetches, with the
     evict-first policy, (a loop streaming fp16 tiles) with dense ring rows and with two-chain
     products, (a skinny streamed product) with its k-steps sliced over warps, (a product
-    summed in registers, not split) with outputs stored from the registers, (split, not yet clustered) with the cluster combine, (not split, on
-    fewer blocks than ``sm_count`` SMs) split 2 and 4 ways through a cluster, (fewer blocks
-    than SMs) stream-K over one block per SM, and (a loop
+    summed in registers, not split) with outputs stored from the registers, (split, not yet
+    clustered) with the cluster combine, (not split, on fewer blocks than ``sm_count`` SMs)
+    split 2 and 4 ways through a cluster, (fewer blocks than SMs) stream-K over one block per
+    SM, and (a loop
     with loop-invariant tiles) with the ring's copies issued first; then each tried
     schedule's other choices (ring depth, gemv, tiles, chain...) on the winner's thread count
     and split, where that combination was not tried and is valid for ``bg`` (the first round
