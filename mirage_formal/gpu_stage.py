@@ -87,10 +87,12 @@ def _grids(g: KernelGraph) -> tuple[tuple[int, int, int], ...]:
 def variants_to_measure(config: SearchConfig, graph: KernelGraph,
                         limit: int = GPU_VARIANTS, n_sm: int = H100_SMS) -> list[tuple[KernelGraph, Cost]]:
     """Up to ``limit`` size variants of ``graph`` besides itself, one per grid: half the
-    slots to the cost model's cheapest grids, the rest spread over tile widths from the
-    widest whose loop the autotuner's split can still spread over the SMs (blocks x F/2 >=
-    ``n_sm``: long contiguous rows per block, what the model ranks worst and DRAM may like
-    best) towards the cheapest."""
+    slots to the cost model's cheapest grids, the rest to the fullest single wave (the most
+    blocks up to ``n_sm``, tiles of whole 128-byte lines first) and spread over tile widths
+    from the widest whose loop the autotuner's split can still spread over the SMs (blocks x
+    F/2 >= ``n_sm``: long contiguous rows per block, what the model ranks worst and DRAM may
+    like best) towards the cheapest. In measuring order: the cheapest, the fullest wave, the
+    other cheap ones, the other spread ones."""
     taken = {_grids(graph)}
     per_grid: list[tuple[KernelGraph, Cost]] = []
     for v, c in ranked_variants(config, graph):  # cheapest first: keep each grid's best
@@ -102,10 +104,21 @@ def variants_to_measure(config: SearchConfig, graph: KernelGraph,
     rest.sort(key=lambda vc: (_blocks(vc[0]), vc[1].seconds))
     spread: list[tuple[KernelGraph, Cost]] = []
     want = limit - len(cheap)
+    # the fullest single wave first: the most blocks that still run at once, one per SM (a
+    # kernel streaming its weights wants every SM reading; rmsnorm's fused kernel at 96
+    # blocks of 64 columns measured 24.8 µs, at 48 of 128 columns 28.2, while the cost model
+    # rated them alike)
+    wave = [vc for vc in rest if _blocks(vc[0]) <= n_sm and _blocks(vc[0]) > _blocks(graph)]
+    if wave and want > 0:
+        spread.append(max(wave, key=lambda vc: (_whole_lines(vc[0]), _blocks(vc[0]),
+                                                -vc[1].seconds)))
+        rest = [vc for vc in rest if vc is not spread[0]]
+        want -= 1
     if rest and want > 0:
         step = max(1, len(rest) // want)
-        spread = rest[::step][:want]
-    return cheap + spread
+        spread += rest[::step][:want]
+    # measured in this order: the cheapest, the fullest wave, then the rest of each
+    return cheap[:1] + spread[:1] + cheap[1:] + spread[1:]
 
 
 #: after the size variants, the fastest structures walk their sizes by measurement: each step
@@ -176,6 +189,27 @@ def grid_filling_variants(config: SearchConfig, accepted: Sequence[Optimized],
     return found[:limit]
 
 
+#: bytes of one L2 line (and DRAM burst) on the GPUs we target
+LINE_BYTES = 128
+
+
+def _whole_lines(g: KernelGraph) -> bool:
+    """Every looping kernel's changing iterator tiles read whole 128-byte lines per row (their
+    rows are a multiple of a line, or span the input's whole rows): neighbouring blocks
+    then never share a line (48-column fp16 tiles split lines between blocks)."""
+    for n in g.nodes:
+        if n.op != KERNEL_OP or n.attr("graph").forloop < 2:
+            continue
+        bg = n.attr("graph")
+        for x in bg.nodes:
+            if x.op != "iter" or x.attr("fmap") == -1:
+                continue
+            shape, dt = bg.inputs[x.attr("input")]
+            if x.shape[-1] != shape[-1] and (x.shape[-1] * dt.itemsize) % LINE_BYTES:
+                return False
+    return True
+
+
 def _blocks(g: KernelGraph) -> int:
     return sum(math.prod(gr) for gr in _grids(g))
 
@@ -187,8 +221,12 @@ def _split_fills(g: KernelGraph, n_sm: int) -> bool:
 
 def _fastest_measured(accepted: Sequence[Optimized], program: KernelGraph,
                       n: int = GPU_VARIANT_STRUCTURES) -> list[Optimized]:
-    """The ``n`` fastest measured structures, the input program's own lowering left out."""
-    return sorted((a for a in accepted if a.measured_us is not None and a.graph.key != program.key),
+    """The ``n`` fastest measured structures that have sizes to vary (a graph-defined
+    kernel), the input program's own lowering left out. (A μGraph of library kernels alone
+    took one of rmsnorm b=8's two slots, and the fused structure measured third at its first
+    size never had its other sizes measured.)"""
+    return sorted((a for a in accepted if a.measured_us is not None and a.graph.key != program.key
+                   and _kernel_grids(a.graph)),
                   key=lambda a: a.measured_us or 0.0)[:n]
 
 
@@ -299,8 +337,14 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
         hedges = grid_filling_variants(ctx.config, accepted, n_sm=ctx.n_sm)
         for a, v, c in hedges:
             measure(a, [(v, c)], "grid-filling size")
-        for a in _fastest_measured(accepted, program):
-            measure(a, variants_to_measure(ctx.config, a.graph, n_sm=ctx.n_sm), "size")
+        # the fastest structures' size variants in turns (each one's first, then each one's
+        # second...): a budget that ends early still measured the most likely sizes of each
+        queues = [(a, variants_to_measure(ctx.config, a.graph, n_sm=ctx.n_sm))
+                  for a in _fastest_measured(accepted, program)]
+        for turn in range(max((len(q) for _, q in queues), default=0)):
+            for a, q in queues:
+                if turn < len(q):
+                    measure(a, q[turn:turn + 1], "size")
         # walk the fastest structures' sizes, and the grid-filling ones' (the model ranks their
         # sizes least reliably: gqa b=1's attention-plus-combine at 256 blocks measured 19.4 µs,
         # a neighbour at 128 blocks is Mirage's 11.5), each while a step finds a faster size

@@ -114,11 +114,94 @@ def test_half_the_variants_spread_towards_wide_tiles(result: Any) -> None:
     assert looped
     g = looped[0].graph
     vs = gs.variants_to_measure(cfg, g, limit=4, n_sm=4)
-    cheap, spread = vs[:2], vs[2:]
+    cheap, spread = [vs[0], *vs[2:3]], [*vs[1:2], *vs[3:]]  # (measuring order: interleaved)
     assert spread, [gs._kernel_grids(v) for v, _ in vs]
     for v, _ in spread:
         assert gs._split_fills(v, 4)
     assert min(gs._blocks(v) for v, _ in spread) <= min(gs._blocks(v) for v, _ in cheap)
+
+
+def test_the_fullest_single_wave_is_measured_second(result: Any) -> None:
+    """After the cost model's cheapest size, the size with the most blocks that still run in
+    one wave (at most one per SM), more than the graph's own, is measured next; tiles that
+    read whole 128-byte lines come before those that split lines between blocks."""
+    cfg = opt.make_config(program(), "norm", SPACE)
+    checked = 0
+    for a in result.accepted:
+        own = gs._blocks(a.graph)
+        for n_sm in (4, 8, 16):
+            vs = gs.variants_to_measure(cfg, a.graph, limit=4, n_sm=n_sm)
+            full = [v for v, _ in gs.ranked_variants(cfg, a.graph)
+                    if own < gs._blocks(v) <= n_sm and gs._split_fills(v, n_sm)
+                    and grids(v) not in {grids(w) for w, _ in vs[:1]}]
+            if len(vs) < 2 or not full:
+                continue
+            picked = vs[1][0]
+            assert own < gs._blocks(picked) <= n_sm
+            best = max((gs._whole_lines(v), gs._blocks(v)) for v in full)
+            assert (gs._whole_lines(picked), gs._blocks(picked)) == best
+            checked += 1
+    assert checked, "some structure of the fixture has a fuller single wave"
+
+
+def test_whole_lines_tells_tiles_that_split_lines() -> None:
+    """rmsnorm b=8's fused structure: 64-column fp16 tiles (128 bytes a row) read whole lines,
+    48-column ones do not."""
+    from mirage_formal.ir.text import parse_text
+
+    def fused(grid: int, loop: int) -> KernelGraph:
+        tn, tk = 6144 // grid, 4096 // loop
+        return parse_text(f"""ugraph {{
+  %0 = input() {{name='X'}} : f16[16, 4096]
+  %1 = input() {{name='W'}} : f16[4096, 6144]
+  %2 = kernel(%0, %1) {{forloop={loop}, grid=({grid}, 1, 1), threads=128}} {{
+    %b0 = iter() {{fmap=1, imap=(-1, -1, -1), input=0}} : f16[16, {tk}]
+    %b1 = iter() {{fmap=0, imap=(1, -1, -1), input=1}} : f16[{tk}, {tn}]
+    %b2 = matmul(%b0, %b1) : f16[16, {tn}]
+    %b3 = accum(%b2) {{fold=None, kind='sum'}} : f16[16, {tn}]
+    save %b3 {{omap=(1, -1, -1)}}
+  }}
+  %3 = get(%2) {{index=0}} : f16[16, 6144]
+  return %3
+}}""")
+    assert gs._whole_lines(fused(96, 32)) and gs._whole_lines(fused(48, 16))
+    assert not gs._whole_lines(fused(128, 16))
+
+
+def test_structures_take_turns_and_library_only_ones_take_no_slot(
+        result: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The size variants of the fastest structures are measured in turns (each one's first,
+    then each one's second), and a μGraph of library kernels alone (nothing to resize) is not
+    one of those structures even when it measured fastest."""
+    cfg = opt.make_config(program(), "norm", SPACE)
+    accepted = [optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+                for a in result.accepted]
+    looping = [a for a in accepted if gs.variants_to_measure(cfg, a.graph, n_sm=4)]
+    assert len(looping) >= 2
+    first, second = looping[:2]
+    queues = {a.graph.key: [v.key for v, _ in gs.variants_to_measure(cfg, a.graph, n_sm=4)]
+              for a in (first, second)}
+    library = SimpleNamespace(graph=program(), measured_us=1.0)  # stands for a library-only μGraph
+    monkeypatch.setattr(gs, "_kernel_grids", lambda g, real=gs._kernel_grids:
+                        () if g is library.graph else real(g))
+    assert gs._fastest_measured([library, first, second], workloads.program("gated_mlp", 1)) == []
+    first.measured_us, second.measured_us = 10.0, 11.0
+    got = gs._fastest_measured([library, first, second], workloads.program("gated_mlp", 1))
+    assert got == [first, second]
+    times = {first.graph.key: 10.0, second.graph.key: 11.0}
+    calls: list[Any] = []
+    monkeypatch.setattr(gs, "_tune_one", _fake_tune(times, calls, key=lambda g: g.key))
+    monkeypatch.setattr(gs, "gpu_candidates", lambda acc, top, prog: [first, second])
+    monkeypatch.setattr(gs, "grid_filling_variants", lambda *a, **k: [])
+    monkeypatch.setattr(gs, "walk_step", lambda *a, **k: [])
+    for a in accepted:
+        a.measured_us = None
+    ctx = gs.VariantContext(cfg, Verifier(program(), seed=5), FloatRecheck(program()), n_sm=4)
+    gs._gpu_rank(program(), accepted, 2, 0, None, ctx)
+    order = [k for k, start in calls if start is None][2:]  # after the two first tunings
+    qa, qb = queues[first.graph.key], queues[second.graph.key]
+    expect = [q[t] for t in range(max(len(qa), len(qb))) for q in (qa, qb) if t < len(q)]
+    assert order[:len(expect)] == expect
 
 
 def test_only_the_winner_gets_the_second_tuning_round(
