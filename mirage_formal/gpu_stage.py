@@ -92,7 +92,7 @@ def variants_to_measure(config: SearchConfig, graph: KernelGraph,
     from the widest whose loop the autotuner's split can still spread over the SMs (blocks x
     F/2 >= ``n_sm``: long contiguous rows per block, what the model ranks worst and DRAM may
     like best) towards the cheapest. In measuring order: the cheapest, the fullest wave, the
-    other cheap ones, the other spread ones."""
+    other cheap ones, the spread."""
     taken = {_grids(graph)}
     per_grid: list[tuple[KernelGraph, Cost]] = []
     for v, c in ranked_variants(config, graph):  # cheapest first: keep each grid's best
@@ -100,25 +100,24 @@ def variants_to_measure(config: SearchConfig, graph: KernelGraph,
             taken.add(_grids(v))
             per_grid.append((v, c))
     cheap = per_grid[:max(1, limit // 2)]
-    rest = [vc for vc in per_grid[len(cheap):] if _split_fills(vc[0], n_sm)]
+    # the fullest single wave: the most blocks that still run at once, one per SM, more than
+    # the graph's own (a kernel streaming its weights wants every SM reading; rmsnorm's fused
+    # kernel at 96 blocks of 64 columns measured 24.8 µs, at 48 of 128 columns 28.2, while
+    # the cost model rated them alike); tiles of whole lines first
+    wave = [vc for vc in per_grid[1:] if _blocks(graph) < _blocks(vc[0]) <= n_sm]
+    full = [max(wave, key=lambda vc: (_whole_lines(vc[0]), _blocks(vc[0]), -vc[1].seconds))
+            ] if wave and limit > 1 else []
+    cheap = [vc for vc in cheap if all(vc is not f for f in full)]
+    rest = [vc for vc in per_grid if _split_fills(vc[0], n_sm)
+            and all(vc is not x for x in [*cheap, *full])]
     rest.sort(key=lambda vc: (_blocks(vc[0]), vc[1].seconds))
+    want = limit - len(cheap) - len(full)
     spread: list[tuple[KernelGraph, Cost]] = []
-    want = limit - len(cheap)
-    # the fullest single wave first: the most blocks that still run at once, one per SM (a
-    # kernel streaming its weights wants every SM reading; rmsnorm's fused kernel at 96
-    # blocks of 64 columns measured 24.8 µs, at 48 of 128 columns 28.2, while the cost model
-    # rated them alike)
-    wave = [vc for vc in rest if _blocks(vc[0]) <= n_sm and _blocks(vc[0]) > _blocks(graph)]
-    if wave and want > 0:
-        spread.append(max(wave, key=lambda vc: (_whole_lines(vc[0]), _blocks(vc[0]),
-                                                -vc[1].seconds)))
-        rest = [vc for vc in rest if vc is not spread[0]]
-        want -= 1
     if rest and want > 0:
         step = max(1, len(rest) // want)
-        spread += rest[::step][:want]
-    # measured in this order: the cheapest, the fullest wave, then the rest of each
-    return cheap[:1] + spread[:1] + cheap[1:] + spread[1:]
+        spread = rest[::step][:want]
+    # measured in this order: the cheapest, the fullest wave, the other cheap ones, the spread
+    return [*cheap[:1], *full, *cheap[1:], *spread][:limit]
 
 
 #: after the size variants, the fastest structures walk their sizes by measurement: each step
