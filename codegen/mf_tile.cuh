@@ -336,6 +336,17 @@ __device__ __forceinline__ unsigned pack_h2(__half lo, __half hi) {
 }
 __device__ __forceinline__ __half hzero() { return __ushort_as_half((unsigned short)0); }
 
+// The two halves of a fragment register (low, high) in fp32: their sum, and the sum of
+// their squares (a fold's terms taken from mma A fragments already in registers).
+__device__ __forceinline__ float h2_sum(unsigned r) {
+  const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&r));
+  return v.x + v.y;
+}
+__device__ __forceinline__ float h2_sq(unsigned r) {
+  const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&r));
+  return v.x * v.x + v.y * v.y;
+}
+
 // ---------------------------------------------------------------- cp.async (sm_80+)
 // Asynchronous 16-byte copy global -> shared, bypassing L1 (.cg). Both addresses 16-byte
 // aligned. Completion is tracked per thread by commit groups: cp_async_commit() closes the

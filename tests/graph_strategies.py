@@ -13,6 +13,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 import mirage_formal as mf
+from mirage_formal.codegen.schedule import Schedule
 from mirage_formal.errors import GraphError
 
 UNARY = ["neg", "exp", "square", "silu", "sigmoid", "relu", "gelu"]
@@ -324,6 +325,18 @@ def gated_loop_program(m: int, k: int, n: int, forloop: int, gate: str = "silu")
 
 #: (m, k, n, forloop): gated products (rows a multiple of 16 or not, columns of 8 or not)
 GATED_LOOP_CASES = [(8, 64, 64, 4), (16, 32, 32, 3), (24, 32, 24, 2), (2, 128, 16, 4)]
+
+
+#: the schedules a fragment fold is compiled under: alone, with the streamed-product
+#: candidate's fields, k slices, outputs stored from registers, a split loop
+FRAGMENT_FOLD_SCHEDULES = [
+    Schedule(fold_fragments=True),
+    Schedule(threads=256, fold_fragments=True, mma_kpair=True, dense_rows=True, evict_first=True),
+    Schedule(threads=256, fold_fragments=True, mma_kslice=2),
+    Schedule(threads=256, fold_fragments=True, mma_kslice=8, dense_rows=True),
+    Schedule(threads=256, fold_fragments=True, reg_epilogue=True, dense_rows=True, mma_kpair=True),
+    Schedule(fold_fragments=True, split=2),
+]
 
 
 #: (rows, cols, forloop, kind, fold): fold accumulators whose threads share rows by warps

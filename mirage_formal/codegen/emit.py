@@ -295,6 +295,8 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                             f"{ind}  {ld}(&{self.iter_ref(x, idx)}, &{b}[{self.addr(a, idx)}]);",
                             f"{ind}}}"]
             return self.elem_loop(a.shape, ind, lambda ex, idx: [f"{b}[i] {op} {f(ex.val(x, idx))};"])
+        if a in self.frag_fold:  # (added from the product's A fragments: emit_matmul_mma)
+            return []
         G = x.shape[-1] // fold
         decls, idx = multi_index(a.shape, "o", "t")
         jl = idx[-1]
@@ -463,6 +465,11 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
             inits.append(f"  float fr{self.ids[a]}[{K}];")
             inits.append("  #pragma unroll")
             inits.append(f"  for (int k = 0; k < {K}; ++k) fr{self.ids[a]}[k] = 0.f;")
+        for a in sorted(self.frag_fold, key=self.ids.__getitem__):
+            wm = self.warp_blocking(self.frag_fold[a])[0]
+            inits.append(f"  float ff{self.ids[a]}[{wm}][2];")
+            inits.append("  #pragma unroll")
+            inits.append(f"  for (int k = 0; k < {2 * wm}; ++k) (&ff{self.ids[a]}[0][0])[k] = 0.f;")
         lines += [] if SK else inits
         raw = sorted(self.raw, key=self.ids.__getitem__)
         S = self.stages
@@ -581,6 +588,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         head = [(self.emit_step(s, "  "), self.reads_only(s)) for s in steps[q:q + self.post_head]]
         tail = [self.emit_gemv_reduce(n, "  ") for n in sorted(self.gemv, key=self.ids.__getitem__)]
         tail += [self.emit_fold_reduce(a, "  ") for a in sorted(self.reg_fold, key=self.ids.__getitem__)]
+        tail += [self.emit_fragment_fold_sums(a, "  ") for a in sorted(self.frag_fold, key=self.ids.__getitem__)]
         saved = {m for ms in self.reg_saves.values() for m in ms}  # (stored by their Save)
         tail += [self.emit_matmul_mma(n, self.fused[n], True, "  ", mode="store")
                  for n in sorted(self.reg_acc, key=self.ids.__getitem__) if n not in saved]

@@ -181,8 +181,11 @@ class KernelLayout:
         #: output index -> the register products it is computed from
         self.reg_saves = self._register_saves()
         #: fold accumulators whose per-thread partial sums stay in registers through the
-        #: loop (Schedule.fold_registers), each with how its threads share the rows
+        #: loop (Schedule.fold_registers), each with how its threads share the rows (those
+        #: summed from A fragments instead are taken out by set_layout, which knows the raw
+        #: tiles: a raw tile may have register folds among its readers)
         self.reg_fold = {n: fm for n in self.nodes if (fm := self._fold_map(n)) is not None}
+        self.frag_fold: dict[Node, Node] = {}
         #: tensor-core matmuls whose loop-invariant A fragments are loaded into registers
         #: once before the loop (decided by :meth:`plan`, from the steps)
         self.hoist_a: set[Node] = set()
@@ -237,6 +240,11 @@ class KernelLayout:
             self.ld[n] = n.shape[-1] + 8
         for n in raw:  # (raw tiles that only rms_norms read get the same rows)
             self.ld[n] = n.shape[-1] + self.raw_pad(n)
+        #: fold accumulators summed from a register product's A fragments
+        #: (Schedule.fold_fragments): fold -> that product; they leave the register folds
+        self.frag_fold = {a: m for a in self.nodes if (m := self._fragment_product(a)) is not None}
+        self.reg_fold = {n: fm for n in self.nodes
+                         if n not in self.frag_fold and (fm := self._fold_map(n)) is not None}
 
     def kpair(self, n: Node) -> bool:
         """Tensor-core matmul ``n`` sums its even and odd k-steps into two register
@@ -530,6 +538,24 @@ class KernelLayout:
             fm = FoldMap("thread", -(-rows // self.T), 1)  # a thread per row
         return fm if fm.per_thread <= FOLD_REGISTERS_MAX else None
 
+    def _fragment_product(self, a: Node) -> Node | None:
+        """The register product whose A fragments fold accumulator ``a`` adds its terms from
+        (Schedule.fold_fragments), or None: ``a`` adds up each row (sum, mean: the values;
+        rms: their squares) of a 2-D raw fp16 tile streamed through a real loop, one value
+        per row, and that tile is the A operand of a register-summed tensor-core product (not a register chain's) whose
+        warps own at most one warp tile each (the fold's partial sums then stay with the
+        same rows in every iteration)."""
+        if (not self.opts.fold_fragments or a.op != "accum" or a.attr("fold") != 1
+                or self.bg.forloop < 2 or a in self.chain_sums or len(a.src[0].shape) != 2
+                or a.src[0] not in self.raw):
+            return None
+        x = a.src[0]
+        for m in self.consumers[x]:
+            if (m.op == "matmul" and m.src[0] is x and m.src[1] is not x and m in self.reg_acc
+                    and m not in self.chain_wm and self.static_warp_tiles(m)):
+                return m
+        return None
+
     def _gemv_ok(self, n: Node) -> bool:
         """Matmul ``n`` can stream its B tile through registers (see Schedule.gemv): it folds
         into a plain accumulator, has at most 8 rows (16 with at most 256 threads:
@@ -789,6 +815,11 @@ class KernelLayout:
             name = f"k{self.ids[a]}"
             bufs[name] = Buffer(name, kw * self.buf_size(a), q, q)
             self.kslices[a] = name
+        for a, m in self.frag_fold.items():  # (and the fragment folds of their A tiles)
+            if m in self.kslice:
+                name = f"k{self.ids[a]}"
+                bufs[name] = Buffer(name, self.kslice[m] * self.buf_size(a), q, q)
+                self.kslices[a] = name
         for n in self.raw:
             # cp.async writes a raw tile before the loop and during every iteration: it
             # lives from the first step to the end of the loop.

@@ -202,7 +202,7 @@ class MmaPrinter(TilePrinter):
                      f"{i2}for (int ks = 0; ks < {KS // ksl}; ++ks) {{",
                      f"{i3}const int k0 = (kq * {KS // ksl} + ks) * 16, ka = k0 + 2 * q, kb = ka + 8;",
                      f"{i3}unsigned fas[{WM}][4], fbs[{WN}][2];",
-                     *frag_a_loop]
+                     *frag_a_loop, *self.fragment_fold_terms(n, WM, i3)]
             fa_ref = "fas[wm]"
         else:
             # (kpair: unrolled whole, so each k-step's accumulator set is known at compile time)
@@ -210,7 +210,7 @@ class MmaPrinter(TilePrinter):
                      f"{i2}for (int k0 = 0; k0 < {K}; k0 += 16) {{",
                      f"{i3}const int ka = k0 + 2 * q, kb = ka + 8;",
                      f"{i3}unsigned fas[{WM}][4], fbs[{WN}][2];",
-                     *frag_a_loop]
+                     *frag_a_loop, *self.fragment_fold_terms(n, WM, i3)]
             fa_ref = "fas[wm]"
         if xb and WN % 2 == 0:
             # two adjacent 8-column B fragments per ldmatrix (x4, transposed): half the
@@ -356,6 +356,50 @@ class MmaPrinter(TilePrinter):
             for k, a in enumerate(ch.sums):
                 lines += self.add_slices(self.kslices[a], self.buf[a], self.buf_size(a), kw, "+=",
                                          ind, barrier=k == 0)
+        return lines
+
+    def fragment_fold_terms(self, n: Node, wm: int, ind: str) -> list[str]:
+        """Inside product ``n``'s k-step, after its A fragments ``fas`` are loaded: the folds
+        that take their terms from them (layout.frag_fold, Schedule.fold_fragments) add them.
+        Only the warps of the first column tile add (each A element once per k slice); a
+        thread's registers 0 and 2 hold row g, 1 and 3 row g + 8 of its 16-row tile."""
+        folds = [a for a, m in sorted(self.frag_fold.items(), key=lambda am: self.ids[am[0]]) if m is n]
+        if not folds:
+            return []
+        adds: list[str] = []
+        for a in folds:
+            f, r = ("mf::h2_sq" if a.attr("kind") == "rms" else "mf::h2_sum"), f"ff{self.ids[a]}"
+            adds += [f"{ind}    {r}[wm][0] += {f}(fas[wm][0]) + {f}(fas[wm][2]);",
+                     f"{ind}    {r}[wm][1] += {f}(fas[wm][1]) + {f}(fas[wm][3]);"]
+        return [f"{ind}if (tn0 == 0) {{", f"{ind}  #pragma unroll",
+                f"{ind}  for (int wm = 0; wm < {wm}; ++wm) {{", *adds, f"{ind}  }}", f"{ind}}}"]
+
+    def emit_fragment_fold_sums(self, a: Node, ind: str) -> list[str]:
+        """After the loop: fragment fold ``a``'s partial sums (rows g and g + 8 of each of the
+        warp's 16-row tiles, spread over the 4 lanes of a quad) added by shuffles; lane q = 0
+        writes each row's sum to the fold's tile (k slices: to slice kq of its scratch tile,
+        then every thread adds the slices in order)."""
+        m = self.frag_fold[a]
+        WM, _, tiles = self.warp_blocking(m)
+        kw, M = self.kslice.get(m, 1), m.shape[-2]
+        i2, i3, i4 = ind + "  ", ind + "    ", ind + "      "
+        at = self.addr(a, ["r", "0"])
+        dst = f"{self.kslices[a]}[kq * {self.buf_size(a)} + {at}]" if kw > 1 else f"{self.buf[a]}[{at}]"
+        lines = [f"{ind}if (threadIdx.x / 32 < {tiles}) {{", f"{i2}const int tile = threadIdx.x / 32;",
+                 *self.mma_head(m, i2),
+                 f"{i2}if (tn0 == 0) {{",
+                 f"{i2}#pragma unroll",
+                 f"{i2}for (int wm = 0; wm < {WM}; ++wm) {{",
+                 f"{i3}#pragma unroll",
+                 f"{i3}for (int h = 0; h < 2; ++h) {{",
+                 f"{i4}float s = ff{self.ids[a]}[wm][h];",
+                 f"{i4}s += __shfl_xor_sync(0xffffffffu, s, 1);",
+                 f"{i4}s += __shfl_xor_sync(0xffffffffu, s, 2);",
+                 f"{i4}const int r = (tm0 + wm) * 16 + g + 8 * h;",
+                 f"{i4}if ({'q == 0' if M % 16 == 0 else f'q == 0 && r < {M}'}) {dst} = s;",
+                 f"{i3}}}", f"{i2}}}", f"{i2}}}", f"{ind}}}"]
+        if kw > 1:
+            lines += self.add_slices(self.kslices[a], self.buf[a], self.buf_size(a), kw, "=", ind)
         return lines
 
     def emit_register_save(self, k: int, ind: str) -> list[str]:

@@ -51,7 +51,7 @@ def gemv_rows_ok(rows: int, threads: int) -> bool:
 #: the schedule's on/off fields that must be given as True or False (a 0/1 or a string from a
 #: hand-edited file is refused, not silently taken)
 _CHECKED_FLAGS = ("cluster_combine", "fold_registers", "ring_first", "row_registers", "evict_first",
-                  "dense_rows", "mma_kpair", "reg_epilogue")
+                  "dense_rows", "mma_kpair", "reg_epilogue", "fold_fragments")
 
 
 @dataclass(frozen=True)
@@ -198,6 +198,14 @@ class Schedule:
     #: 25.2 at b=1, a hand edit of the emitted kernel). Not with a split loop or stream-K
     #: (their partial sums meet in memory), nor k slices
     reg_epilogue: bool = False
+    #: a fold accumulator (a row sum or rms over its tile's columns, one per row) of the tile
+    #: a register-summed tensor-core product streams as its A operand adds its terms from the
+    #: product's A fragments, already in registers, instead of reading the tile again from
+    #: shared memory: the warps of the first column tile add the squares (or values) of their
+    #: fragments' halves, and after the loop each row's quad of lanes is added by shuffles
+    #: (k slices: in slice order through a scratch tile). rmsnorm's fused kernel sums X² this
+    #: way beside X·W
+    fold_fragments: bool = False
 
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):
@@ -247,6 +255,8 @@ class Schedule:
             del d["mma_kslice"]
         if not self.reg_epilogue:
             del d["reg_epilogue"]
+        if not self.fold_fragments:
+            del d["fold_fragments"]
         return d
 
     @classmethod
@@ -309,8 +319,10 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
                 sm_count: int = DEFAULT_SM_COUNT) -> list[Schedule]:
     """The second round of tuning one kernel: the winner with 256-byte L2 fetches, with the
     evict-first policy, (a loop streaming fp16 tiles) with dense ring rows and with two-chain
-    products, (a skinny streamed product) with its k-steps sliced over warps, (a product
-    summed in registers, not split) with outputs stored from the registers, (split, not yet
+    products, (a product summed in registers, not split) with outputs stored from the
+    registers, (a row fold of a streamed A tile) with the fold taken from the A fragments (alone,
+    with the register outputs, with the widest k slices), (a skinny streamed product) with
+    its k-steps sliced over warps, (split, not yet
     clustered) with the cluster combine, (not split, on fewer blocks than ``sm_count`` SMs)
     split 2 and 4 ways through a cluster, (fewer blocks than SMs) stream-K over one block per
     SM, and (a loop
@@ -334,13 +346,21 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
             policies.append(replace(best, dense_rows=True))
         if best.mma and not best.mma_kpair and _streams_raw_tiles(bg):
             policies.append(replace(best, mma_kpair=True))
-        if best.mma and not best.reg_epilogue and best.split == 1 and best.stream_k == 0 \
-                and bg.forloop > 1 and any(n.op == "matmul" for n in bg.nodes):
+        reg_epilogue = (best.mma and not best.reg_epilogue and best.split == 1
+                        and best.stream_k == 0 and bg.forloop > 1
+                        and any(n.op == "matmul" for n in bg.nodes))
+        if reg_epilogue:
             policies.append(replace(best, reg_epilogue=True))
-        if best.mma and best.mma_kslice == 1:
-            # a skinny streamed product's k-steps over 2, 4 or 8 warps per warp tile
-            policies += [replace(best, mma_kslice=kw)
-                         for kw in _kslices(bg, (best.threads or bg.threads) // 32)]
+        kws = _kslices(bg, (best.threads or bg.threads) // 32) if best.mma and best.mma_kslice == 1 else []
+        if best.mma and not best.fold_fragments and _folds_a_stream(bg):
+            # a fold of a streamed A tile from the product's fragments, alone, with outputs
+            # stored from the registers, and with the widest k slices (A read once)
+            policies.append(replace(best, fold_fragments=True))
+            if reg_epilogue:
+                policies.append(replace(best, fold_fragments=True, reg_epilogue=True))
+            policies += [replace(best, fold_fragments=True, mma_kslice=kw) for kw in kws[-1:]]
+        # a skinny streamed product's k-steps over 2, 4 or 8 warps per warp tile
+        policies += [replace(best, mma_kslice=kw) for kw in kws]
         if 1 < best.split <= CLUSTER_MAX and not best.cluster_combine:
             # (second round only: on the H100 it measured slower than the global combine on
             # every split winner of the benchmark table, 1-78%: gpu_optimize_2026-11-24_s14)
@@ -384,6 +404,17 @@ def _streams_raw_tiles(bg: BlockGraph) -> bool:
     return bg.forloop > 1 and any(
         n.op == "matmul" and any(s.op == "iter" and s.attr("fmap") != -1 for s in n.src)
         for n in bg.nodes)
+
+
+def _folds_a_stream(bg: BlockGraph) -> bool:
+    """``bg`` has a loop and a row fold (one value per row: sum, mean or rms) of a changing 2-D
+    iterator tile that is also a matmul's A operand: where :attr:`Schedule.fold_fragments`
+    can change the kernel."""
+    streamed_a = {n.src[0] for n in bg.nodes if n.op == "matmul"}
+    return bg.forloop > 1 and any(
+        n.op == "accum" and n.attr("fold") == 1
+        and n.src[0] in streamed_a and n.src[0].op == "iter" and n.src[0].attr("fmap") != -1
+        and len(n.src[0].shape) == 2 for n in bg.nodes)
 
 
 def _kslices(bg: BlockGraph, warps: int) -> list[int]:

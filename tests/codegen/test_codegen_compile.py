@@ -17,6 +17,7 @@ import pytest
 from graph_strategies import (
     CHAIN_CASES,
     FOLD_LOOP_CASES,
+    FRAGMENT_FOLD_SCHEDULES,
     GATED_LOOP_CASES,
     GEMV_LOOP_CASES,
     MATMUL_LOOP_CASES,
@@ -901,6 +902,66 @@ def test_register_epilogue_is_a_second_round_trial() -> None:
     assert replace(best, reg_epilogue=True) in refinements(best, [best], la.graph)
     split = Schedule(split=2)
     assert not any(r.reg_epilogue for r in refinements(split, [split], la.graph))
+
+
+def _fragment_fold_programs() -> list[tuple[str, Any]]:
+    return ([(f"fold {c}", fold_loop_program(*c)) for c in FOLD_LOOP_CASES]
+            + [(f"rmsnorm b={b}", workloads.handwritten("rmsnorm", b)) for b in (1, 8)])
+
+
+@pytest.mark.parametrize("i", range(len(_fragment_fold_programs())))
+def test_fragment_folds_compile(i: int, cache: Path) -> None:
+    """Schedule.fold_fragments: a row fold (sum, mean, rms; one value per row) of the tile a
+    register product streams as A adds its terms from the product's A fragments (h2_sum /
+    h2_sq in the k-step, quad shuffles after the loop) and has no register or shared-memory
+    pass of its own in the loop; a fold of groups of columns, and every kernel with the
+    field off, is the plain kernel. Compiles for sm_90."""
+    from mirage_formal.codegen.layout import KernelLayout
+
+    name, prog = _fragment_fold_programs()[i]
+    (la,) = launches(prog, 128)
+    for on in FRAGMENT_FOLD_SCHEDULES:
+        if on.split > 1 and la.graph.forloop % 2:
+            continue
+        off = replace(on, fold_fragments=False)
+        lay = KernelLayout(la.graph, "k", 227 * 1024, on)
+        src, _, _ = emit_graph(prog, opts=on)
+        plain, _, _ = emit_graph(prog, opts=off)
+        folds = [n for n in la.graph.nodes if n.op == "accum" and n.attr("fold") is not None]
+        if not lay.frag_fold:
+            assert src == plain
+            assert all(a.attr("fold") != 1 for a in folds), name
+            continue
+        assert src != plain, name
+        for a, m in lay.frag_fold.items():
+            assert a in folds and a.attr("fold") == 1 and m.src[0] is a.src[0] and a not in lay.reg_fold
+            term = "mf::h2_sq" if a.attr("kind") == "rms" else "mf::h2_sum"
+            assert f"ff{lay.ids[a]}[wm][0] += {term}(fas[wm][0])" in src
+            assert f"fr{lay.ids[a]}[" not in src
+            if m in lay.kslice:  # the slices' row sums meet in order through a scratch tile
+                assert f"k{lay.ids[a]}[kq * " in src
+        compile_graph(prog, arch="sm_90", load=False, cache=cache, opts=on)
+    assert "fold_fragments" not in Schedule().key
+
+
+def test_fragment_folds_are_second_round_trials() -> None:
+    """The second round tries the fold from A fragments (alone, with the register outputs,
+    with the widest k slices) on a winner whose loop folds its streamed A tile by rows, and
+    not on a plain matmul loop nor where the fold takes groups of columns."""
+    from mirage_formal.codegen.schedule import refinements
+
+    (la,) = launches(workloads.handwritten("rmsnorm", 8), 128)
+    best = Schedule(threads=256, dense_rows=True, mma_kpair=True)
+    trials = [r for r in refinements(best, [best], la.graph) if r.fold_fragments]
+    assert replace(best, fold_fragments=True) in trials
+    assert replace(best, fold_fragments=True, reg_epilogue=True) in trials
+    assert any(r.mma_kslice == 8 for r in trials)
+    from mirage_formal.codegen.autotune import REFINE_MAX
+
+    assert all(r in refinements(best, [best], la.graph)[:REFINE_MAX] for r in trials)
+    for prog in (matmul_loop_program(16, 256, 64, 4), fold_loop_program(4, 128, 4, "mean", 4)):
+        (other,) = launches(prog, 128)
+        assert not any(r.fold_fragments for r in refinements(best, [best], other.graph))
 
 
 def test_streamed_products_get_the_dense_two_chain_candidate() -> None:

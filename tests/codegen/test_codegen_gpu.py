@@ -13,6 +13,7 @@ import pytest
 from graph_strategies import (
     CHAIN_CASES,
     FOLD_LOOP_CASES,
+    FRAGMENT_FOLD_SCHEDULES,
     GATED_LOOP_CASES,
     GEMV_LOOP_CASES,
     MATMUL_LOOP_CASES,
@@ -220,6 +221,36 @@ def test_register_epilogue_validates(i: int) -> None:
     cg = compile_graph(prog, opts=sched)
     low, high = (0.5, 1.5) if name.startswith(("fold", "rmsnorm")) else (-0.5, 0.5)
     rep = validate(cg, low=low, high=high, trials=2)
+    assert rep.ok, f"{name}: {rep}"
+
+
+@functools.cache
+def _fragment_fold_cases() -> list[tuple[str, KernelGraph, Schedule]]:
+    """Row folds summed from the product's A fragments (Schedule.fold_fragments), only where
+    the layout takes them: the fold programs (rows not a multiple of 16, rms and sum), the
+    benchmark's rmsnorm at b=1 and b=8, under the compile test's schedules (k slices, register
+    outputs, a split loop)."""
+    from mirage_formal.codegen.layout import KernelLayout
+
+    progs = [(f"fold {c}", fold_loop_program(*c)) for c in FOLD_LOOP_CASES]
+    progs += [(f"rmsnorm b={b}", workloads.handwritten("rmsnorm", b)) for b in (1, 8)]
+    cases = []
+    for name, prog in progs:
+        (la, *_) = launches(prog, 128)
+        for sc in FRAGMENT_FOLD_SCHEDULES:
+            if sc.split > 1 and la.graph.forloop % 2:
+                continue
+            if KernelLayout(la.graph, "k", 227 * 1024, sc).frag_fold:
+                cases.append((f"{name} {sc.short()}", prog, sc))
+    return cases
+
+
+@pytest.mark.parametrize("i", range(len(_fragment_fold_cases())))
+def test_fragment_folds_validate(i: int) -> None:
+    """Row folds taken from the A fragments compute the same function."""
+    name, prog, sched = _fragment_fold_cases()[i]
+    cg = compile_graph(prog, opts=sched)
+    rep = validate(cg, low=0.5, high=1.5, trials=2)
     assert rep.ok, f"{name}: {rep}"
 
 
