@@ -95,7 +95,8 @@ def variants_to_measure(config: SearchConfig, graph: KernelGraph,
     other cheap ones, the spread."""
     taken = {_grids(graph)}
     per_grid: list[tuple[KernelGraph, Cost]] = []
-    for v, c in ranked_variants(config, graph):  # cheapest first: keep each grid's best
+    ranked = ranked_variants(config, graph)
+    for v, c in ranked:  # cheapest first: keep each grid's best
         if _grids(v) not in taken:
             taken.add(_grids(v))
             per_grid.append((v, c))
@@ -103,10 +104,18 @@ def variants_to_measure(config: SearchConfig, graph: KernelGraph,
     # the fullest single wave: the most blocks that still run at once, one per SM, more than
     # the graph's own (a kernel streaming its weights wants every SM reading; rmsnorm's fused
     # kernel at 96 blocks of 64 columns measured 24.8 µs, at 48 of 128 columns 28.2, while
-    # the cost model rated them alike); tiles of whole lines first
+    # the cost model rated them alike); tiles of whole lines first; at the graph's own loop
+    # ranges where the space has them (only the tile widths change: the same rows per
+    # iteration, the ring depth its measured schedules had; rmsnorm's 96-block kernel at the
+    # cost model's loop range, twice the rows per stage, measured 27.8 µs)
     wave = [vc for vc in per_grid[1:] if _blocks(graph) < _blocks(vc[0]) <= n_sm]
     full = [max(wave, key=lambda vc: (_whole_lines(vc[0]), _blocks(vc[0]), -vc[1].seconds))
             ] if wave and limit > 1 else []
+    if full:
+        loops = [f for _, f in _kernel_grids(graph)]
+        same = [vc for vc in ranked if _grids(vc[0]) == _grids(full[0][0])
+                and [f for _, f in _kernel_grids(vc[0])] == loops]
+        full = same[:1] or full
     cheap = [vc for vc in cheap if all(vc is not f for f in full)]
     rest = [vc for vc in per_grid if _split_fills(vc[0], n_sm)
             and all(vc is not x for x in [*cheap, *full])]

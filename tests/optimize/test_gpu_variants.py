@@ -124,8 +124,9 @@ def test_half_the_variants_spread_towards_wide_tiles(result: Any) -> None:
 
 def test_the_fullest_single_wave_is_measured_second(result: Any) -> None:
     """After the cost model's cheapest size, the size with the most blocks that still run in
-    one wave (at most one per SM), more than the graph's own, is measured next; tiles that
-    read whole 128-byte lines come before those that split lines between blocks."""
+    one wave (at most one per SM), more than the graph's own, is measured next, at the graph's
+    own loop ranges where the space allows; tiles that read whole 128-byte lines come before
+    those that split lines between blocks."""
     cfg = opt.make_config(program(), "norm", SPACE)
     checked = 0
     # each structure from each of its sizes (the search's own pick is often the largest grid)
@@ -142,6 +143,11 @@ def test_the_fullest_single_wave_is_measured_second(result: Any) -> None:
             assert own < gs._blocks(picked) <= n_sm
             best = max((gs._whole_lines(v), gs._blocks(v)) for v in full)
             assert (gs._whole_lines(picked), gs._blocks(picked)) == best
+            # at the graph's own loop ranges where the space has that grid with them
+            loops = [f for _, f in gs._kernel_grids(g)]
+            if any(grids(v) == grids(picked) and [f for _, f in gs._kernel_grids(v)] == loops
+                   for v, _ in gs.ranked_variants(cfg, g)):
+                assert [f for _, f in gs._kernel_grids(picked)] == loops
             checked += 1
     assert checked, "some structure of the fixture has a fuller single wave"
 
