@@ -374,3 +374,42 @@ def row_kernel_program(op: str, dtype: str = "f16", rows: int = 4, length: int =
     outs = kern.build()
     g.output(*outs)
     return g.build()
+
+
+def one_barrier_cases() -> list[tuple[str, mf.KernelGraph, Schedule]]:
+    """Loops over the cp.async ring under Schedule.one_barrier, only where it changes the
+    kernel: tensor-core matmuls (ldmatrix and scalar fragments, rows not a multiple of 16,
+    batches), gemv reading B from the ring, folds beside a product (rmsnorm's fused kernel,
+    with the fold from fragments too), gated products with outputs from registers, attention
+    chains, rings of 2 and 6 stages, a split loop, and the rmsnorm benchmark at b=1 and b=8."""
+    from dataclasses import replace
+
+    from mirage_formal import workloads
+    from mirage_formal.codegen import emit_graph
+
+    on = Schedule(one_barrier=True)
+    fast = Schedule(threads=256, one_barrier=True, dense_rows=True, mma_kpair=True, evict_first=True,
+                    async_stages=4, async_stage_bytes=150 * 1024)
+    cases: list[tuple[str, mf.KernelGraph, Schedule]] = []
+    for c in MATMUL_LOOP_CASES:
+        cases += [(f"matmul {c}", matmul_loop_program(*c), s) for s in (on, fast)]
+    cases.append((f"matmul {MATMUL_LOOP_CASES[0]} scalar fragments",
+                  matmul_loop_program(*MATMUL_LOOP_CASES[0]), replace(on, ldmatrix=False)))
+    for c in GEMV_LOOP_CASES:
+        cases.append((f"gemv {c}", matmul_loop_program(*c), replace(on, gemv=True, threads=256)))
+    for c in FOLD_LOOP_CASES:
+        cases += [(f"fold {c}", fold_loop_program(*c), s)
+                  for s in (on, fast, replace(fast, fold_fragments=True, mma_kslice=2))]
+    for c in GATED_LOOP_CASES:
+        cases.append((f"gated {c}", gated_loop_program(*c), replace(fast, reg_epilogue=True)))
+    for c in ONE_KERNEL_ATTENTION_CASES[:3]:
+        cases += [(f"attention {c}", attention_loop_program(*c), s) for s in (on, replace(on, dense_rows=True))]
+    for stages in (2, 6):
+        cases.append((f"matmul (16, 64, 64, 8) {stages} stages", matmul_loop_program(16, 64, 64, 8),
+                      replace(on, async_stages=stages, async_stage_bytes=200 * 1024)))
+    cases.append(("split matmul", matmul_loop_program(16, 64, 64, 8), replace(on, split=4)))
+    for b in (1, 8):
+        cases.append((f"rmsnorm b={b}", workloads.handwritten("rmsnorm", b),
+                      replace(fast, reg_epilogue=True)))
+    return [(n, g, s) for n, g, s in cases
+            if emit_graph(g, opts=s)[0] != emit_graph(g, opts=replace(s, one_barrier=False))[0]]

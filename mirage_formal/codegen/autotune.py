@@ -345,7 +345,7 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
 
 
 #: the most second-round schedules measured per kernel (see schedule.refinements)
-REFINE_MAX = 12
+REFINE_MAX = 13
 
 
 def _skey(v: Mapping[str, Schedule]) -> str:

@@ -532,6 +532,8 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         for n in sorted(self.hoist_a, key=self.ids.__getitem__):
             lines += self.emit_matmul_mma(n, self.fused.get(n, self.epi.get(n, n)), False, "  ",
                                           mode="hoist")
+        # Schedule.one_barrier: the ring's refill follows the iteration's one barrier
+        one_bar = self.opts.one_barrier and bool(raw) and not staged and not SK
         if q > p:
             body = [s for s in steps[p:q] if not (isinstance(s, Load) and s.node in staged)]
             # D copies of the body, one per register stage, so stage indices are constants.
@@ -544,7 +546,18 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                 if F % D or SK:
                     lines.append(f"{ind}if (it < {N}) {{")
                     ind += "  "
-                if raw:
+                if one_bar:
+                    # this iteration's stage (S - 2 later groups may still be pending), then
+                    # the barrier every thread passes only once done with iteration it - 1:
+                    # its stage (it + S - 1) % S and every tile it read may be refilled
+                    lines.append(f"{ind}mf::cp_async_wait<{S - 2}>();")
+                    lines.append(f"{ind}__syncthreads();")
+                    lines.append(f"{ind}if (it + {S - 1} < {N}) {{")
+                    for x in raw:
+                        lines += self.emit_cp_async(x, f"(it + {S - 1})", ind + "  ")
+                    lines.append(f"{ind}}}")
+                    lines.append(f"{ind}mf::cp_async_commit();")
+                elif raw:
                     # Stage (it + S - 1) % S was last read in iteration it - 1, which ended
                     # with a barrier: refill it. One group per iteration (maybe empty), so
                     # leaving S - 1 groups pending completes this iteration's.
@@ -564,20 +577,22 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                                   f"{ind}#pragma unroll",
                                   f"{ind}for (int p = 0; p < {P}; ++p) gs{self.ids[x]}[p] = "
                                   f"pf{self.ids[x]}_{st}[p];"]
-                if staged or raw:
+                if staged or (raw and not one_bar):
                     lines.append(f"{ind}__syncthreads();")
                     lines.append(f"{ind}if (it + {D} < {N}) {{")
                     for x in staged:
                         lines += self.emit_prefetch(x, f"(it + {D})", ind + "  ", st)
                     lines.append(f"{ind}}}")
                 lines += with_barriers([(self.emit_step(s, ind), self.reads_only(s)) for s in body],
-                                       extents, ind)
+                                       extents, ind, close=not one_bar)
                 if F % D or SK:
                     lines.append(f"{ind[:-2]}}}")
                 lines.append("    }")
             lines.append("  }")
         if raw:
             lines.append("  mf::cp_async_wait<0>();")
+        if one_bar and q > p:  # (the loop's last iteration ended without one)
+            lines.append("  __syncthreads();")
         if not one_wave and not SK:
             lines.append("  mf::grid_dep_launch();")
         if late_wait:

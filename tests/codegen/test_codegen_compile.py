@@ -6,6 +6,7 @@ raises NoGPUError (compile-only)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -31,6 +32,7 @@ from graph_strategies import (
     fold_loop_program,
     gated_loop_program,
     matmul_loop_program,
+    one_barrier_cases,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -942,6 +944,39 @@ def test_fragment_folds_compile(i: int, cache: Path) -> None:
                 assert f"k{lay.ids[a]}[kq * " in src
         compile_graph(prog, arch="sm_90", load=False, cache=cache, opts=on)
     assert "fold_fragments" not in Schedule().key
+
+
+@functools.cache
+def _one_barrier_cases() -> list[tuple[str, Any, Schedule]]:
+    return one_barrier_cases()
+
+
+@pytest.mark.parametrize("i", range(len(_one_barrier_cases())))
+def test_one_barrier_loops_compile(i: int, cache: Path) -> None:
+    """Schedule.one_barrier: each iteration waits for its stage leaving S - 2 groups pending,
+    passes one barrier, then refills the ring; the body ends without a barrier, and one
+    follows the loop. Compiles for sm_90."""
+    name, prog, sched = _one_barrier_cases()[i]
+    src, _, _ = emit_graph(prog, opts=sched)
+    plain, _, _ = emit_graph(prog, opts=replace(sched, one_barrier=False))
+    assert src.count("__syncthreads();") <= plain.count("__syncthreads();") + 1, name
+    waits = {int(w) for w in re.findall(r"cp_async_wait<(\d+)>", src)}
+    plain_waits = {int(w) for w in re.findall(r"cp_async_wait<(\d+)>", plain)} - {0}
+    assert plain_waits and all(w - 1 in waits and w not in waits for w in plain_waits), name
+    compile_graph(prog, arch="sm_90", load=False, cache=cache, opts=sched)
+    assert "one_barrier" not in Schedule().key
+
+
+def test_one_barrier_is_a_second_round_trial() -> None:
+    """The second round tries one barrier per iteration on a winner whose loop goes through
+    the cp.async ring, and not on a loop-free kernel."""
+    from mirage_formal.codegen.schedule import refinements
+
+    (la,) = launches(matmul_loop_program(16, 64, 64, 8), 128)
+    best = Schedule()
+    assert replace(best, one_barrier=True) in refinements(best, [best], la.graph)
+    (flat,) = launches(matmul_loop_program(16, 64, 64, 1), 128)
+    assert not any(r.one_barrier for r in refinements(best, [best], flat.graph))
 
 
 def test_fragment_folds_are_second_round_trials() -> None:

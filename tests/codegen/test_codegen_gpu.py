@@ -28,6 +28,7 @@ from graph_strategies import (
     gated_loop_program,
     kernel_programs,
     matmul_loop_program,
+    one_barrier_cases,
 )
 from hypothesis import assume, given, settings
 from op_checks import one_op_program
@@ -252,6 +253,22 @@ def test_fragment_folds_validate(i: int) -> None:
     cg = compile_graph(prog, opts=sched)
     rep = validate(cg, low=0.5, high=1.5, trials=2)
     assert rep.ok, f"{name}: {rep}"
+
+
+@functools.cache
+def _one_barrier_cases() -> list[tuple[str, KernelGraph, Schedule]]:
+    return one_barrier_cases()
+
+
+@pytest.mark.parametrize("i", range(len(_one_barrier_cases())))
+def test_one_barrier_loops_validate(i: int) -> None:
+    """Loops with one barrier per iteration (Schedule.one_barrier: the ring's refill after
+    it) compute the same function."""
+    name, prog, sched = _one_barrier_cases()[i]
+    cg = compile_graph(prog, opts=sched)
+    low, high = (0.5, 1.5) if name.startswith(("fold", "rmsnorm")) else (-0.5, 0.5)
+    rep = validate(cg, low=low, high=high, trials=2)
+    assert rep.ok, f"{name} {sched.short()}: {rep}"
 
 
 @pytest.mark.parametrize("i", range(len(_dense_cases())))
