@@ -333,11 +333,12 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
 
         tried: set[str] = {a.graph.key for a in accepted}
 
-        def measure(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], kind: str) -> None:
+        def measure(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], kind: str,
+                    reserve: int = 1) -> None:
             nonlocal best_us, best_cg
             tried.update(v.key for v, _ in vcs)
             cg, us, more = _measure_variants(a, vcs, program, seed, ctx, out_of_time, best_sched,
-                                             kind)
+                                             kind, reserve)
             notes.extend(more)
             if cg is not None and us < best_us:
                 best_us, best_cg = us, cg
@@ -357,12 +358,15 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
         # sizes least reliably: gqa b=1's attention-plus-combine at 256 blocks measured 19.4 µs,
         # a neighbour at 128 blocks is Mirage's 11.5), each while a step finds a faster size
         def walk(a: Optimized) -> None:
-            while not out_of_time(reserve=1):
+            # (two steps kept free, not one: the winner's second round tries up to
+            # REFINE_MAX schedules, longer than a first-round step; rmsnorm b=8's walk once
+            # left it no time, s26)
+            while not out_of_time(reserve=2):
                 before = a.measured_us
                 step = walk_step(ctx.config, a.graph, tried)
                 if not step:
                     break
-                measure(a, step, "walk")
+                measure(a, step, "walk", reserve=2)
                 if a.measured_us is None or before is None or a.measured_us >= before:
                     break
 
@@ -403,16 +407,16 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
 def _measure_variants(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], program: KernelGraph,
                       seed: int | None, ctx: VariantContext, out_of_time: _StageDeadline,
                       best_sched: dict[str, Any] | None = None,
-                      kind: str = "size") -> tuple[Any, float, list[str]]:
+                      kind: str = "size", reserve: int = 1) -> tuple[Any, float, list[str]]:
     """Verify, re-check and tune each size variant of ``vcs``; the fastest, if faster than
     ``a`` (or ``a`` was not measured), replaces ``a``'s graph, verdict, cost and measurements
     (same structure: it stays one entry). Returns its compiled kernel and time (None, inf when
-    none was faster)."""
+    none was faster). No variant is begun unless ``reserve`` more steps would still fit."""
     notes: list[str] = []
     best: tuple[Any, float] = (None, math.inf)
     base_key = a.graph.key
     for v, c in vcs:
-        if out_of_time(reserve=1):
+        if out_of_time(reserve=reserve):
             notes.append(f"budget spent: {kind} variants of {base_key[:12]} not all measured")
             break
         with out_of_time.step():
