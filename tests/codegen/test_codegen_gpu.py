@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -199,30 +201,46 @@ def _register_epilogue_cases() -> list[tuple[str, KernelGraph, Schedule]]:
     takes it: matmul loops (rows and columns not multiples of the fragment, batches, fp32
     operands), the product over a fold (rmsnorm's fused kernel, the benchmark's at b=1 and
     b=8), two gated products, with two chains and dense rows."""
-    from mirage_formal.codegen.layout import KernelLayout
-
     progs = [(f"matmul {c}", matmul_loop_program(*c)) for c in MATMUL_LOOP_CASES]
     progs += [(f"fold {c}", fold_loop_program(*c)) for c in FOLD_LOOP_CASES]
     progs += [(f"gated {c}", gated_loop_program(*c)) for c in GATED_LOOP_CASES]
     progs += [(f"rmsnorm b={b}", workloads.handwritten("rmsnorm", b)) for b in (1, 8)]
+    scheds = (Schedule(reg_epilogue=True),
+              Schedule(threads=256, reg_epilogue=True, mma_kpair=True, dense_rows=True, evict_first=True))
+    return _cases_taken(progs, scheds, lambda lay: bool(lay.reg_saves))
+
+
+def _cases_taken(progs: list[tuple[str, KernelGraph]], scheds: Sequence[Schedule],
+                 taken: Callable[[Any], bool]) -> list[tuple[str, KernelGraph, Schedule]]:
+    """(name, program, schedule) for each program's first kernel under each schedule where the
+    layout ``taken`` says the schedule's field changes it (split schedules only where the loop
+    divides)."""
+    from mirage_formal.codegen.layout import KernelLayout
+
     cases = []
     for name, prog in progs:
         (la, *_) = launches(prog, 128)
-        for sc in (Schedule(reg_epilogue=True),
-                   Schedule(threads=256, reg_epilogue=True, mma_kpair=True, dense_rows=True, evict_first=True)):
-            if KernelLayout(la.graph, "k", 227 * 1024, sc).reg_saves:
+        for sc in scheds:
+            if sc.split > 1 and la.graph.forloop % sc.split:
+                continue
+            if taken(KernelLayout(la.graph, "k", 227 * 1024, sc)):
                 cases.append((f"{name} {sc.short()}", prog, sc))
     return cases
+
+
+def _assert_validates(name: str, prog: KernelGraph, sched: Schedule) -> None:
+    """The kernel of ``prog`` under ``sched`` computes the program's function (positive inputs
+    for programs that divide by a fold)."""
+    cg = compile_graph(prog, opts=sched)
+    low, high = (0.5, 1.5) if name.startswith(("fold", "rmsnorm")) else (-0.5, 0.5)
+    rep = validate(cg, low=low, high=high, trials=2)
+    assert rep.ok, f"{name} {sched.short()}: {rep}"
 
 
 @pytest.mark.parametrize("i", range(len(_register_epilogue_cases())))
 def test_register_epilogue_validates(i: int) -> None:
     """Outputs written from the accumulator registers compute the same function."""
-    name, prog, sched = _register_epilogue_cases()[i]
-    cg = compile_graph(prog, opts=sched)
-    low, high = (0.5, 1.5) if name.startswith(("fold", "rmsnorm")) else (-0.5, 0.5)
-    rep = validate(cg, low=low, high=high, trials=2)
-    assert rep.ok, f"{name}: {rep}"
+    _assert_validates(*_register_epilogue_cases()[i])
 
 
 @functools.cache
@@ -231,28 +249,15 @@ def _fragment_fold_cases() -> list[tuple[str, KernelGraph, Schedule]]:
     the layout takes them: the fold programs (rows not a multiple of 16, rms and sum), the
     benchmark's rmsnorm at b=1 and b=8, under the compile test's schedules (k slices, register
     outputs, a split loop)."""
-    from mirage_formal.codegen.layout import KernelLayout
-
     progs = [(f"fold {c}", fold_loop_program(*c)) for c in FOLD_LOOP_CASES]
     progs += [(f"rmsnorm b={b}", workloads.handwritten("rmsnorm", b)) for b in (1, 8)]
-    cases = []
-    for name, prog in progs:
-        (la, *_) = launches(prog, 128)
-        for sc in FRAGMENT_FOLD_SCHEDULES:
-            if sc.split > 1 and la.graph.forloop % 2:
-                continue
-            if KernelLayout(la.graph, "k", 227 * 1024, sc).frag_fold:
-                cases.append((f"{name} {sc.short()}", prog, sc))
-    return cases
+    return _cases_taken(progs, FRAGMENT_FOLD_SCHEDULES, lambda lay: bool(lay.frag_fold))
 
 
 @pytest.mark.parametrize("i", range(len(_fragment_fold_cases())))
 def test_fragment_folds_validate(i: int) -> None:
     """Row folds taken from the A fragments compute the same function."""
-    name, prog, sched = _fragment_fold_cases()[i]
-    cg = compile_graph(prog, opts=sched)
-    rep = validate(cg, low=0.5, high=1.5, trials=2)
-    assert rep.ok, f"{name}: {rep}"
+    _assert_validates(*_fragment_fold_cases()[i])
 
 
 @functools.cache
@@ -264,11 +269,7 @@ def _one_barrier_cases() -> list[tuple[str, KernelGraph, Schedule]]:
 def test_one_barrier_loops_validate(i: int) -> None:
     """Loops with one barrier per iteration (Schedule.one_barrier: the ring's refill after
     it) compute the same function."""
-    name, prog, sched = _one_barrier_cases()[i]
-    cg = compile_graph(prog, opts=sched)
-    low, high = (0.5, 1.5) if name.startswith(("fold", "rmsnorm")) else (-0.5, 0.5)
-    rep = validate(cg, low=low, high=high, trials=2)
-    assert rep.ok, f"{name} {sched.short()}: {rep}"
+    _assert_validates(*_one_barrier_cases()[i])
 
 
 @pytest.mark.parametrize("i", range(len(_dense_cases())))
