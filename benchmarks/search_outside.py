@@ -130,11 +130,23 @@ def lora_residual(b: int = 1) -> KernelGraph:
     return g.build()
 
 
+def rms_rows24_matmul(b: int = 1) -> KernelGraph:
+    """rmsnorm's program at other sizes, with rows that are not a multiple of the fragment's 16:
+    rms_norm(X) · W, X (24b, 3072), W (3072, 5120) (twenty-sixth session: a fold summed from
+    A fragments over one full and one partial 16-row tile)."""
+    g = mf.Graph()
+    x = g.input((24 * b, 3072), "f16", "X")
+    w = g.input((3072, 5120), "f16", "W")
+    g.output(g.matmul(g.rms_norm(x), w))
+    return g.build()
+
+
 PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "scaled_attention": scaled_attention, "layernorm_matmul": layernorm_matmul,
     "norm_gain_matmul": norm_gain_matmul, "swish_matmul": swish_matmul,
     "sigmoid_gated_mlp": sigmoid_gated_mlp, "gelu_gated_mlp": gelu_gated_mlp, "exp_bmm": exp_bmm,
     "partial_tile_attention": partial_tile_attention, "lora_residual": lora_residual,
+    "rms_rows24_matmul": rms_rows24_matmul,
 }
 
 
