@@ -401,7 +401,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
                 best_us, best_cg = tuned.us, tuned.compiled
     timed = sorted((a for a in accepted if a.measured_us is not None), key=lambda a: a.measured_us or 0.0)
     rest = [a for a in accepted if a.measured_us is None]
-    return timed + rest, best_cg, notes
+    return timed + rest, best_cg, list(dict.fromkeys(notes))  # (a note once, however often)
 
 
 def _measure_variants(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], program: KernelGraph,

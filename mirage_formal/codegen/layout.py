@@ -542,9 +542,9 @@ class KernelLayout:
         """The register product whose A fragments fold accumulator ``a`` adds its terms from
         (Schedule.fold_fragments), or None: ``a`` adds up each row (sum, mean: the values;
         rms: their squares) of a 2-D raw fp16 tile streamed through a real loop, one value
-        per row, and that tile is the A operand of a register-summed tensor-core product (not a register chain's) whose
-        warps own at most one warp tile each (the fold's partial sums then stay with the
-        same rows in every iteration)."""
+        per row, and that tile is the A operand of a register-summed tensor-core product (not
+        a register chain's) whose warps own at most one warp tile each (the fold's partial
+        sums then stay with the same rows in every iteration)."""
         if (not self.opts.fold_fragments or a.op != "accum" or a.attr("fold") != 1
                 or self.bg.forloop < 2 or a in self.chain_sums or len(a.src[0].shape) != 2
                 or a.src[0] not in self.raw):
