@@ -241,6 +241,11 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
 
     #: the longest a chunk has taken per variant (compile, validate, time), seconds
     per_variant = 0.0
+    #: each compiled program measured so far (its CUDA and launch shapes) with its trial: a
+    #: schedule whose fields leave the kernels as another's left them (a k slice or a fold
+    #: from fragments of a gemv product, one barrier where no ring is...) takes that trial's
+    #: verdict and time instead of a second validation and timing, and is not logged again
+    measured: dict[tuple[Any, ...], tuple[Trial, CompiledGraph | None]] = {}
 
     def measure(variants: list[dict[str, Schedule]]) -> list[Trial]:
         nonlocal per_variant
@@ -278,6 +283,13 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
             if late():
                 break
             v = {k: _sched_of(cg, k) for k in keys}
+            same = measured.get(_program_key(cg))
+            if same is not None:
+                first, first_cg = same
+                out.append(Trial(v, first.valid, first.us, first.error))
+                if first_cg is not None:
+                    best_compiled[_skey(v)] = first_cg
+                continue
             # a variant's first run is in a child process: one that faults would take this
             # process's GPU context with it (codegen/probe.py)
             fault = fault_probe().check(cg) if probe_enabled() else None
@@ -302,6 +314,7 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
                        **(context or {})})
             if t.valid:
                 best_compiled[_skey(v)] = cg
+            measured[_program_key(cg)] = (t, cg if t.valid else None)
         return out
 
     def keep_fastest(variants: list[dict[str, Schedule]], best_us: float | None,
@@ -346,6 +359,13 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
 
 #: the most second-round schedules measured per kernel (see schedule.refinements)
 REFINE_MAX = 13
+
+
+def _program_key(cg: CompiledGraph) -> tuple[Any, ...]:
+    """What a compiled graph runs: its CUDA source and each kernel's launch shape and
+    workspace (two schedules with the same key run the same program)."""
+    return (cg.source, tuple((k.name, k.grid, k.threads, k.smem_bytes, k.ws_floats,
+                              k.extra_ws_floats) for k in cg.kernels))
 
 
 def _skey(v: Mapping[str, Schedule]) -> str:
