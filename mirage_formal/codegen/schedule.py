@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from mirage_formal.codegen.coarsen import coarsenable, coarsened, narrow_axes
@@ -52,6 +52,11 @@ def gemv_rows_ok(rows: int, threads: int) -> bool:
 #: hand-edited file is refused, not silently taken)
 _CHECKED_FLAGS = ("cluster_combine", "fold_registers", "ring_first", "row_registers", "evict_first",
                   "dense_rows", "mma_kpair", "reg_epilogue", "fold_fragments", "one_barrier")
+
+
+#: the fields a schedule's text key holds only when they differ from their default
+_KEYED_WHEN_SET = ("stream_k", "dense_rows", "mma_kpair", "mma_kslice", "reg_epilogue",
+                   "fold_fragments", "one_barrier")
 
 
 @dataclass(frozen=True)
@@ -251,26 +256,16 @@ class Schedule:
         d = asdict(self)
         if self.coarsen == 1:  # (so that the keys of uncoarsened schedules stay as they were)
             del d["coarsen"], d["coarsen_axis"]
-        if self.stream_k == 0:
-            del d["stream_k"]
-        if not self.dense_rows:
-            del d["dense_rows"]
-        if not self.mma_kpair:
-            del d["mma_kpair"]
-        if self.mma_kslice == 1:
-            del d["mma_kslice"]
-        if not self.reg_epilogue:
-            del d["reg_epilogue"]
-        if not self.fold_fragments:
-            del d["fold_fragments"]
-        if not self.one_barrier:
-            del d["one_barrier"]
+        # fields added after schedules were first cached: left out at their default, so the
+        # keys of schedules that do not use them stay as they were
+        for name in _KEYED_WHEN_SET:
+            if getattr(self, name) == _DEFAULTS[name]:
+                del d[name]
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Schedule:
-        fields = set(cls.__dataclass_fields__)
-        unknown = set(d) - fields
+        unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown:
             raise GraphError(f"schedule: unknown fields {sorted(unknown)}")
         return cls(**d)
@@ -285,6 +280,9 @@ class Schedule:
         base = Schedule()
         diff = [f"{k}={v}" for k, v in self.to_dict().items() if getattr(base, k) != v]
         return ",".join(diff) or "default"
+
+
+_DEFAULTS = {f.name: f.default for f in fields(Schedule)}
 
 
 #: the most 16x8 fp32 accumulator tiles one warp keeps in registers (4 registers each)
