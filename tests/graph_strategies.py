@@ -7,6 +7,7 @@ towards few inputs, few ops and unit grids.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from hypothesis import assume
@@ -413,3 +414,36 @@ def one_barrier_cases() -> list[tuple[str, mf.KernelGraph, Schedule]]:
                       replace(fast, reg_epilogue=True)))
     return [(n, g, s) for n, g, s in cases
             if emit_graph(g, opts=s)[0] != emit_graph(g, opts=replace(s, one_barrier=False))[0]]
+
+
+def counted_ring_cases() -> list[tuple[str, mf.KernelGraph, Schedule]]:
+    """Loops over a cp.async ring whose depth is not a power of two, where the loop keeps its
+    ring slots in counters (layout.ring_counted): tensor-core and gemv products, a fold
+    beside a product, a gated pair, at 3, 5, 6 and 7 stages, with one barrier per iteration,
+    a split loop and stream-K segments (each segment restarts the counter), and rmsnorm's
+    benchmark kernel at b=8."""
+    from dataclasses import replace
+
+    from mirage_formal import workloads
+    from mirage_formal.codegen import emit_graph
+
+    base = Schedule(async_stage_bytes=200 * 1024)
+    fast = Schedule(threads=256, dense_rows=True, mma_kpair=True, evict_first=True,
+                    async_stage_bytes=200 * 1024, reg_epilogue=True)
+    cases: list[tuple[str, mf.KernelGraph, Schedule]] = []
+    for stages in (3, 5, 6, 7):
+        s, f = replace(base, async_stages=stages), replace(fast, async_stages=stages)
+        mm = matmul_loop_program(16, 64, 64, 8)
+        cases += [(f"matmul {stages} stages", mm, s), (f"matmul {stages} stages fast", mm, f),
+                  (f"matmul {stages} stages one barrier", mm, replace(s, one_barrier=True)),
+                  (f"gemv {stages} stages", matmul_loop_program(2, 256, 48, 8), replace(s, gemv=True, threads=256)),
+                  (f"fold {stages} stages", fold_loop_program(8, 64, 8, "rms", 1), f),
+                  (f"gated {stages} stages", gated_loop_program(16, 32, 32, 8), f)]
+    cases += [("split matmul 3 stages", matmul_loop_program(16, 64, 64, 12), replace(base, async_stages=3, split=2)),
+              ("stream-K matmul 3 stages", matmul_loop_program(16, 64, 64, 8), replace(base, async_stages=3, stream_k=3)),
+              ("rmsnorm b=8 5 stages", workloads.handwritten("rmsnorm", 8), replace(fast, async_stages=5))]
+    def depth(g: mf.KernelGraph, s: Schedule) -> int:
+        found = re.search(r"raw fp16, (\d+) stages", emit_graph(g, opts=s)[0])
+        return int(found.group(1)) if found else 0
+
+    return [(n, g, s) for n, g, s in cases if depth(g, s) & (depth(g, s) - 1)]

@@ -537,12 +537,22 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         if q > p:
             body = [s for s in steps[p:q] if not (isinstance(s, Load) and s.node in staged)]
             # D copies of the body, one per register stage, so stage indices are constants.
+            # it0 % S carried from one iteration to the next (see layout.ring_counted); one
+            # subtraction wraps it while the body's copies are at most S
+            counted = self.slot_counters = self.ring_counted() and D <= S
+            if counted:
+                lines.append("  int mf_slot = 0;")
             lines.append(f"  for (int it0 = 0; it0 < {N}; it0 += {D}) {{")
             for st in range(D):
                 ind = "    "
                 lines.append(f"{ind}{{")
                 ind += "  "
                 lines.append(f"{ind}const int it = it0 + {st};")
+                if counted:  # this iteration's slot, and the slot its refill fills
+                    here = f"mf_slot + {st}"
+                    lines.append(f"{ind}const int mf_s = {here} < {S} ? {here} : {here} - {S};" if st
+                                 else f"{ind}const int mf_s = mf_slot;")
+                    lines.append(f"{ind}const int mf_sr = mf_s == 0 ? {S - 1} : mf_s - 1;")
                 if F % D or SK:
                     lines.append(f"{ind}if (it < {N}) {{")
                     ind += "  "
@@ -588,7 +598,10 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                 if F % D or SK:
                     lines.append(f"{ind[:-2]}}}")
                 lines.append("    }")
+            if counted:
+                lines.append(f"    mf_slot = mf_slot + {D} < {S} ? mf_slot + {D} : mf_slot + {D} - {S};")
             lines.append("  }")
+            self.slot_counters = False
         if raw:
             lines.append("  mf::cp_async_wait<0>();")
         if one_bar and q > p:  # (the loop's last iteration ended without one)

@@ -29,6 +29,7 @@ from graph_strategies import (
     attention_loop_program,
     block_programs,
     chained_matmul_program,
+    counted_ring_cases,
     fold_loop_program,
     gated_loop_program,
     matmul_loop_program,
@@ -692,8 +693,9 @@ def test_fold_accumulators_exchange_nothing_inside_the_loop(case: tuple, cache: 
     off = compile_graph(prog, schedules={la.graph.key: Schedule(fold_registers=False)},
                         arch="sm_90", cache=cache, load=False)
     loop_on, loop_off = _main_loop(on.source), _main_loop(off.source)
-    # the fold reads X from the same cp.async ring as the tensor-core matmul (raw fp16)
-    assert re.search(r"fr\d+\[k\] \+= __half2float\(b\d+\[\(it % \d+\)", loop_on)
+    # the fold reads X from the same cp.async ring as the tensor-core matmul (raw fp16; the
+    # slot as it % stages, or the loop's slot counter when the depth is not a power of two)
+    assert re.search(r"fr\d+\[k\] \+= __half2float\(b\d+\[(\(it % \d+\)|mf_s \*)", loop_on)
     assert "warp_sum" not in loop_on and "mf_red" not in loop_on
     assert "float fr" not in off.source
     if case[1] // case[4] >= 32:  # rows of >= 32 terms: the per-iteration path reduces by warps
@@ -1102,3 +1104,17 @@ def test_swizzled_offsets_are_a_permutation_without_ldmatrix_conflicts(rows: int
         for c in range(cols // 8):
             banks = {(eval(expr, {"R": r, "CH": c, "LR": r}) * 2 // 16) % 8 for r in range(r0, r0 + 8)}
             assert len(banks) == 8
+
+
+@pytest.mark.parametrize("case", counted_ring_cases(), ids=lambda c: c[0])
+def test_counted_ring_slots_replace_the_remainder_in_the_loop(case: tuple, cache: Path) -> None:
+    """A ring of a depth that is not a power of two reads and refills its slots from the
+    loop's counters (no ``it % stages`` left in the loop), and compiles for sm_90; a ring of
+    a power-of-two depth keeps the remainder (one AND) and no counter."""
+    _, prog, sched = case
+    cg = compile_graph(prog, opts=sched, arch="sm_90", cache=cache, load=False)
+    loop = _main_loop(cg.source)
+    assert "mf_s *" in loop and "mf_sr *" in loop
+    assert "(it % " not in loop and f")) % {sched.async_stages}) *" not in loop
+    pow2 = compile_graph(prog, opts=replace(sched, async_stages=4), arch="sm_90", cache=cache, load=False)
+    assert "mf_slot" not in pow2.source

@@ -26,6 +26,7 @@ from graph_strategies import (
     attention_loop_program,
     block_programs,
     chained_matmul_program,
+    counted_ring_cases,
     fold_loop_program,
     gated_loop_program,
     kernel_programs,
@@ -270,6 +271,17 @@ def test_one_barrier_loops_validate(i: int) -> None:
     """Loops with one barrier per iteration (Schedule.one_barrier: the ring's refill after
     it) compute the same function."""
     _assert_validates(*_one_barrier_cases()[i])
+
+
+def _counted_ring_cases() -> list[tuple[str, KernelGraph, Schedule]]:
+    return counted_ring_cases()
+
+
+@pytest.mark.parametrize("i", range(len(_counted_ring_cases())))
+def test_counted_ring_slots_validate(i: int) -> None:
+    """Rings whose depth is not a power of two, their slots kept in loop counters
+    (layout.ring_counted), compute the same function."""
+    _assert_validates(*_counted_ring_cases()[i])
 
 
 @pytest.mark.parametrize("i", range(len(_dense_cases())))
