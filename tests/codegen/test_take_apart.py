@@ -1,0 +1,50 @@
+"""benchmarks/take_apart.py: each edit removes what it names from the kernels the emitter
+prints for it, and the edited kernels still compile for sm_90 (CPU only: NVRTC, no GPU)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import take_apart
+
+from mirage_formal.codegen.compiled import emit_graph
+from mirage_formal.codegen.nvrtc import compile_cubin
+
+#: the fused rmsnorm kernel's schedule as the table's b=8 row tuned it (s26)
+FUSED = "threads=256,evict_first=True,dense_rows=True,mma_kpair=True,reg_epilogue=True"
+
+
+def _fused_source(b: int = 8, fields: str = FUSED) -> str:
+    (_, g, sched), = take_apart.targets("", f"{b}:64x128", take_apart.parse_fields(fields))
+    return emit_graph(g, 128, schedules=sched)[0]
+
+
+@pytest.mark.parametrize("name", sorted(take_apart.EDITS))
+def test_each_edit_removes_its_piece_and_compiles(name: str) -> None:
+    src = _fused_source()
+    out = take_apart.edited(src, [name])
+    assert out is not None and out != src
+    gone = {"no_products": "mf::mma_16816(", "no_launch_dependency": "mf::grid_dep_",
+            "no_cache_policy": "mf_pol)", "no_row_folds": "fr4[k] +="}[name]
+    assert gone in src and gone not in out
+    assert compile_cubin(out, "sm_90", name="take_apart_test.cu")
+
+
+def test_edits_combine_and_an_absent_piece_is_not_applicable() -> None:
+    src = _fused_source()
+    both = take_apart.edited(src, ["no_products", "no_row_folds"])
+    assert both is not None and "mf::mma_16816(" not in both and "fr4[k] +=" not in both
+    # without the evict-first policy there is no policy to remove
+    plain = _fused_source(fields="threads=256")
+    assert "mf_pol" not in plain
+    assert take_apart.edited(plain, ["no_cache_policy"]) is None
+
+
+def test_a_field_the_schedule_lacks_is_refused() -> None:
+    with pytest.raises(SystemExit, match="no schedule field"):
+        take_apart.parse_fields("threads=256,stages_typo=3")
