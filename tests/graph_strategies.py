@@ -447,3 +447,26 @@ def counted_ring_cases() -> list[tuple[str, mf.KernelGraph, Schedule]]:
         return int(found.group(1)) if found else 0
 
     return [(n, g, s) for n, g, s in cases if depth(g, s) & (depth(g, s) - 1)]
+
+
+#: (rows, cols per iteration, columns of W per block, loop count, op): elementwise_loop_program
+ELEMENTWISE_LOOP_CASES = [(12, 128, 64, 8, "add"), (8, 64, 32, 6, "mul"), (16, 32, 16, 4, "sub"),
+                          (2, 256, 64, 5, "add")]
+
+
+def elementwise_loop_program(rows: int, cols: int, n: int, forloop: int, op: str = "add") -> mf.KernelGraph:
+    """``op``(X_it, Y_it) · W_it summed over the loop in one kernel, grid 2 over W's columns:
+    two tiles that change every iteration and that only an elementwise op reads (the loop
+    prefetches them instead of reading them in place, layout._prefetchable)."""
+    g = mf.Graph()
+    x = g.input((rows, cols * forloop), "f16", "X")
+    y = g.input((rows, cols * forloop), "f16", "Y")
+    w = g.input((cols * forloop, 2 * n), "f16", "W")
+    kern = g.kernel([x, y, w], grid=(2, 1, 1), forloop=forloop)
+    xt = kern.iter(x, imap=(-1, -1, -1), fmap=1)
+    yt = kern.iter(y, imap=(-1, -1, -1), fmap=1)
+    wt = kern.iter(w, imap=(1, -1, -1), fmap=0)
+    kern.output(kern.accum(kern.op("matmul", kern.op(op, xt, yt), wt), kind="sum"), omap=(1, -1, -1))
+    (out,) = kern.build()
+    g.output(out)
+    return g.build()

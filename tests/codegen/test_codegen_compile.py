@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from graph_strategies import (
     CHAIN_CASES,
+    ELEMENTWISE_LOOP_CASES,
     FOLD_LOOP_CASES,
     FRAGMENT_FOLD_SCHEDULES,
     GATED_LOOP_CASES,
@@ -30,6 +31,7 @@ from graph_strategies import (
     block_programs,
     chained_matmul_program,
     counted_ring_cases,
+    elementwise_loop_program,
     fold_loop_program,
     gated_loop_program,
     matmul_loop_program,
@@ -1118,3 +1120,19 @@ def test_counted_ring_slots_replace_the_remainder_in_the_loop(case: tuple, cache
     assert "(it % " not in loop and f")) % {sched.async_stages}) *" not in loop
     pow2 = compile_graph(prog, opts=replace(sched, async_stages=4), arch="sm_90", cache=cache, load=False)
     assert "mf_slot" not in pow2.source
+
+
+@pytest.mark.parametrize("case", ELEMENTWISE_LOOP_CASES)
+def test_loop_tiles_read_by_elementwise_ops_are_prefetched(case: tuple, cache: Path) -> None:
+    """Tiles that change every iteration and that only an elementwise op reads (X, Y of
+    op(X, Y) · W) are loaded into prefetch registers an iteration ahead, not read in place by
+    the op's expression (a global-memory round trip in every iteration); without prefetching
+    they are read in place as before. Both compile for sm_90."""
+    prog = elementwise_loop_program(*case)
+    (la,) = launches(prog, 128)
+    on = compile_graph(prog, schedules={la.graph.key: Schedule()}, arch="sm_90", cache=cache, load=False)
+    off = compile_graph(prog, schedules={la.graph.key: Schedule(prefetch=False)}, arch="sm_90",
+                        cache=cache, load=False)
+    in_place = re.compile(r"to_f\(in[01]\[")
+    assert not in_place.search(_main_loop(on.source)) and "pf0_" in on.source and "pf1_" in on.source
+    assert in_place.search(_main_loop(off.source))

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from graph_strategies import (
     CHAIN_CASES,
+    ELEMENTWISE_LOOP_CASES,
     FOLD_LOOP_CASES,
     FRAGMENT_FOLD_SCHEDULES,
     GATED_LOOP_CASES,
@@ -27,6 +28,7 @@ from graph_strategies import (
     block_programs,
     chained_matmul_program,
     counted_ring_cases,
+    elementwise_loop_program,
     fold_loop_program,
     gated_loop_program,
     kernel_programs,
@@ -271,6 +273,16 @@ def test_one_barrier_loops_validate(i: int) -> None:
     """Loops with one barrier per iteration (Schedule.one_barrier: the ring's refill after
     it) compute the same function."""
     _assert_validates(*_one_barrier_cases()[i])
+
+
+@pytest.mark.parametrize("case", ELEMENTWISE_LOOP_CASES)
+@pytest.mark.parametrize("sched", [Schedule(), Schedule(prefetch=False),
+                                   Schedule(threads=256, dense_rows=True, mma_kpair=True, evict_first=True)],
+                         ids=["default", "no prefetch", "fast"])
+def test_prefetched_elementwise_loop_tiles_validate(case: tuple, sched: Schedule) -> None:
+    """op(X, Y) · W fused, with X and Y prefetched an iteration ahead (or read in place
+    without prefetching), computes the same function."""
+    _assert_validates(f"elementwise {case}", elementwise_loop_program(*case), sched)
 
 
 def _counted_ring_cases() -> list[tuple[str, KernelGraph, Schedule]]:
