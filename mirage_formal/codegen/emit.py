@@ -211,15 +211,17 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                 f"{ind}  {guard}mf::unpack_vec(pf{self.ids[n]}_{stage}[p], &{self.buf[n]}[{dst}], "
                 f"({dt.c_type}*)nullptr);", f"{ind}}}"]
 
-    def emit_cp_async(self, n: Node, itv: str, ind: str) -> list[str]:
+    def emit_cp_async(self, n: Node, itv: str, ind: str, slot: str | None = None) -> list[str]:
         """Issue 16-byte ``cp.async`` copies of raw tile ``n`` at iteration ``itv`` into
-        stage ``itv % stages`` of its buffer (no commit)."""
+        stage ``itv % stages`` of its buffer, or into slot counter ``slot``'s stage (a
+        counted ring's refill) (no commit)."""
         nv = math.prod(n.shape) // 8
         decls, idx = multi_index(n.shape, "i", "t")
         ref = self.iter_ref(n, idx, itv)
         off = (self.raw_offset(n, lin(n.shape[:-1], idx[:-1]), f"({idx[-1]}) >> 3", idx[-2])
                if n in self.swz else self.addr(n, idx))
-        dst = f"{self.buf[n]} + {self.stage_offset(n, f'({itv})')} + {off}"
+        stage = self.slot_offset(n, slot) if slot else self.stage_offset(n, f"({itv})")
+        dst = f"{self.buf[n]} + {stage} + {off}"
         if self.opts.evict_first:
             copy = f"mf::cp_async16_pol<{self.opts.l2_fetch}>({dst}, &{ref}, mf_pol)"
         elif self.opts.l2_fetch:
@@ -548,6 +550,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                 lines.append(f"{ind}{{")
                 ind += "  "
                 lines.append(f"{ind}const int it = it0 + {st};")
+                refill = "mf_sr" if counted else None
                 if counted:  # this iteration's slot, and the slot its refill fills
                     here = f"mf_slot + {st}"
                     lines.append(f"{ind}const int mf_s = {here} < {S} ? {here} : {here} - {S};" if st
@@ -564,7 +567,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                     lines.append(f"{ind}__syncthreads();")
                     lines.append(f"{ind}if (it + {S - 1} < {N}) {{")
                     for x in raw:
-                        lines += self.emit_cp_async(x, f"(it + {S - 1})", ind + "  ")
+                        lines += self.emit_cp_async(x, f"(it + {S - 1})", ind + "  ", refill)
                     lines.append(f"{ind}}}")
                     lines.append(f"{ind}mf::cp_async_commit();")
                 elif raw:
@@ -573,7 +576,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                     # leaving S - 1 groups pending completes this iteration's.
                     lines.append(f"{ind}if (it + {S - 1} < {N}) {{")
                     for x in raw:
-                        lines += self.emit_cp_async(x, f"(it + {S - 1})", ind + "  ")
+                        lines += self.emit_cp_async(x, f"(it + {S - 1})", ind + "  ", refill)
                     lines.append(f"{ind}}}")
                     lines.append(f"{ind}mf::cp_async_commit();")
                     lines.append(f"{ind}mf::cp_async_wait<{S - 1}>();")

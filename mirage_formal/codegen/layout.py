@@ -299,7 +299,7 @@ class KernelLayout:
         if n.op == ITER and self._prefetchable(n):
             # read in place, a tile that changes every iteration costs each iteration a
             # global-memory round trip before its expression; as a load step it is
-            # prefetched into registers an iteration ahead ((X + Y) · W fused: see
+            # prefetched into registers iterations ahead ((X + Y) · W fused: see
             # docs/codegen.md)
             return False
         return all(c.op == "accum" or REGISTRY[c.op].elementwise for c in self.consumers[n])
@@ -648,17 +648,18 @@ class KernelLayout:
         return bool(self.raw) and self.stages & (self.stages - 1) != 0
 
     def stage_offset(self, n: Node, itv: str = "it") -> str:
-        """Halves from raw tile ``n``'s ring to the stage iteration ``itv`` reads or fills.
-        Inside the loop (``it``, and the refill's ``it + stages - 1``) a counted ring
-        (:meth:`ring_counted`, ``slot_counters`` set while the loop is printed) reads the slot
-        counters the loop keeps; constants (the prologue's stages) fold at compile time."""
-        S = self.stages
-        if self.slot_counters:
-            bare = itv.replace("(", "").replace(")", "").strip()
-            slot = {"it": "mf_s", f"it + {S - 1}": "mf_sr"}.get(bare)
-            if slot is not None:
-                return f"{slot} * {self.stage_halves(n)}"
-        return f"({itv} % {S}) * {self.stage_halves(n)}"
+        """Halves from raw tile ``n``'s ring to the stage iteration ``itv`` reads or fills. In
+        the loop of a counted ring (:meth:`ring_counted`; ``slot_counters`` is set while the
+        loop is printed) iteration ``it``'s stage is the loop's slot counter ``mf_s`` (the
+        refill passes its own, ``mf_sr``, to ``emit_cp_async``); constants (the prologue's
+        stages) fold at compile time."""
+        if self.slot_counters and itv == "it":
+            return self.slot_offset(n, "mf_s")
+        return f"({itv} % {self.stages}) * {self.stage_halves(n)}"
+
+    def slot_offset(self, n: Node, slot: str) -> str:
+        """Halves from raw tile ``n``'s ring to the stage in slot ``slot`` (a counter)."""
+        return f"{slot} * {self.stage_halves(n)}"
 
     def row(self, n: Node) -> int:
         """Floats between consecutive rows (last-dimension runs) of ``n``'s buffer."""
