@@ -11,6 +11,7 @@ Programs (fp16):
 - ``swish_matmul``: (x · sigmoid(x)) · W.
 - ``sigmoid_gated_mlp``: sigmoid(X·W1) ⊙ (X·W2); ``gelu_gated_mlp``: gelu(X·W1) ⊙ (X·W2).
 - ``exp_bmm``: exp(A·B)·C, batched matmuls with an exp between them.
+- ``sum_matmul``: (X + Y) · W, an elementwise op of two activations before a matmul.
 
     PYTHONPATH=. python3 benchmarks/search_outside.py [--budget 300] [--workers 2] [--programs ...]
 
@@ -141,12 +142,24 @@ def rms_rows24_matmul(b: int = 1) -> KernelGraph:
     return g.build()
 
 
+def sum_matmul(b: int = 1) -> KernelGraph:
+    """(X + Y) · W, X and Y (12b, 4096), W (4096, 5120): an elementwise op of two activations
+    before the product (twenty-seventh session: its fused loop read X and Y in place every
+    iteration until such tiles were prefetched)."""
+    g = mf.Graph()
+    x = g.input((12 * b, 4096), "f16", "X")
+    y = g.input((12 * b, 4096), "f16", "Y")
+    w = g.input((4096, 5120), "f16", "W")
+    g.output(g.matmul(g.add(x, y), w))
+    return g.build()
+
+
 PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "scaled_attention": scaled_attention, "layernorm_matmul": layernorm_matmul,
     "norm_gain_matmul": norm_gain_matmul, "swish_matmul": swish_matmul,
     "sigmoid_gated_mlp": sigmoid_gated_mlp, "gelu_gated_mlp": gelu_gated_mlp, "exp_bmm": exp_bmm,
     "partial_tile_attention": partial_tile_attention, "lora_residual": lora_residual,
-    "rms_rows24_matmul": rms_rows24_matmul,
+    "rms_rows24_matmul": rms_rows24_matmul, "sum_matmul": sum_matmul,
 }
 
 
