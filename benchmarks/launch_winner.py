@@ -13,7 +13,6 @@ it times them); this is a probe, not a measurement the table uses.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from retime_winners import overridden, winner  # noqa: E402
+from retime_winners import overridden, parse_fields, winner  # noqa: E402
 
 from mirage_formal.codegen import compile_graph  # noqa: E402
 from mirage_formal.codegen.runtime import runtime  # noqa: E402
@@ -35,7 +34,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--table", default=str(ROOT / "benchmarks/results/gpu_optimize_latest.json"))
     a = ap.parse_args()
-    over = {k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in a.set.split(",") if kv)}
+    over = parse_fields(a.set)
     rows = {f"{r['workload']}:{r['b']}": r for r in json.loads(Path(a.table).read_text())}
     for name in a.rows.split(","):
         graph, sched = winner(rows[name])

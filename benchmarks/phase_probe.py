@@ -21,7 +21,6 @@ microsecond phases this is for.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import re
 import statistics
@@ -35,7 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from retime_winners import winner  # noqa: E402
+from retime_winners import parse_fields, winner  # noqa: E402
 
 from mirage_formal.codegen import Schedule, compile_graph, launches  # noqa: E402
 from mirage_formal.codegen.compiled import CompiledGraph  # noqa: E402
@@ -217,7 +216,7 @@ def main() -> None:
             label, file, sched = spec.split("=", 2)
             rows.append({"workload": label, "b": "-", "best_ugraph": Path(file).read_text(),
                          "schedule": sched})
-    overrides = {k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in a.set.split(",") if kv)}
+    overrides = parse_fields(a.set)
     results = []
     for row in rows:
         try:

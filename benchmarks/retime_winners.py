@@ -44,6 +44,17 @@ def winner(row: dict[str, Any]) -> tuple[KernelGraph, dict[str, Schedule]]:
     return graph, parse_schedules(row.get("schedule"), [la.graph.key for la in launches(graph, 128)])
 
 
+def parse_fields(text: str) -> dict[str, Any]:
+    """``FIELD=VALUE,...`` (a ``--set`` argument) as schedule fields, values as Python
+    literals; a name that is no schedule field exits with the fields there are."""
+    fields = {k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in text.split(",") if kv)}
+    known = set(Schedule.__dataclass_fields__)
+    bad = sorted(set(fields) - known)
+    if bad:
+        raise SystemExit(f"--set: no schedule field {', '.join(bad)} (fields: {', '.join(sorted(known))})")
+    return fields
+
+
 def overridden(graph: KernelGraph, sched: dict[str, Schedule],
                over: dict[str, Any]) -> dict[str, Schedule]:
     """``sched`` with the fields ``over`` set in every kernel's schedule (``--set``;
@@ -88,7 +99,7 @@ def main() -> None:
     a = ap.parse_args()
     rows = json.loads(Path(a.table).read_text())
     want = set(a.rows.split(",")) if a.rows else None
-    over = {k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in a.set.split(",") if kv)}
+    over = parse_fields(a.set)
     results = []
     for row in rows:
         name = f"{row['workload']}:{row['b']}"

@@ -22,7 +22,6 @@ X copies or launch-dependency instructions, are what it spends above a pure weig
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import re
 import statistics
@@ -35,6 +34,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from retime_winners import parse_fields  # noqa: E402
 
 from mirage_formal import workloads  # noqa: E402
 from mirage_formal.codegen import Schedule, compile_graph, launches  # noqa: E402
@@ -72,16 +73,6 @@ def edited(src: str, names: list[str]) -> str | None:
             return None
         src = new
     return src
-
-
-def parse_fields(text: str) -> dict[str, Any]:
-    """``FIELD=VALUE,...`` as schedule fields (values as Python literals)."""
-    fields = {k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in text.split(",") if kv)}
-    known = set(Schedule.__dataclass_fields__)
-    bad = sorted(set(fields) - known)
-    if bad:
-        raise SystemExit(f"--set: no schedule field {', '.join(bad)} (fields: {', '.join(sorted(known))})")
-    return fields
 
 
 def targets(rows: str, fused: str, over: dict[str, Any]) -> list[tuple[str, KernelGraph, dict[str, Schedule]]]:

@@ -446,7 +446,7 @@ def counted_ring_cases() -> list[tuple[str, mf.KernelGraph, Schedule]]:
         found = re.search(r"raw fp16, (\d+) stages", emit_graph(g, opts=s)[0])
         return int(found.group(1)) if found else 0
 
-    return [(n, g, s) for n, g, s in cases if depth(g, s) & (depth(g, s) - 1)]
+    return [(n, g, s) for n, g, s in cases if (d := depth(g, s)) & (d - 1)]
 
 
 #: (rows, cols per iteration, columns of W per block, loop count, op): elementwise_loop_program
