@@ -317,6 +317,13 @@ __device__ __forceinline__ float exp_fast(float x) {
   return y;
 }
 
+// x / y with the hardware reciprocal (__fdividef: 2 ulp for 2^-126 <= |y| <= 2^126; a
+// divisor above 2^126 gives 0, an infinite x NaN). The IEEE division is a subroutine call
+// with a slow path per element; in rmsnorm's fused epilogue (each output divided by its
+// row's rms) it cost 0.1-0.4 µs of 24.6 (H100, s28 c7, c8). Every tolerance the validation
+// uses is far above 2 ulp of fp32.
+__device__ __forceinline__ float div_fast(float x, float y) { return __fdividef(x, y); }
+
 // Pack two fp32 values into one register of two halves (low = first).
 __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
   __half2 h = __floats2half2_rn(lo, hi);
@@ -432,6 +439,80 @@ __device__ __forceinline__ void ldsm_x4_trans(unsigned* r, const __half* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(a) : "memory");
+}
+
+// ---------------------------------------------------------------- TMA ring (sm_90)
+// Schedule.tma_ring: one producer warp moves each stage of the ring with 2D tensor-map copies
+// (cp.async.bulk.tensor, the copy engine; one instruction per 64-column box) and the consumer
+// warps wait for a stage on its "full" mbarrier and hand it back on its "empty" one, so no
+// refill waits for a block-wide barrier. The tensor map is a 128-byte opaque object the host
+// builds (cuTensorMapEncodeTiled) and passes by value as a __grid_constant__ parameter.
+struct __align__(64) TensorMap {
+  unsigned long long opaque[16];
+};
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+// Bytes to add to a dynamic shared-memory base so that it is 1024-byte aligned (the 128-byte
+// swizzle of tensor-map copies repeats every 1024 bytes and is taken from the address bits).
+__device__ __forceinline__ unsigned align1024_pad(const void* p) {
+  return (1024u - (smem_u32(p) & 1023u)) & 1023u;
+}
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+// Makes the mbarrier initializations visible to the copy engine (before the block barrier
+// that follows them).
+__device__ __forceinline__ void mbar_init_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+// Block until the phase of parity ``parity`` of ``bar`` has completed.
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n MF_WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra MF_WAIT_%=;\n}\n" ::"r"(smem_u32(bar)), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
+  asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+// One arrival that also expects ``bytes`` of copies to complete on ``bar`` this phase.
+__device__ __forceinline__ void mbar_expect_tx(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void tensormap_prefetch(const TensorMap* map) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
+#endif
+}
+// Copy the box at element coordinates (x: innermost, y) of ``map`` to shared memory ``dst``
+// (1024-byte aligned for the 128-byte swizzle), completing on ``bar``; ``POL``: under L2
+// policy ``pol`` (l2_evict_first). Traps below sm_90 (the tuner only proposes it there).
+template <bool POL>
+__device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, int x, int y,
+                                            unsigned long long* bar, unsigned long long pol) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (POL) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+        " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(smem_u32(dst)), "l"(map), "r"(x), "r"(y),
+        "r"(smem_u32(bar)), "l"(pol) : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3}], [%4];" ::"r"(smem_u32(dst)), "l"(map), "r"(x), "r"(y),
+        "r"(smem_u32(bar)) : "memory");
+  }
+#else
+  __trap();
+#endif
+}
+// A barrier of the first N threads of the block (the consumer warps of a TMA ring kernel;
+// the producer warp does not take part): named barrier 1.
+template <int N> __device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync 1, %0;" ::"n"(N) : "memory");
 }
 
 }  // namespace mf

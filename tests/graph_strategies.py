@@ -449,6 +449,46 @@ def counted_ring_cases() -> list[tuple[str, mf.KernelGraph, Schedule]]:
     return [(n, g, s) for n, g, s in cases if (d := depth(g, s)) & (d - 1)]
 
 
+def tma_ring_cases() -> list[tuple[str, mf.KernelGraph, Schedule]]:
+    """Loops whose ring a producer warp fills with tensor-map copies (Schedule.tma_ring), each
+    case one the layout takes (a test checks that): tensor-core and gemv products, tiles of
+    one and of several 64-column boxes, A tiles of 2 and 12 rows (boxes padded to 8 rows), 2 to
+    6 stages with and without the evict-first policy, a fold beside the product (from shared
+    memory and from the A fragments, outputs from the registers), a gated pair, an A tile
+    through an op (an fp32 tile loaded in the loop: the body writes shared memory, so it ends
+    with a barrier), the second kernel of a graph (its ring reads the first kernel's output:
+    the producer waits for it), half the warps with twice the columns, and rmsnorm's
+    benchmark kernels at b=1 and b=8 under the tuner's TMA trials."""
+    from dataclasses import replace
+
+    from mirage_formal import workloads
+
+    tma = Schedule(tma_ring=True, dense_rows=True, min_blocks=1, async_stage_bytes=200 * 1024)
+    fast = replace(tma, threads=256, mma_kpair=True, evict_first=True)
+    cases: list[tuple[str, mf.KernelGraph, Schedule]] = [
+        ("matmul 64-column tiles", matmul_loop_program(16, 64, 64, 8), tma),
+        ("matmul two boxes", matmul_loop_program(16, 128, 64, 6), fast),
+        ("matmul 2 rows", matmul_loop_program(2, 256, 64, 4), tma),
+        ("matmul 12 rows", matmul_loop_program(12, 64, 128, 5), replace(fast, async_stages=3)),
+        ("gemv 2 rows", matmul_loop_program(2, 256, 64, 8), replace(tma, gemv=True, threads=256)),
+        ("matmul A through neg", matmul_loop_program(16, 64, 64, 4, pre_a=True), tma),
+        ("fold rms", fold_loop_program(16, 64, 6, "rms", 1, n=64), fast),
+        ("fold rms fragments", fold_loop_program(16, 128, 4, "rms", 1, n=64),
+         replace(fast, fold_fragments=True, reg_epilogue=True)),
+        ("gated", gated_loop_program(16, 64, 64, 6), replace(fast, threads=128, warp_n=2)),
+        ("second kernel", chained_matmul_program(16, 64, 256, 128, 4, 4), tma),
+    ]
+    for stages in (2, 3, 5, 6):
+        cases.append((f"matmul {stages} stages", matmul_loop_program(16, 64, 64, 7),
+                      replace(fast, async_stages=stages, evict_first=stages % 2 == 0)))
+    for b in (1, 8):
+        prog = workloads.handwritten("rmsnorm", b)
+        cases += [(f"rmsnorm b={b}", prog, fast),
+                  (f"rmsnorm b={b} half warps", prog,
+                   replace(fast, threads=128, warp_n=2, fold_fragments=True, reg_epilogue=True))]
+    return cases
+
+
 #: (rows, cols per iteration, columns of W per block, loop count, op): elementwise_loop_program
 ELEMENTWISE_LOOP_CASES = [(12, 128, 64, 8, "add"), (8, 64, 32, 6, "mul"), (16, 32, 16, 4, "sub"),
                           (2, 256, 64, 5, "add")]

@@ -41,15 +41,19 @@ def _collides(a: Iterable[Extent], b: Iterable[Extent]) -> bool:
 
 
 def with_barriers(chunks: Sequence[Chunk], extents: Mapping[str, Extent], ind: str,
-                  close: bool = True) -> list[str]:
+                  close: bool = True, close_if_written: bool = False) -> list[str]:
     """The steps' printed code in order, a barrier (at indent ``ind``) before each one that
     writes memory touched, or touches memory written, since the last barrier; with ``close``,
-    one after the last step too (a loop body's end: the next iteration refills its tiles)."""
+    one after the last step too (a loop body's end: the next iteration refills its tiles);
+    with ``close_if_written`` instead, one only if some step writes memory (a TMA ring's loop
+    body, whose ring stages go back to the producer through mbarriers: a body that only reads
+    them and writes registers needs no barrier at all)."""
     names = sorted(extents, key=len, reverse=True)
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b") if names else None
     out: list[str] = []
     read: list[Extent] = []
     written: list[Extent] = []
+    any_written = False
     for code, reads_only in chunks:
         if not code:
             continue
@@ -62,6 +66,7 @@ def with_barriers(chunks: Sequence[Chunk], extents: Mapping[str, Extent], ind: s
         out += code
         read += r
         written += w
-    if close:
+        any_written = any_written or bool(w)
+    if close or (close_if_written and any_written):
         out.append(ind + BARRIER)
     return out

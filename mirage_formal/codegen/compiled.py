@@ -35,6 +35,7 @@ from mirage_formal.codegen.lower import Launch, launches
 from mirage_formal.codegen.nvrtc import DEFAULT_ARCH, compile_cubin
 from mirage_formal.codegen.runtime import DeviceArray, NoGPUError, Runtime, device_pointer, runtime
 from mirage_formal.codegen.schedule import Schedule
+from mirage_formal.codegen.tma import TensorMapSpec, encode
 from mirage_formal.errors import MirageError
 from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import INPUT, KernelGraph
@@ -116,6 +117,8 @@ class CompiledGraph:
     #: byte offset of each launch's workspace region in ``_ws`` (see :func:`workspace_offsets`)
     _ws_offsets: list[int] = field(default_factory=list, repr=False)
     _in_bufs: dict[int, DeviceArray] = field(default_factory=dict, repr=False)
+    #: encoded tensor maps of TMA ring kernels, by (spec, device address)
+    _maps: dict[tuple[TensorMapSpec, int], bytes] = field(default_factory=dict, repr=False)
 
     @property
     def loaded(self) -> bool:
@@ -146,6 +149,15 @@ class CompiledGraph:
             self._bufs[n] = b
         return b
 
+    def _tensor_map(self, spec: TensorMapSpec, ptr: int) -> bytes:
+        """The encoded tensor map ``spec`` over ``ptr`` (encoded once per address)."""
+        m = self._maps.get((spec, ptr))
+        if m is None:
+            if len(self._maps) >= 256:  # (calls on ever new tensors: keep it bounded)
+                self._maps.clear()
+            m = self._maps[spec, ptr] = encode(spec, ptr)
+        return m
+
     def launch(self, in_ptrs: Sequence[int], out_ptrs: Sequence[int], stream: int = 0) -> None:
         """Launch every kernel on ``stream`` with raw device pointers (no checks, no sync)."""
         rt = self._rt
@@ -160,9 +172,11 @@ class CompiledGraph:
                     ptr[n] = self._buffer(n).ptr
                 args.append(ptr[n])
             args.append(self._ws.ptr + self._ws_offsets[i])
+            # a TMA ring kernel's tensor maps, for its inputs' addresses of this call
+            maps = [self._tensor_map(spec, args[spec.input]) for spec in k.tensor_maps]
             # the first kernel waits for whatever ran before the graph on the stream; each
             # later one may start early and waits for its predecessor in the kernel itself
-            rt.launch(f, k.grid, k.threads, k.smem_bytes, stream, args, early=i > 0)
+            rt.launch(f, k.grid, k.threads, k.smem_bytes, stream, args, early=i > 0, blobs=maps)
         # Outputs that are graph inputs, or repeat another output, are copied into place.
         for n, p in zip(self.graph.outputs, out_ptrs, strict=True):
             if ptr[n] != p:

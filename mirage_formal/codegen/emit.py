@@ -45,7 +45,13 @@ from mirage_formal.codegen.print_combine import CombinePrinter
 from mirage_formal.codegen.print_mma import MmaPrinter
 from mirage_formal.codegen.print_row_registers import RowRegisterPrinter
 from mirage_formal.codegen.print_rows import RowPrinter
-from mirage_formal.codegen.printer import TileExpr, ld_vec_fn, st_vec_fn, zeroed_accumulators
+from mirage_formal.codegen.printer import (
+    BLOCK_IDX,
+    TileExpr,
+    ld_vec_fn,
+    st_vec_fn,
+    zeroed_accumulators,
+)
 from mirage_formal.codegen.schedule import SIMPLE as SIMPLE
 from mirage_formal.codegen.schedule import Schedule
 from mirage_formal.codegen.steps import (
@@ -59,6 +65,7 @@ from mirage_formal.codegen.steps import (
     Step,
     Zero,
 )
+from mirage_formal.codegen.tma import BOX_COLS, TensorMapSpec
 from mirage_formal.errors import UnsupportedOpError
 from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import ITER, BlockGraph
@@ -97,6 +104,8 @@ class EmittedKernel:
     #: workspace floats after the per-block regions (a split's partials and tickets)
     extra_ws_floats: int = 0
     schedule: Schedule = field(default_factory=Schedule)
+    #: the tensor maps a TMA ring kernel takes after ``ws``, by value (:mod:`tma`)
+    tensor_maps: tuple[TensorMapSpec, ...] = ()
 
     @property
     def ws_bytes(self) -> int:
@@ -384,10 +393,91 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         params = [f"const {dt.c_type}* __restrict__ in{k}" for k, (_, dt) in enumerate(bg.inputs)]
         params += [f"{o.node.dtype.c_type}* __restrict__ out{k}" for k, o in enumerate(bg.outputs)]
         params.append("float* __restrict__ ws")
+        if self.tma:  # (one tensor map per ring tile, by value)
+            params += [f"const __grid_constant__ mf::TensorMap tm{j}" for j in range(len(self.raw))]
         mb = self.opts.min_blocks
-        bounds = f"__launch_bounds__({self.T}, {mb})" if mb else f"__launch_bounds__({self.T})"
+        T = self.T + 32 if self.tma else self.T  # (a TMA ring's producer warp)
+        bounds = f"__launch_bounds__({T}, {mb})" if mb else f"__launch_bounds__({T})"
         return [f'extern "C" __global__ void {dims}{bounds} {self.name}(',
                 "    " + ",\n    ".join(params) + ") {"]
+
+    # ------------------------------------------------------------ TMA ring (Schedule.tma_ring)
+    def tensor_map_spec(self, n: Node) -> TensorMapSpec:
+        """The tensor map raw tile ``n``'s copies use: its input, boxes of its rows."""
+        k = n.attr("input")
+        shape, dt = self.bg.inputs[k]
+        return TensorMapSpec(k, shape[0], shape[1], n.shape[0], dt)
+
+    def tile_origin(self, n: Node, itv: str) -> tuple[str, str]:
+        """C expressions of the (row, column) where iterator tile ``n`` of a 2D input starts
+        at iteration ``itv`` (the terms :meth:`iter_ref` adds to each index)."""
+        shape, _ = self.bg.inputs[n.attr("input")]
+        imap, fmap = n.attr("imap"), n.attr("fmap")
+        out = []
+        for d in range(2):
+            ps = [f"{BLOCK_IDX[a]} * {shape[d] // self.bg.grid[a]}" for a in range(3) if imap[a] == d]
+            if fmap == d:
+                ps.append(f"{itv} * {n.shape[d]}")
+            out.append(" + ".join(ps) or "0")
+        return out[0], out[1]
+
+    def emit_tma_producer(self, raw: list[Node]) -> list[str]:
+        """The ring's barriers and the producer warp (thread ``T``): stage after stage, wait
+        until the consumers gave the slot back, announce its bytes on the slot's "full"
+        barrier and issue one tensor-map copy per 64-column box of each tile; then it leaves.
+        It waits for the previous kernel first unless every tile is of a graph input."""
+        S, T, F = self.stages, self.T, self.FL
+        nbytes = sum(math.prod(n.shape) * 2 for n in raw)
+        pol = "true" if self.opts.evict_first else "false"
+        pol_arg = "mf_pol" if self.opts.evict_first else "0ull"
+        lines = [f"  __shared__ __align__(8) unsigned long long mf_full[{S}], mf_empty[{S}];",
+                 "  if (threadIdx.x == 0) {",
+                 f"    for (int s = 0; s < {S}; ++s) {{",
+                 f"      mf::mbar_init(&mf_full[s], 1);  // the producer's arrival, then {nbytes} bytes",
+                 f"      mf::mbar_init(&mf_empty[s], {T // 32});  // one arrival per consumer warp",
+                 "    }", "    mf::mbar_init_fence();", "  }", "  __syncthreads();",
+                 f"  if (threadIdx.x >= {T}) {{  // the producer warp: every copy of the ring",
+                 f"    if (threadIdx.x == {T}) {{"]
+        lines += [f"      mf::tensormap_prefetch(&tm{j});" for j in range(len(raw))]
+        if any(n.attr("input") not in self.early for n in raw):
+            lines.append("      mf::grid_dep_wait();")
+        lines += ["      int s = 0;", "      unsigned ph = 0;",
+                  f"      for (int it = 0; it < {F}; ++it) {{",
+                  f"        if (it >= {S}) mf::mbar_wait(&mf_empty[s], ph ^ 1);",
+                  f"        mf::mbar_expect_tx(&mf_full[s], {nbytes});"]
+        # the largest tile first: the weight stream's box is requested before the small
+        # activation tiles every block also reads (rmsnorm b=8's fused kernel 24.6 -> 24.4 µs,
+        # b=1's on tensor cores 26.1 -> 25.4: H100, s28 c8)
+        for j, n in sorted(enumerate(raw), key=lambda jn: -math.prod(jn[1].shape)):
+            row0, col0 = self.tile_origin(n, "it")
+            for b in range(n.shape[-1] // BOX_COLS):
+                dst = f"{self.buf[n]} + s * {self.stage_halves(n)}" + (
+                    f" + {b * self.tma_box_halves(n)}" if b else "")
+                col = f"{col0} + {b * BOX_COLS}" if b else col0
+                lines.append(f"        mf::tma_load_2d<{pol}>({dst}, &tm{j}, {col}, {row0}, "
+                             f"&mf_full[s], {pol_arg});")
+        lines += [f"        if (++s == {S}) {{", "          s = 0;", "          ph ^= 1;", "        }",
+                  "      }", "    }", "    return;", "  }"]
+        return lines
+
+    def emit_tma_loop(self, body: list[Step], extents: dict[str, Extent]) -> list[str]:
+        """The consumer warps' loop over a TMA ring: wait for the iteration's stage on its
+        "full" barrier, run the body (a block barrier at its end only if it writes memory),
+        and each warp gives the stage back on its "empty" barrier once done reading it."""
+        S = self.stages
+        self.slot_counters = True  # (stage_offset: iteration it's slot is mf_s)
+        lines = ["  int mf_slot = 0;", "  unsigned mf_ph = 0;",
+                 f"  for (int it = 0; it < {self.FL}; ++it) {{",
+                 "    const int mf_s = mf_slot;",
+                 "    mf::mbar_wait(&mf_full[mf_s], mf_ph);"]
+        lines += with_barriers([(self.emit_step(s, "    "), self.reads_only(s)) for s in body],
+                               extents, "    ", close=False, close_if_written=True)
+        lines += ["    __syncwarp();",
+                  "    if ((threadIdx.x & 31) == 0) mf::mbar_arrive(&mf_empty[mf_s]);",
+                  f"    if (++mf_slot == {S}) {{", "      mf_slot = 0;", "      mf_ph ^= 1;", "    }",
+                  "  }"]
+        self.slot_counters = False
+        return lines
 
     def emit(self) -> EmittedKernel:
         if self.row_registers():
@@ -414,7 +504,12 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         if self.opts.evict_first:
             # the L2 policy every streamed read passes (unused, and removed, if none is)
             lines.append("  const unsigned long long mf_pol = mf::l2_evict_first();")
-        if plan.smem_floats:
+        tma = self.tma
+        if plan.smem_floats and tma:  # (the ring's stages on 1024-byte boundaries)
+            lines += ["  extern __shared__ __align__(16) unsigned char mf_smem_raw[];",
+                      "  float* smem = reinterpret_cast<float*>(mf_smem_raw + "
+                      "mf::align1024_pad(mf_smem_raw));"]
+        elif plan.smem_floats:
             lines.append("  extern __shared__ __align__(16) float smem[];")
         if plan.ws_floats and SK:
             lines.append(f"  float* wsb = ws + (size_t)blockIdx.x * {plan.ws_floats};")
@@ -441,8 +536,14 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         extents: dict[str, Extent] = {
             b: (bb.space, bb.offset, bb.offset + bb.size) for b, bb in bufs.items()}
         extents["mf_red"] = ("red", 0, 1)
+        raw = sorted(self.raw, key=self.ids.__getitem__)
+        S = self.stages
+        consumers_from = len(lines)
+        if tma:  # the producer warp's loop, then only the consumer warps go on
+            lines += self.emit_tma_producer(raw)
+            consumers_from = len(lines)
         staged: list[Node] = []
-        if self.opts.prefetch and bg.forloop > 1:
+        if self.opts.prefetch and bg.forloop > 1 and not tma:
             budget = self.opts.prefetch_regs
             loads = [s.node for s in steps[p:q] if isinstance(s, Load)]
             # streamed gemv B tiles first: they have no other way to get ahead of their use
@@ -473,10 +574,9 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
             inits.append("  #pragma unroll")
             inits.append(f"  for (int k = 0; k < {2 * wm}; ++k) (&ff{self.ids[a]}[0][0])[k] = 0.f;")
         lines += [] if SK else inits
-        raw = sorted(self.raw, key=self.ids.__getitem__)
-        S = self.stages
-        # (stream-K: no early copies, its first segment's tiles are not known before its loop)
-        ahead = [x for x in raw if x.attr("input") in self.early] if not SK else []
+        # (stream-K: no early copies, its first segment's tiles are not known before its loop;
+        # a TMA ring's producer issues every copy)
+        ahead = [x for x in raw if x.attr("input") in self.early] if not SK and not tma else []
         for j in range(min(S - 1, F) if ahead else 0):  # graph inputs' first stages, early
             for x in ahead:
                 lines += self.emit_cp_async(x, str(j), "  ")
@@ -495,7 +595,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         if SK:
             lines += self.stream_k_loop_head() + inits
         ring: list[str] = []
-        for j in range(S - 1 if raw else 0):  # iterations 0..S-2 of the cp.async tiles
+        for j in range(S - 1 if raw and not tma else 0):  # iterations 0..S-2 of the cp.async tiles
             if j < F:
                 ring += [f"  if ({j} < mf_n) {{"] if SK else []
                 for x in raw:
@@ -535,8 +635,10 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
             lines += self.emit_matmul_mma(n, self.fused.get(n, self.epi.get(n, n)), False, "  ",
                                           mode="hoist")
         # Schedule.one_barrier: the ring's refill follows the iteration's one barrier
-        one_bar = self.opts.one_barrier and bool(raw) and not staged and not SK
-        if q > p:
+        one_bar = self.opts.one_barrier and bool(raw) and not staged and not SK and not tma
+        if q > p and tma:
+            lines += self.emit_tma_loop([s for s in steps[p:q]], extents)
+        elif q > p:
             body = [s for s in steps[p:q] if not (isinstance(s, Load) and s.node in staged)]
             # D copies of the body, one per register stage, so stage indices are constants.
             # it0 % S carried from one iteration to the next (see layout.ring_counted); one
@@ -605,9 +707,9 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                 lines.append(f"    mf_slot = mf_slot + {D} < {S} ? mf_slot + {D} : mf_slot + {D} - {S};")
             lines.append("  }")
             self.slot_counters = False
-        if raw:
+        if raw and not tma:
             lines.append("  mf::cp_async_wait<0>();")
-        if one_bar and q > p:  # (the loop's last iteration ended without one)
+        if (one_bar or tma) and q > p:  # (the loop's last iteration may have ended without one)
             lines.append("  __syncthreads();")
         if not one_wave and not SK:
             lines.append("  mf::grid_dep_launch();")
@@ -645,15 +747,19 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
             lines += ["  }", "  __syncthreads();", "  }  // stream-K segment"]
             lines += [] if one_wave else ["  mf::grid_dep_launch();"]
         lines.append("}")
+        if tma:  # the producer warp has left: block barriers are the consumer warps' own
+            lines[consumers_from:] = [ln.replace("__syncthreads();", f"mf::consumer_sync<{self.T}>();")
+                                      for ln in lines[consumers_from:]]
         if self.uses_red:  # block-wide row reductions (split_rows) exchange warp sums here
             lines.insert(2, f"  __shared__ float mf_red[{self.T // 32}];")
         return EmittedKernel(
             name=self.name, source="\n".join(lines) + "\n",
-            grid=(SK, 1, 1) if SK else (gx * SP, gy, gz), threads=self.T,
-            smem_bytes=4 * plan.smem_floats, ws_floats=plan.ws_floats,
+            grid=(SK, 1, 1) if SK else (gx * SP, gy, gz), threads=self.T + 32 if tma else self.T,
+            smem_bytes=4 * plan.smem_floats + (1024 if tma else 0), ws_floats=plan.ws_floats,
             extra_ws_floats=combine_floats, schedule=self.opts,
             in_types=tuple(dt for _, dt in bg.inputs),
-            out_types=tuple(o.node.dtype for o in bg.outputs))
+            out_types=tuple(o.node.dtype for o in bg.outputs),
+            tensor_maps=tuple(self.tensor_map_spec(n) for n in raw) if tma else ())
 
 
 def emit_block_graph(bg: BlockGraph, name: str, smem_limit: int = SMEM_LIMIT_BYTES,

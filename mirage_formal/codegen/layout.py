@@ -219,6 +219,9 @@ class KernelLayout:
         #: the copies and the 8 rows one ldmatrix reads still fall in distinct banks. The
         #: others keep rows padded by 8 halves (16 bytes) for the same reads
         self.swz = {n for n in raw if self.opts.dense_rows and self._swizzle_ok(n)}
+        #: Schedule.tma_ring applies: a producer warp fills the ring with tensor-map copies,
+        #: and every raw tile is stored as the copies write it (see :meth:`raw_offset`)
+        self.tma = self._tma_ok()
         per_stage = sum(2 * math.prod(n.shape[:-1]) * (n.shape[-1] + self.raw_pad(n)) for n in raw)
         #: cp.async pipeline depth: iterations in flight (stages of every raw tile)
         self.stages = max(2, min(self.opts.async_stages, self.FL,
@@ -255,6 +258,31 @@ class KernelLayout:
         return (self.opts.mma_kpair and n in self.reg_acc and n not in self.hoist_a
                 and n.src[0].shape[-1] >= 32 * self.kslice.get(n, 1))
 
+    #: the most rows one tensor-map box may have (each box dimension is at most 256)
+    TMA_BOX_ROWS = 256
+
+    def _tma_ok(self) -> bool:
+        """Whether :attr:`Schedule.tma_ring` applies: a real loop of this block (no split, no
+        stream-K) over a ring whose every tile keeps swizzled dense rows and is a box of at
+        most 256 rows of a 2D input with rows of a multiple of 16 bytes (what a 2D tensor map
+        can describe), fp16 or bf16, and warps to spare for the producer."""
+        if not (self.opts.tma_ring and self.raw and self.swz == self.raw and self.FL > 1
+                and self.split == 1 and not self.stream_k and self.T % 32 == 0
+                and self.T + 32 <= 1024):
+            return False
+        for n in self.raw:
+            shape, dt = self.bg.inputs[n.attr("input")]
+            if (len(n.shape) != 2 or len(shape) != 2 or dt.itemsize != 2 or shape[-1] % 8
+                    or n.shape[-1] % 64 or n.shape[0] > self.TMA_BOX_ROWS):
+                return False
+        return True
+
+    def tma_box_halves(self, n: Node) -> int:
+        """Halves between the 64-column boxes of one stage of raw tile ``n`` in a TMA ring:
+        the box's rows of 128 bytes, rounded up to 8 rows (a 1024-byte swizzle period, so
+        every box starts where the copy engine's swizzle pattern does)."""
+        return -(-math.prod(n.shape[:-1]) // 8) * 8 * 64
+
     def raw_pad(self, n: Node) -> int:
         """Halves of padding after each row of raw tile ``n``."""
         return 0 if n in self.swz else 8
@@ -288,6 +316,11 @@ class KernelLayout:
         """Halves from a stage (or batch slice) of raw tile ``n`` to 16-byte chunk ``chunk`` of
         row ``row`` (C expressions), swizzled where ``n`` keeps dense rows by ``xor_row``
         (default ``row``: the row within its batch slice, which has the same low bits)."""
+        if n in self.swz and self.tma and n.shape[-1] > 64:
+            # a TMA ring's tile of several 64-column boxes: box after box, each in rows of
+            # 128 bytes whose chunks the copy engine's 128-byte swizzle places at c ^ (r & 7)
+            return (f"((({chunk}) >> 3) * {self.tma_box_halves(n)} + ({row}) * 64 + "
+                    f"(((({chunk}) & 7) ^ (({xor_row or row}) & 7)) << 3))")
         if n in self.swz:
             return f"({row}) * {self.ld[n]} + ((({chunk}) ^ (({xor_row or row}) & 7)) << 3)"
         return f"({row}) * {self.ld[n]} + {chunk if chunk.isidentifier() else f'({chunk})'} * 8"
@@ -635,7 +668,10 @@ class KernelLayout:
                 and shape[-1] % 8 == 0 and bool(cs) and all(reads(c) for c in cs))
 
     def stage_halves(self, n: Node) -> int:
-        """Halves of one stage of raw tile ``n`` (16-byte multiple)."""
+        """Halves of one stage of raw tile ``n`` (16-byte multiple; in a TMA ring, whole
+        1024-byte boxes: :meth:`tma_box_halves`)."""
+        if self.tma:
+            return n.shape[-1] // 64 * self.tma_box_halves(n)
         return -(-math.prod(n.shape[:-1]) * self.ld[n] // 8) * 8
 
     def ring_counted(self) -> bool:
@@ -860,6 +896,8 @@ class KernelLayout:
             # cp.async writes a raw tile before the loop and during every iteration: it
             # lives from the first step to the end of the loop.
             bufs[f"b{self.ids[n]}"] = Buffer(f"b{self.ids[n]}", self.buf_size(n), 0, max(q - 1, 0))
+            if self.tma:  # (stages on the copy engine's 1024-byte swizzle period)
+                bufs[f"b{self.ids[n]}"].align = 256
             self.buf[n] = f"b{self.ids[n]}"
         for n, i in scratch.items():
             rows = math.prod(n.shape[:-1])

@@ -4,7 +4,8 @@ A block graph's materialized tiles (and scratch rows) become fp32 buffers. Each 
 lifetime ``[first, last]`` in the kernel's flat step order; a buffer defined before the
 for-loop and read inside it, and every accumulator, lives across the whole loop. Buffers whose
 lifetimes do not overlap share memory. Offsets are assigned greedily, largest first, at the
-lowest 16-byte-aligned offset that collides with no overlapping buffer (first fit). If the
+lowest 16-byte-aligned offset (or the buffer's own larger alignment: a TMA ring's stages start
+on 1024-byte boundaries) that collides with no overlapping buffer (first fit). If the
 plan exceeds the shared-memory limit, the largest buffers move to a per-block global
 workspace (planned the same way), so every block graph the IR accepts can be emitted.
 
@@ -27,6 +28,7 @@ class Buffer:
     last: int
     space: str = "smem"  # "smem" or "ws" (per-block global workspace)
     offset: int = 0
+    align: int = ALIGN  # floats; a multiple of ALIGN
 
     def overlaps(self, o: Buffer) -> bool:
         return not (self.last < o.first or o.last < self.first)
@@ -50,7 +52,7 @@ def _assign(bufs: list[Buffer]) -> int:
         for lo, hi in busy:
             if off + size <= lo:
                 break
-            off = max(off, hi)
+            off = -(-max(off, hi) // b.align) * b.align
         b.offset = off
         placed.append(b)
         total = max(total, off + size)

@@ -173,14 +173,23 @@ class Runtime:
         return f
 
     def launch(self, f: Any, grid: Sequence[int], threads: int, smem: int, stream: int,
-               ptrs: Sequence[int], early: bool = False) -> None:
+               ptrs: Sequence[int], early: bool = False, blobs: Sequence[bytes] = ()) -> None:
         """Launch ``f``. ``early``: programmatic dependent launch (sm_90+): the kernel may begin
         before the previous one on ``stream`` has finished; it must wait for it
         (``griddepcontrol.wait``, which every emitted kernel does before touching anything an
         earlier kernel writes). Drivers that refuse the attribute get a plain launch, and
-        ``self.pdl`` turns off."""
+        ``self.pdl`` turns off. ``blobs``: by-value parameters after the pointers (tensor
+        maps, 64-byte aligned here; the driver copies them at the launch)."""
         vals = (ctypes.c_void_p * len(ptrs))(*ptrs)
-        params = (ctypes.c_void_p * len(ptrs))(*[ctypes.addressof(vals) + 8 * i for i in range(len(ptrs))])
+        addrs = [ctypes.addressof(vals) + 8 * i for i in range(len(ptrs))]
+        held = []  # (kept alive until the launch has copied them)
+        for b in blobs:
+            buf = ctypes.create_string_buffer(len(b) + 64)
+            at = -(-ctypes.addressof(buf) // 64) * 64
+            ctypes.memmove(at, b, len(b))
+            held.append(buf)
+            addrs.append(at)
+        params = (ctypes.c_void_p * len(addrs))(*addrs)
         if early and self.pdl:
             drv = self.drv
             cfg = drv.CUlaunchConfig()

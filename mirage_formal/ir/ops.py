@@ -251,7 +251,7 @@ elementwise("sub", 2, np.subtract, "({0} - {1})", _ring(lambda F, a, x, y: F.sub
             "add($0, neg($1))", "x - y, broadcasting")
 elementwise("mul", 2, np.multiply, "({0} * {1})", _ring(lambda F, a, x, y: F.mul(x, y)), "mul",
             "mul($0, $1)", "x * y, broadcasting", commutative=True)
-elementwise("div", 2, np.divide, "({0} / {1})",
+elementwise("div", 2, np.divide, "mf::div_fast({0}, {1})",
             _ring(lambda F, a, x, y: F.mul(x, F.inv(y))), "div", "div($0, $1)",
             "x / y, broadcasting", domain="positive")
 

@@ -558,8 +558,9 @@ def test_loop_free_accumulators_share_their_source_tile() -> None:
 def test_refinements_combine_kinds_with_the_winner() -> None:
     """The tuner's second round puts each tried kind of choice on the winner's threads and
     split, skipping combinations already tried or invalid for the kernel (besides the
-    winner's own variants: L2 policies first, for an unsplit winner on fewer blocks than
-    SMs its loop split through a cluster, and stream-K where it leaves SMs idle)."""
+    winner's own variants: the TMA ring first where its tiles allow it, then L2 policies, for
+    an unsplit winner on fewer blocks than SMs its loop split through a cluster, and stream-K
+    where it leaves SMs idle)."""
     from mirage_formal.codegen import candidate_schedules, launches
     from mirage_formal.codegen.schedule import refinements
 
@@ -569,6 +570,10 @@ def test_refinements_combine_kinds_with_the_winner() -> None:
             keys = {s.key for s in tried}
             for best in tried[:6]:
                 refs = refinements(best, tried, la.graph)
+                # the TMA ring's trials lead (test_tma_ring checks them)
+                lead = next((i for i, r in enumerate(refs) if not r.tma_ring), len(refs))
+                assert not any(r.tma_ring for r in refs[lead:]) or best.tma_ring
+                refs = refs[lead:]
                 # first: the winner itself with 256-byte L2 fetches, then evicted first from L2
                 # (unless already tried: a large read-once stream's rules carry the policy)
                 first = [r for r in (replace(best, l2_fetch=256), replace(best, evict_first=True))

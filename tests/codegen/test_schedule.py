@@ -17,7 +17,7 @@ BAD: list[tuple[str, Any]] = [
     ("prefetch_depth", 0), ("prefetch_regs", -1), ("l2_fetch", 64), ("evict_first", 1),
     ("chain_rows", 3), ("ring_first", 1), ("min_blocks", -1), ("min_blocks", 33),
     ("coarsen", 0), ("coarsen_axis", 3), ("dense_rows", 1), ("mma_kpair", 1),
-    ("reg_epilogue", 1), ("fold_fragments", 1), ("one_barrier", 1),
+    ("reg_epilogue", 1), ("fold_fragments", 1), ("one_barrier", 1), ("tma_ring", 1),
 ]
 
 
@@ -32,10 +32,11 @@ def test_a_bad_field_raises_the_packages_error_naming_it(name: str, value: Any) 
 def test_every_field_survives_the_text_key_and_unknown_fields_are_refused() -> None:
     s = Schedule(threads=256, split=4, gemv=True, l2_fetch=256, chain_warps=2, warp_m=2,
                  evict_first=True, coarsen=2, coarsen_axis=1, dense_rows=True, mma_kpair=True,
-                 mma_kslice=4, reg_epilogue=True, fold_fragments=True, one_barrier=True)
+                 mma_kslice=4, reg_epilogue=True, fold_fragments=True, one_barrier=True,
+                 tma_ring=True)
     assert Schedule.from_dict(s.to_dict()) == s
     t = Schedule(stream_k=132, gemv=True)  # (stream-K comes without a split)
     assert Schedule.from_dict(t.to_dict()) == t
     assert {f.name for f in fields(Schedule)} == set(s.to_dict()) | set(t.to_dict())
     with pytest.raises(GraphError, match="unknown fields"):
-        Schedule.from_dict({**s.to_dict(), "tma": True})
+        Schedule.from_dict({**s.to_dict(), "tma_rings": True})

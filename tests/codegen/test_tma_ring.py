@@ -1,0 +1,157 @@
+"""The TMA ring (Schedule.tma_ring) without a GPU: which kernels take it, what their source
+holds (a producer warp, mbarriers, no block-wide barrier after the producer leaves, no
+cp.async), that they compile for sm_90, that the shared-memory places the printed addresses
+give each tile element are where the copy engine's 128-byte swizzle puts it, the plan's
+alignment of the ring, and the tuner's trials of it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from graph_strategies import attention_loop_program, matmul_loop_program, tma_ring_cases
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mirage_formal import workloads
+from mirage_formal.codegen import Schedule, compile_graph, emit_graph, launches
+from mirage_formal.codegen.barriers import with_barriers
+from mirage_formal.codegen.layout import KernelLayout
+from mirage_formal.codegen.plan import Buffer, plan_buffers
+from mirage_formal.codegen.schedule import refinements
+from mirage_formal.codegen.tma import BOX_COLS
+from mirage_formal.ir.dtypes import DType
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cubin")
+
+
+@pytest.mark.parametrize("case", tma_ring_cases(), ids=lambda c: c[0])
+def test_tma_ring_kernels_hand_their_stages_over_through_mbarriers(case: tuple, cache: Path) -> None:
+    """Every case's ring kernels take the TMA ring: one tensor map per ring tile, a producer
+    warp beyond the schedule's threads issuing one 2D copy per 64-column box, consumers that
+    wait on the full barriers and give stages back on the empty ones, and after the producer's
+    exit only named barriers of the consumers; each compiles for sm_90."""
+    _, prog, sched = case
+    cg = compile_graph(prog, opts=sched, arch="sm_90", cache=cache, load=False)
+    ring_kernels = [k for k in cg.kernels if k.tensor_maps]
+    assert ring_kernels
+    for k in ring_kernels:
+        src = k.source
+        T = sched.threads or next(la.graph.threads for la in cg.launches if la.graph is not None)
+        assert k.threads == T + 32
+        assert f"if (threadIdx.x >= {T}) {{" in src
+        consumers = src[src.index("    return;\n  }"):]
+        assert "__syncthreads" not in consumers and "cp_async" not in src
+        assert "mf::mbar_wait(&mf_full[mf_s], mf_ph);" in consumers
+        assert "mf::mbar_arrive(&mf_empty[mf_s]);" in consumers
+        # the stage's announced bytes are those of its copies (a box: its rows x 128 bytes)
+        copies = re.findall(r"mf::tma_load_2d<(?:true|false)>\([^;]*&tm(\d+),", src)
+        nbytes = sum(k.tensor_maps[int(j)].box_rows * 2 * BOX_COLS for j in copies)
+        assert f"mf::mbar_expect_tx(&mf_full[s], {nbytes});" in src
+        assert {int(j) for j in copies} == set(range(len(k.tensor_maps)))
+
+
+def test_tma_ring_copies_one_box_per_64_columns_of_each_tile(cache: Path) -> None:
+    """rmsnorm b=8's fused kernel: X's 16 x 128 tile is two boxes, W's 128 x 64 tile one; the
+    stage's byte count is both tiles'; the maps describe X and W with boxes of their rows."""
+    prog = workloads.handwritten("rmsnorm", 8)
+    sched = Schedule(tma_ring=True, dense_rows=True, async_stage_bytes=200 * 1024)
+    _, _, (k,) = emit_graph(prog, opts=sched)
+    x_map, w_map = k.tensor_maps
+    assert (x_map.input, x_map.rows, x_map.cols, x_map.box_rows) == (0, 16, 4096, 16)
+    assert (w_map.input, w_map.rows, w_map.cols, w_map.box_rows) == (1, 4096, 6144, 128)
+    assert x_map.dtype is DType.F16
+    copies = re.findall(r"mf::tma_load_2d<(?:true|false)>\((\w+) [^;]*&tm(\d)", k.source)
+    assert [c[1] for c in copies] == ["1", "0", "0"]  # (the weight stream first)
+    assert "mf::mbar_expect_tx(&mf_full[s], 20480);" in k.source
+
+
+@pytest.mark.parametrize("prog, sched", [
+    (matmul_loop_program(16, 64, 64, 8), Schedule(tma_ring=True)),  # (no dense rows)
+    (matmul_loop_program(16, 64, 64, 8), Schedule(tma_ring=True, dense_rows=True, split=2)),
+    (matmul_loop_program(16, 64, 64, 8, batch=2), Schedule(tma_ring=True, dense_rows=True)),
+    (matmul_loop_program(16, 64, 32, 8), Schedule(tma_ring=True, dense_rows=True)),  # 32 columns
+    (attention_loop_program(16, 64, 64, 64, 4, batch=2), Schedule(tma_ring=True, dense_rows=True)),
+], ids=["no dense rows", "split", "batched", "narrow", "attention"])
+def test_tma_ring_falls_back_where_it_does_not_apply(prog: object, sched: Schedule) -> None:
+    """Where the TMA ring does not apply (no swizzled dense rows, a split loop, a batched or
+    narrow tile, attention's batched K and V), the kernel prints as without it."""
+    src, _, kernels = emit_graph(prog, opts=sched)  # type: ignore[arg-type]
+    plain, _, _ = emit_graph(prog, opts=replace(sched, tma_ring=False))  # type: ignore[arg-type]
+    assert not any(k.tensor_maps for k in kernels)
+    assert src == plain
+
+
+def _tma_offset(r: int, c: int, rows: int) -> int:
+    """Halves from a stage's start to element (r, c) as the copy engine writes a tile of
+    ``rows`` rows in 64-column boxes with the 128-byte swizzle: box after box (each padded to
+    whole 1024-byte swizzle periods), 128 bytes a row, the 16-byte chunk k of row r at
+    k ^ (r % 8) (the address bits 4-6 XORed with bits 7-9 of a 1024-aligned box)."""
+    box_halves = -(-rows // 8) * 8 * 64
+    box, cc = divmod(c, 64)
+    return box * box_halves + r * 64 + (((cc // 8) ^ (r % 8)) * 8) + cc % 8
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=st.sampled_from([2, 8, 12, 16, 64, 128]), boxes=st.integers(1, 4))
+def test_printed_addresses_are_where_the_copy_engine_writes(rows: int, boxes: int) -> None:
+    """Every element of a TMA ring tile: the printed address (KernelLayout.addr, the C
+    expression evaluated) is where the 2D tensor-map copy with the 128-byte swizzle puts it."""
+    cols = 64 * boxes
+    prog = matmul_loop_program(rows, cols, 64, 3)
+    (la,) = launches(prog, 128)
+    lay = KernelLayout(la.graph, "k", 227 * 1024,
+                       Schedule(tma_ring=True, dense_rows=True, async_stage_bytes=200 * 1024))
+    assert lay.tma
+    a = next(n for n in lay.raw if n.shape == (rows, cols))
+    expr = lay.addr(a, ["R", "C"])
+    for r in range(rows):
+        got = [eval(expr, {"R": r, "C": c}) for c in range(cols)]
+        assert got == [_tma_offset(r, c, rows) for c in range(cols)]
+    assert lay.stage_halves(a) == boxes * -(-rows // 8) * 8 * 64
+
+
+def test_the_plan_starts_aligned_buffers_on_their_alignment() -> None:
+    """A buffer with a larger alignment (a TMA ring's, 1024 bytes) gets an offset that is a
+    multiple of it, after buffers that overlap it in time."""
+    small = Buffer("a", 100, 0, 5)
+    ring = Buffer("b", 60, 0, 5, align=256)
+    late = Buffer("c", 40, 6, 9)
+    plan = plan_buffers([small, ring, late], 10_000)
+    assert ring.offset % 256 == 0
+    assert not (small.offset < ring.offset + 60 and ring.offset < small.offset + 100)
+    assert plan.smem_floats >= ring.offset + 60
+
+
+def test_a_loop_body_that_only_reads_needs_no_closing_barrier() -> None:
+    """with_barriers(close_if_written): a barrier after the body only if a step writes
+    memory."""
+    ext = {"t": ("smem", 0, 64), "u": ("smem", 64, 128)}
+    reads = [(["x = t[0];"], frozenset({"t"}))]
+    writes = [(["u[0] = 1.f;"], frozenset[str]())]
+    assert with_barriers(reads, ext, "", close=False, close_if_written=True) == ["x = t[0];"]
+    assert with_barriers(reads + writes, ext, "", close=False,
+                         close_if_written=True)[-1] == "__syncthreads();"
+
+
+def test_the_tuner_tries_the_tma_ring_first_on_a_streamed_winner() -> None:
+    """The second round of a streamed tensor-core winner opens with the TMA ring: alone, with
+    outputs from the registers and the fold from the fragments, and on half the warps with
+    twice the columns, each with min_blocks=1; a gemv winner also on tensor cores; a winner
+    whose tiles a tensor map cannot copy gets none."""
+    (la,) = launches(workloads.handwritten("rmsnorm", 8), 128)
+    best = Schedule(threads=256, dense_rows=True, mma_kpair=True, evict_first=True)
+    first = refinements(best, [], la.graph)[:3]
+    assert all(s.tma_ring and s.min_blocks == 1 and s.dense_rows for s in first)
+    assert first[1].reg_epilogue and first[1].fold_fragments
+    assert (first[2].threads, first[2].warp_n) == (128, 2)
+    (lg,) = launches(workloads.handwritten("rmsnorm", 1), 128)
+    gemv = refinements(Schedule(threads=256, gemv=True), [], lg.graph)
+    assert any(s.tma_ring and not s.gemv for s in gemv)
+    (lb,) = launches(matmul_loop_program(16, 64, 32, 8), 128)
+    assert not any(s.tma_ring for s in refinements(Schedule(), [], lb.graph))
