@@ -40,6 +40,16 @@ def _collides(a: Iterable[Extent], b: Iterable[Extent]) -> bool:
     return any(sa == sb and lo < hb and lb < hi for sa, lo, hi in a for sb, lb, hb in b)
 
 
+def touches(chunks: Sequence[Chunk], extents: Mapping[str, Extent]) -> bool:
+    """Whether any of the steps' printed code names a buffer of ``extents`` (shared memory,
+    the workspace, the reduction scratch): code that names none touches only registers and
+    global memory the steps own."""
+    if not extents:
+        return False
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(extents, key=len, reverse=True))) + r")\b")
+    return any(pattern.search(line) for code, _ in chunks for line in code)
+
+
 def with_barriers(chunks: Sequence[Chunk], extents: Mapping[str, Extent], ind: str,
                   close: bool = True, close_if_written: bool = False) -> list[str]:
     """The steps' printed code in order, a barrier (at indent ``ind``) before each one that

@@ -38,8 +38,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from mirage_formal.codegen.barriers import Extent, with_barriers
-from mirage_formal.codegen.cindex import fmt_float, lin, multi_index
+from mirage_formal.codegen.barriers import Extent, touches, with_barriers
+from mirage_formal.codegen.cindex import lin, multi_index
 from mirage_formal.codegen.plan import plan_buffers
 from mirage_formal.codegen.print_combine import CombinePrinter
 from mirage_formal.codegen.print_mma import MmaPrinter
@@ -148,13 +148,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
             return self.emit_load(x, ind)
         if isinstance(step, Finalize):
             b = self.buf[x]
-            src = x.src[0]
-            fold = x.attr("fold")
-            count = self.bg.forloop * (src.shape[-1] // fold if fold is not None else 1)
-            e = f"{b}[i] * {fmt_float(1.0 / count)}f"
-            if x.attr("kind") == "rms":
-                e = f"sqrtf({e})"
-            return self.loop_over(x.shape, [f"{ind}  {b}[i] = {e};"], ind)
+            return self.loop_over(x.shape, [f"{ind}  {b}[i] = {self.finalized(x, f'{b}[i]')};"], ind)
         if isinstance(step, Accumulate):
             return self.emit_acc(x, ind)
         if isinstance(step, InvariantAccumulate):
@@ -608,8 +602,14 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         # Schedule.ring_first: the ring's copies before the loop-invariant tiles' loads, in
         # flight while those hold their threads (the ring's buffers live from step 0, so no
         # pre-loop tile shares their addresses)
+        # folds the register epilogue finishes in registers: no tile, zeroing, sums or finalize
+        reg_folds = self.register_folds()
+
+        def printed(st: Step) -> bool:
+            return not (isinstance(st, Zero | Finalize) and st.node in reg_folds)
+
         pre: list[str] = []
-        for s in steps[:p]:
+        for s in filter(printed, steps[:p]):
             if isinstance(s, Op):  # a loop-invariant op reads tiles the steps above wrote
                 pre.append("  __syncthreads();")
             pre += self.emit_step(s, "  ")
@@ -711,7 +711,10 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
             self.slot_counters = False
         if raw and not tma:
             lines.append("  mf::cp_async_wait<0>();")
-        if (one_bar or tma) and q > p:  # (the loop's last iteration may have ended without one)
+        # (the loop's last iteration may have ended without a barrier: one before anything
+        # after the loop touches shared memory; a TMA ring's epilogue in registers needs none)
+        after_loop = len(lines)
+        if one_bar and q > p:
             lines.append("  __syncthreads();")
         if not one_wave and not SK:
             lines.append("  mf::grid_dep_launch();")
@@ -720,10 +723,12 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         # after the loop: the leading post-loop steps (accumulators of loop-invariant tiles,
         # late loads), register results to their tiles, the split combine, the other post-loop
         # steps; barriers only where one of them touches memory an earlier one touched
-        head = [(self.emit_step(s, "  "), self.reads_only(s)) for s in steps[q:q + self.post_head]]
+        head = [(self.emit_step(s, "  "), self.reads_only(s)) for s in steps[q:q + self.post_head]
+                if printed(s)]
         tail = [self.emit_gemv_reduce(n, "  ") for n in sorted(self.gemv, key=self.ids.__getitem__)]
         tail += [self.emit_fold_reduce(a, "  ") for a in sorted(self.reg_fold, key=self.ids.__getitem__)]
-        tail += [self.emit_fragment_fold_sums(a, "  ") for a in sorted(self.frag_fold, key=self.ids.__getitem__)]
+        tail += [self.emit_fragment_fold_sums(a, "  ") for a in sorted(self.frag_fold, key=self.ids.__getitem__)
+                 if a not in reg_folds]
         saved = {m for ms in self.reg_saves.values() for m in ms}  # (stored by their Save)
         tail += [self.emit_matmul_mma(n, self.fused[n], True, "  ", mode="store")
                  for n in sorted(self.reg_acc, key=self.ids.__getitem__) if n not in saved]
@@ -743,7 +748,10 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                     accs, ws_base=plan.ws_floats * math.prod(bg.grid) * SP)
                 tail.append(combine)
         chunks = head + [(code, frozenset[str]()) for code in tail]
-        chunks += [(self.emit_step(s, "  "), self.reads_only(s)) for s in steps[q + self.post_head:]]
+        chunks += [(self.emit_step(s, "  "), self.reads_only(s)) for s in steps[q + self.post_head:]
+                   if printed(s)]
+        if tma and q > p and touches(chunks, extents):
+            lines.insert(after_loop, "  __syncthreads();")
         lines += with_barriers(chunks, extents, "  ", close=False)
         if SK:  # the owner's post-loop steps end; the next segment reuses the shared tiles
             lines += ["  }", "  __syncthreads();", "  }  // stream-K segment"]

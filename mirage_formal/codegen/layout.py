@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mirage_formal.codegen.cindex import lin
+from mirage_formal.codegen.cindex import fmt_float, lin
 from mirage_formal.codegen.plan import Buffer
 from mirage_formal.codegen.schedule import (
     ROWWISE_MAX_ROW,
@@ -587,6 +587,43 @@ class KernelLayout:
         else:
             fm = FoldMap("thread", -(-rows // self.T), 1)  # a thread per row
         return fm if fm.per_thread <= FOLD_REGISTERS_MAX else None
+
+    def register_folds(self) -> dict[Node, Node]:
+        """Fragment folds (:attr:`frag_fold`, no k slices) whose every reader is an inlined op
+        of an output stored from the registers of their own product (``reg_saves``): each
+        warp already holds its rows' partial sums in registers (every warp adds the terms of
+        its A fragments), so the register epilogue finishes them there (quad shuffles, then
+        the mean or square root) and the fold's shared tile, its zeroing, the post-loop sums
+        and the barriers between them are not printed. Fold -> its product."""
+        saved = [(ms, self._inline_chain(self.bg.outputs[k].node)) for k, ms in self.reg_saves.items()]
+        out: dict[Node, Node] = {}
+        for a, m in self.frag_fold.items():
+            chains = [chain for ms, chain in saved if m in ms]
+            if (m in self.kslice or a in self.out_nodes or not chains
+                    or not set(self.consumers[a]) <= set().union(*chains)):
+                continue
+            out[a] = m
+        return out
+
+    def _inline_chain(self, root: Node) -> set[Node]:
+        """The inlined elementwise ops an output computes through (its root included)."""
+        chain, stack = set(), [root]
+        while stack:
+            n = stack.pop()
+            if n in self.inline and n.op != ITER and n not in chain:
+                chain.add(n)
+                stack.extend(n.src)
+        return chain
+
+    def finalized(self, a: Node, v: str) -> str:
+        """Accumulator ``a``'s final value from its sum ``v`` (a C expression): the mean over
+        its terms, or their root mean square; a plain sum as it is."""
+        if a.attr("kind") == "sum":
+            return v
+        fold = a.attr("fold")
+        count = self.bg.forloop * (a.src[0].shape[-1] // fold if fold is not None else 1)
+        e = f"{v} * {fmt_float(1.0 / count)}f"
+        return f"sqrtf({e})" if a.attr("kind") == "rms" else e
 
     def _fragment_product(self, a: Node) -> Node | None:
         """The register product whose A fragments fold accumulator ``a`` adds its terms from

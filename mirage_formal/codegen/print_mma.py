@@ -426,12 +426,23 @@ class MmaPrinter(TilePrinter):
         pair = root.dtype is DType.F16 and N % 2 == 0 and full[-1] % 2 == 0
         exs: list[TileExpr] = []
         vals: list[str] = []
+        # fragment folds finished here (layout.register_folds): each row's sum from its quad
+        folds = sorted((a for a, m in self.register_folds().items() if m in ms), key=self.ids.__getitem__)
+        finish = [line for a in folds for line in (
+            f"{i2}float fq{self.ids[a]}[{WM}][2];", f"{i2}#pragma unroll",
+            f"{i2}for (int x = 0; x < {2 * WM}; ++x) {{",
+            f"{i3}float s = (&ff{self.ids[a]}[0][0])[x];",
+            f"{i3}s += __shfl_xor_sync(0xffffffffu, s, 1);",
+            f"{i3}s += __shfl_xor_sync(0xffffffffu, s, 2);",
+            f"{i3}(&fq{self.ids[a]}[0][0])[x] = {self.finalized(a, 's')};", f"{i2}}}")]
         for col in (["ec", "(ec + 1)"] if pair else ["ec"]):
             idx = [*bidx, "er", col]
             ex = TileExpr(self, i5)
             for j, m in enumerate(ms):
                 ex.memo[(self.fused[m], tuple(align_idx(idx, root.shape, self.fused[m].shape)))] = \
                     f"acc{j}[e + {len(exs)}]"
+            for a in folds:  # (row er is r0 for e < 2, r1 after)
+                ex.memo[(a, tuple(align_idx(idx, root.shape, a.shape)))] = f"fq{self.ids[a]}[wm][e >> 1]"
             vals.append(ex.val(root, idx))
             exs.append(ex)
         cond = [c for c, need in (("er < " + str(M), M % 16 != 0), ("ec < " + str(N), N % 8 != 0)) if need]
@@ -440,6 +451,7 @@ class MmaPrinter(TilePrinter):
                  else f"{at} = mf::from_f<{root.dtype.c_type}>({vals[0]});")
         return [f"{ind}if (threadIdx.x / 32 < {tiles}) {{", f"{i2}const int tile = threadIdx.x / 32;",
                 *self.mma_head(ms[0], i2), *[x for m in ms for x in self.add_kpair(m, WM * WN, i2)],
+                *finish,
                 f"{i2}#pragma unroll",
                 f"{i2}for (int wm = 0; wm < {WM}; ++wm) {{",
                 f"{i3}const int r0 = (tm0 + wm) * 16 + g, r1 = r0 + 8;",
