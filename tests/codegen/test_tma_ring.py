@@ -157,3 +157,38 @@ def test_the_tuner_tries_the_tma_ring_first_on_a_streamed_winner() -> None:
     assert gemv[2].reg_epilogue and (gemv[2].threads, gemv[2].warp_n) == (128, 2)
     (lb,) = launches(matmul_loop_program(16, 64, 32, 8), 128)
     assert not any(s.tma_ring for s in refinements(Schedule(), [], lb.graph))
+
+
+def test_a_register_epilogue_finishes_fragment_folds_in_registers() -> None:
+    """rmsnorm's fused kernel with register outputs and the fold from the A fragments: each
+    warp finishes its rows' rms from its own partial sums (quad shuffles, then the square
+    root) beside the stores, and the fold's shared tile is never zeroed, written or read; in
+    a TMA ring kernel nothing after the loop touches shared memory, so no barrier follows it.
+    With k slices (partial sums spread over warps) the fold still goes through its tile."""
+    prog = workloads.handwritten("rmsnorm", 8)
+    (la,) = launches(prog, 128)
+    sched = Schedule(threads=128, warp_n=2, dense_rows=True, mma_kpair=True, fold_fragments=True,
+                     reg_epilogue=True, tma_ring=True, min_blocks=1, async_stage_bytes=200 * 1024)
+    lay = KernelLayout(la.graph, "k", 227 * 1024, sched)
+    (fold,) = lay.register_folds()
+    src = emit_graph(prog, opts=sched)[0]
+    tile = f"b{lay.ids[fold]}"
+    assert not re.search(rf"\b{tile}\[", src)
+    assert f"fq{lay.ids[fold]}[wm][e >> 1]" in src and "sqrtf(s * " in src
+    after = src[src.index("mf_ph ^= 1;"):]
+    assert "consumer_sync" not in after and "__syncthreads" not in after
+    sliced = replace(sched, tma_ring=False, mma_kslice=2, threads=256, warp_n=0)
+    assert not KernelLayout(la.graph, "k", 227 * 1024, sliced).register_folds()
+    assert re.search(rf"\b{tile}\[", emit_graph(prog, opts=sliced)[0])
+
+
+def test_touches_finds_buffer_names_only() -> None:
+    """barriers.touches: printed code that names a buffer touches memory; code that names
+    only registers and outputs does not."""
+    from mirage_formal.codegen.barriers import touches
+
+    ext = {"b3": ("smem", 0, 64), "mf_red": ("red", 0, 1)}
+    assert touches([(["x = b3[i];"], frozenset[str]())], ext)
+    assert touches([(["mf_red[w] = s;"], frozenset[str]())], ext)
+    assert not touches([(["out0[i] = ab3 + b33;"], frozenset[str]())], ext)
+    assert not touches([(["x = b3[i];"], frozenset[str]())], {})
