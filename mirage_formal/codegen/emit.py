@@ -45,13 +45,7 @@ from mirage_formal.codegen.print_combine import CombinePrinter
 from mirage_formal.codegen.print_mma import MmaPrinter
 from mirage_formal.codegen.print_row_registers import RowRegisterPrinter
 from mirage_formal.codegen.print_rows import RowPrinter
-from mirage_formal.codegen.printer import (
-    BLOCK_IDX,
-    TileExpr,
-    ld_vec_fn,
-    st_vec_fn,
-    zeroed_accumulators,
-)
+from mirage_formal.codegen.printer import TileExpr, ld_vec_fn, st_vec_fn, zeroed_accumulators
 from mirage_formal.codegen.schedule import SIMPLE as SIMPLE
 from mirage_formal.codegen.schedule import Schedule
 from mirage_formal.codegen.steps import (
@@ -402,19 +396,6 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         shape, dt = self.bg.inputs[k]
         return TensorMapSpec(k, shape[0], shape[1], n.shape[0], dt)
 
-    def tile_origin(self, n: Node, itv: str) -> tuple[str, str]:
-        """C expressions of the (row, column) where iterator tile ``n`` of a 2D input starts
-        at iteration ``itv`` (the terms :meth:`iter_ref` adds to each index)."""
-        shape, _ = self.bg.inputs[n.attr("input")]
-        imap, fmap = n.attr("imap"), n.attr("fmap")
-        out = []
-        for d in range(2):
-            ps = [f"{BLOCK_IDX[a]} * {shape[d] // self.bg.grid[a]}" for a in range(3) if imap[a] == d]
-            if fmap == d:
-                ps.append(f"{itv} * {n.shape[d]}")
-            out.append(" + ".join(ps) or "0")
-        return out[0], out[1]
-
     def emit_tma_producer(self, raw: list[Node]) -> list[str]:
         """The ring's barriers and the producer warp (thread ``T``): stage after stage, wait
         until the consumers gave the slot back, announce its bytes on the slot's "full"
@@ -443,7 +424,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         # activation tiles every block also reads (rmsnorm b=8's fused kernel 24.6 -> 24.4 µs,
         # b=1's on tensor cores 26.1 -> 25.4: H100, s28 c8)
         for j, n in sorted(enumerate(raw), key=lambda jn: -math.prod(jn[1].shape)):
-            row0, col0 = self.tile_origin(n, "it")
+            row0, col0 = (" + ".join(ps) or "0" for ps in self.iter_starts(n, "it"))
             for b in range(n.shape[-1] // BOX_COLS):
                 dst = f"{self.buf[n]} + s * {self.stage_halves(n)}" + (
                     f" + {b * self.tma_box_halves(n)}" if b else "")
@@ -599,15 +580,15 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                         ring += self.emit_cp_async(x, str(j), "  ")
                 ring += ["  }"] if SK else []
             ring.append("  mf::cp_async_commit();")
-        # Schedule.ring_first: the ring's copies before the loop-invariant tiles' loads, in
-        # flight while those hold their threads (the ring's buffers live from step 0, so no
-        # pre-loop tile shares their addresses)
         # folds the register epilogue finishes in registers: no tile, zeroing, sums or finalize
         reg_folds = self.register_folds()
 
         def printed(st: Step) -> bool:
             return not (isinstance(st, Zero | Finalize) and st.node in reg_folds)
 
+        # Schedule.ring_first: the ring's copies before the loop-invariant tiles' loads, in
+        # flight while those hold their threads (the ring's buffers live from step 0, so no
+        # pre-loop tile shares their addresses)
         pre: list[str] = []
         for s in filter(printed, steps[:p]):
             if isinstance(s, Op):  # a loop-invariant op reads tiles the steps above wrote
@@ -639,7 +620,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         # Schedule.one_barrier: the ring's refill follows the iteration's one barrier
         one_bar = self.opts.one_barrier and bool(raw) and not staged and not SK and not tma
         if q > p and tma:
-            lines += self.emit_tma_loop([s for s in steps[p:q]], extents)
+            lines += self.emit_tma_loop(steps[p:q], extents)
         elif q > p:
             body = [s for s in steps[p:q] if not (isinstance(s, Load) and s.node in staged)]
             # D copies of the body, one per register stage, so stage indices are constants.

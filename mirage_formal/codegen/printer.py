@@ -101,9 +101,11 @@ class TilePrinter(KernelLayout):
     """A kernel layout with the helpers every printing step uses."""
 
     # ------------------------------------------------------------ addressing
-    def iter_ref(self, n: Node, idx: Sequence[str], itv: str = "it") -> str:
-        k = n.attr("input")
-        shape, _ = self.bg.inputs[k]
+    def iter_starts(self, n: Node, itv: str = "it") -> list[list[str]]:
+        """Per dimension of its input, the terms of where iterator tile ``n`` starts at
+        iteration ``itv`` (its block's chunk of each imap dimension, the iteration's of the
+        fmap one)."""
+        shape, _ = self.bg.inputs[n.attr("input")]
         imap, fmap = n.attr("imap"), n.attr("fmap")
         parts: list[list[str]] = []
         for d in range(len(shape)):
@@ -112,7 +114,11 @@ class TilePrinter(KernelLayout):
                 it = f"(itb + {itv})" if self.split > 1 or self.stream_k else itv
                 ps.append(f"{it}*{n.shape[d]}")
             parts.append(ps)
-        return flat_ref(f"in{k}", shape, parts, idx)
+        return parts
+
+    def iter_ref(self, n: Node, idx: Sequence[str], itv: str = "it") -> str:
+        k = n.attr("input")
+        return flat_ref(f"in{k}", self.bg.inputs[k][0], self.iter_starts(n, itv), idx)
 
     def out_ref(self, k: int, idx: Sequence[str]) -> str:
         o = self.bg.outputs[k]
