@@ -391,15 +391,8 @@ class KernelLayout:
         accs = {self.fused[m]: m for m in self.reg_acc if m not in self.kslice}
         found: dict[int, tuple[Node, ...]] = {}
         for k, out in enumerate(self.bg.outputs):
-            root, ms, chain, stack = out.node, [], set(), [out.node]
-            while stack:
-                n = stack.pop()
-                if n in accs:
-                    if accs[n] not in ms:
-                        ms.append(accs[n])
-                elif n in self.inline and n.op != ITER:
-                    chain.add(n)
-                    stack.extend(n.src)
+            root, chain = out.node, self._inline_chain(out.node)
+            ms = list({accs[n]: None for n in (root, *(s for c in chain for s in c.src)) if n in accs})
             if not ms:
                 continue
             blocking = {self.warp_blocking(m) for m in ms}
