@@ -40,6 +40,7 @@ from mirage_formal.codegen.steps import (
     Zero,
 )
 from mirage_formal.codegen.stream_k import longest_segment
+from mirage_formal.codegen.tma import BOX_COLS, BOX_ROWS_MAX
 from mirage_formal.errors import GraphError, UnsupportedOpError
 from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import ITER, BlockGraph, block_phases, loop_invariant
@@ -258,9 +259,6 @@ class KernelLayout:
         return (self.opts.mma_kpair and n in self.reg_acc and n not in self.hoist_a
                 and n.src[0].shape[-1] >= 32 * self.kslice.get(n, 1))
 
-    #: the most rows one tensor-map box may have (each box dimension is at most 256)
-    TMA_BOX_ROWS = 256
-
     def _tma_ok(self) -> bool:
         """Whether :attr:`Schedule.tma_ring` applies: a real loop of this block (no split, no
         stream-K) over a ring whose every tile keeps swizzled dense rows and is a box of at
@@ -273,7 +271,7 @@ class KernelLayout:
         for n in self.raw:
             shape, dt = self.bg.inputs[n.attr("input")]
             if (len(n.shape) != 2 or len(shape) != 2 or dt.itemsize != 2 or shape[-1] % 8
-                    or n.shape[-1] % 64 or n.shape[0] > self.TMA_BOX_ROWS):
+                    or n.shape[-1] % BOX_COLS or n.shape[0] > BOX_ROWS_MAX):
                 return False
         return True
 
@@ -281,7 +279,7 @@ class KernelLayout:
         """Halves between the 64-column boxes of one stage of raw tile ``n`` in a TMA ring:
         the box's rows of 128 bytes, rounded up to 8 rows (a 1024-byte swizzle period, so
         every box starts where the copy engine's swizzle pattern does)."""
-        return -(-math.prod(n.shape[:-1]) // 8) * 8 * 64
+        return -(-math.prod(n.shape[:-1]) // 8) * 8 * BOX_COLS
 
     def raw_pad(self, n: Node) -> int:
         """Halves of padding after each row of raw tile ``n``."""
@@ -316,10 +314,10 @@ class KernelLayout:
         """Halves from a stage (or batch slice) of raw tile ``n`` to 16-byte chunk ``chunk`` of
         row ``row`` (C expressions), swizzled where ``n`` keeps dense rows by ``xor_row``
         (default ``row``: the row within its batch slice, which has the same low bits)."""
-        if n in self.swz and self.tma and n.shape[-1] > 64:
+        if n in self.swz and self.tma and n.shape[-1] > BOX_COLS:
             # a TMA ring's tile of several 64-column boxes: box after box, each in rows of
             # 128 bytes whose chunks the copy engine's 128-byte swizzle places at c ^ (r & 7)
-            return (f"((({chunk}) >> 3) * {self.tma_box_halves(n)} + ({row}) * 64 + "
+            return (f"((({chunk}) >> 3) * {self.tma_box_halves(n)} + ({row}) * {BOX_COLS} + "
                     f"(((({chunk}) & 7) ^ (({xor_row or row}) & 7)) << 3))")
         if n in self.swz:
             return f"({row}) * {self.ld[n]} + ((({chunk}) ^ (({xor_row or row}) & 7)) << 3)"
@@ -701,7 +699,7 @@ class KernelLayout:
         """Halves of one stage of raw tile ``n`` (16-byte multiple; in a TMA ring, whole
         1024-byte boxes: :meth:`tma_box_halves`)."""
         if self.tma:
-            return n.shape[-1] // 64 * self.tma_box_halves(n)
+            return n.shape[-1] // BOX_COLS * self.tma_box_halves(n)
         return -(-math.prod(n.shape[:-1]) * self.ld[n] // 8) * 8
 
     def ring_counted(self) -> bool:

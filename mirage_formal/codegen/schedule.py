@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from mirage_formal.codegen.coarsen import coarsenable, coarsened, narrow_axes
+from mirage_formal.codegen.tma import BOX_COLS, BOX_ROWS_MAX
 from mirage_formal.errors import GraphError
 from mirage_formal.ir.graph import BlockGraph
 from mirage_formal.ir.occupancy import loop_splits
@@ -439,8 +440,8 @@ def _tma_ring_fits(bg: BlockGraph) -> bool:
     tiles = {s for n in bg.nodes if n.op == "matmul" for s in n.src
              if s.op == "iter" and s.attr("fmap") != -1}
     return _streams_raw_tiles(bg) and all(
-        len(t.shape) == 2 and len(bg.inputs[t.attr("input")][0]) == 2 and t.shape[-1] % 64 == 0
-        and t.shape[0] <= 256 for t in tiles)
+        len(t.shape) == 2 and len(bg.inputs[t.attr("input")][0]) == 2 and t.shape[-1] % BOX_COLS == 0
+        and t.shape[0] <= BOX_ROWS_MAX for t in tiles)
 
 
 def _tma_trials(best: Schedule, bg: BlockGraph) -> list[Schedule]:

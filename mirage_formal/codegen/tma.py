@@ -24,6 +24,8 @@ from mirage_formal.ir.dtypes import DType
 
 #: columns of every box: 128 bytes of a 16-bit element, the 128-byte swizzle's row
 BOX_COLS = 64
+#: the most rows of one box (every box dimension of a tensor map is at most 256)
+BOX_ROWS_MAX = 256
 #: CUtensorMapDataType of the 16-bit element types a ring holds
 _DATA_TYPE = {DType.F16: 6, DType.BF16: 9}
 #: CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, no interleave, zero fill
