@@ -448,7 +448,8 @@ def _tma_trials(best: Schedule, bg: BlockGraph) -> list[Schedule]:
     """Second-round trials of :attr:`Schedule.tma_ring` on ``best``: alone; with outputs from
     the registers (and the fold from the A fragments where there is one); on half the warps
     with warp tiles twice as wide (each A fragment read feeds two products); for a gemv
-    winner the same three on tensor cores, then the gemv itself. Every one with
+    winner the same three on tensor cores (two accumulator chains: ``mma_kpair``), then the
+    gemv itself. Every one with
     ``min_blocks=1``: without it ptxas kept each
     k-step's fragment loads right before its ``mma`` in the same registers (to spare
     registers for an occupancy the kernel does not use), so a stage's loads never overlapped;
@@ -468,8 +469,12 @@ def _tma_trials(best: Schedule, bg: BlockGraph) -> list[Schedule]:
         return out
 
     # a gemv winner: on tensor cores first (the gemv path's TMA kernels measured 24.9-25.0
-    # µs on rmsnorm b=1 against 24.5 for the tensor-core one, s28 c12)
-    return [*fuller(replace(tma, gemv=False, mma=True)), tma] if best.gemv else fuller(tma)
+    # µs on rmsnorm b=1 against 24.5 for the tensor-core one, s28 c12), with the two
+    # accumulator chains a tensor-core winner streaming rows has (a gemv winner never tuned
+    # its mma fields; rmsnorm b=1's half-warp trial measured 24.13 µs with them against
+    # 25.06 without, the gemv itself 24.4-24.6 on the same arrays, H100, s29 c4/c10/c13)
+    on_tensor_cores = replace(tma, gemv=False, mma=True, mma_kpair=has_mm or tma.mma_kpair)
+    return [*fuller(on_tensor_cores), tma] if best.gemv else fuller(tma)
 
 
 def _folds_a_stream(bg: BlockGraph) -> bool:

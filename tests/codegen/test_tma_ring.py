@@ -142,8 +142,8 @@ def test_a_loop_body_that_only_reads_needs_no_closing_barrier() -> None:
 def test_the_tuner_tries_the_tma_ring_first_on_a_streamed_winner() -> None:
     """The second round of a streamed tensor-core winner opens with the TMA ring: alone, with
     outputs from the registers and the fold from the fragments, and on half the warps with
-    twice the columns, each with min_blocks=1; a gemv winner the same on tensor cores first,
-    then as a gemv; a winner
+    twice the columns, each with min_blocks=1; a gemv winner the same on tensor cores (with
+    two accumulator chains) first, then as a gemv; a winner
     whose tiles a tensor map cannot copy gets none."""
     (la,) = launches(workloads.handwritten("rmsnorm", 8), 128)
     best = Schedule(threads=256, dense_rows=True, mma_kpair=True, evict_first=True)
@@ -155,6 +155,7 @@ def test_the_tuner_tries_the_tma_ring_first_on_a_streamed_winner() -> None:
     gemv = refinements(Schedule(threads=256, gemv=True), [], lg.graph)[:4]
     assert all(s.tma_ring for s in gemv) and [s.gemv for s in gemv] == [False, False, False, True]
     assert gemv[2].reg_epilogue and (gemv[2].threads, gemv[2].warp_n) == (128, 2)
+    assert [s.mma_kpair for s in gemv] == [True, True, True, False]
     (lb,) = launches(matmul_loop_program(16, 64, 32, 8), 128)
     assert not any(s.tma_ring for s in refinements(Schedule(), [], lb.graph))
 
