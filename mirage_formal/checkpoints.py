@@ -58,7 +58,8 @@ def check_checkpoint(path: Path) -> None:
         raise bad(str(e).lstrip(": ")) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise bad("not a search checkpoint")
-    if doc.get("version") != 1 or not isinstance(doc.get("key"), str):
+    if type(doc.get("version")) is not int or doc.get("version") != 1 \
+            or not isinstance(doc.get("key"), str):  # (JSON's true equals 1 in Python)
         raise bad("unknown version or missing key")
     done = doc.get("done")
     if not isinstance(done, list) or not all(_int(u) for u in done):

@@ -213,7 +213,8 @@ def ugraphs_from_json(data: Any, path: str = "<json>") -> list[tuple[KernelGraph
     fmt = data.get("format")
     if fmt not in (FORMAT, "mirage-formal.ugraph"):
         raise r.fail("format", f"expected {FORMAT!r}, got {fmt!r} (a Mirage file? use the Mirage importer)")
-    if data.get("version") != VERSION:
+    # (an int, not a bool: JSON's true equals 1 in Python)
+    if type(data.get("version")) is not int or data.get("version") != VERSION:
         raise r.fail("version", f"unsupported version {data.get('version')!r}; this build reads {VERSION}")
     if fmt == "mirage-formal.ugraph":
         return [r.ugraph(data, "ugraph")]

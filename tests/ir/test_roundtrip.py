@@ -61,6 +61,7 @@ def _doc() -> dict:  # type: ignore[type-arg]
 
 @pytest.mark.parametrize(("mutate", "message"), [
     (lambda d: d.update(version=99), r"unsupported version 99"),
+    (lambda d: d.update(version=True), r"unsupported version True"),  # (true == 1 in Python)
     (lambda d: d.update(format="other"), r"format: expected 'mirage-formal.ugraphs'"),
     (lambda d: d["ugraphs"][0]["nodes"][2].pop("grid"), r"ugraphs\[0\].nodes\[2\]: missing field 'grid'"),
     (lambda d: d["ugraphs"][0]["nodes"][2]["block"]["nodes"][2].update(src=[0, 9]),

@@ -150,3 +150,32 @@ def test_axiom_file_limits(tmp_path: Path) -> None:
     p.write_text(AXIOM + 'lhs = "add(x, y)"\nrhs = "add(y, x)"\nnote = 1e400\n')
     with pytest.raises(FormatError, match="finite"):
         read_axiom_file(p)
+
+
+def test_a_boolean_version_is_refused(tmp_path: Path) -> None:
+    """JSON's ``true`` equals 1 in Python: a μGraph file or a search checkpoint whose version is
+    ``true`` is refused, not read as version 1 (found by tests/fuzz, s29)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from file_fuzz import seed_checkpoint, seed_our_json
+
+    from mirage_formal.checkpoints import check_checkpoint
+    from mirage_formal.errors import MirageError
+
+    doc = json.loads(seed_our_json())
+    ug = tmp_path / "ugraphs.json"
+    ug.write_text(json.dumps(doc))
+    load_any(ug)  # the seed itself loads
+    doc["version"] = True
+    ug.write_text(json.dumps(doc))
+    with pytest.raises(MirageError, match="unsupported version True"):
+        load_any(ug)
+    ck = tmp_path / "checkpoint.json"
+    doc = json.loads(seed_checkpoint())
+    ck.write_text(json.dumps(doc))
+    check_checkpoint(ck)
+    doc["version"] = True
+    ck.write_text(json.dumps(doc))
+    with pytest.raises(MirageError, match="unknown version"):
+        check_checkpoint(ck)
