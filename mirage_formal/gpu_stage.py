@@ -92,7 +92,8 @@ def variants_to_measure(config: SearchConfig, graph: KernelGraph,
     from the widest whose loop the autotuner's split can still spread over the SMs (blocks x
     F/2 >= ``n_sm``: long contiguous rows per block, what the model ranks worst and DRAM may
     like best) towards the cheapest. In measuring order: the cheapest, the fullest wave, the
-    other cheap ones, the spread."""
+    other cheap ones, the spread; the fullest wave first when a loop streams weights
+    (:func:`_streams_weights`)."""
     taken = {_grids(graph)}
     per_grid: list[tuple[KernelGraph, Cost]] = []
     ranked = ranked_variants(config, graph)
@@ -125,8 +126,38 @@ def variants_to_measure(config: SearchConfig, graph: KernelGraph,
     if rest and want > 0:
         step = max(1, len(rest) // want)
         spread = rest[::step][:want]
-    # measured in this order: the cheapest, the fullest wave, the other cheap ones, the spread
+    # measured in this order: the cheapest, the fullest wave, the other cheap ones, the
+    # spread; the fullest wave first where a loop streams weights into a product, whose time
+    # is the stream's (the model's cheapest there has had fewer blocks than the DRAM needs:
+    # the outside (X + Y)·W's 20-block size, its 80-block wave not reached in a 150 s budget)
+    # (not a wave the model rates far worse: a 96-block size of split-K (X + Y)·W estimated
+    # at 13x its cheapest, a tile of a few columns per block)
+    if full and cheap and _streams_weights(graph) \
+            and full[0][1].seconds <= FULL_WAVE_FIRST_MAX_RATIO * cheap[0][1].seconds:
+        return [*full, *cheap, *spread][:limit]
     return [*cheap[:1], *full, *cheap[1:], *spread][:limit]
+
+
+#: the fullest wave goes first only while the cost model rates it at most this many times
+#: its cheapest size
+FULL_WAVE_FIRST_MAX_RATIO = 1.5
+#: a loop streams weights when it runs at least this many iterations
+STREAM_MIN_ITERATIONS = 4
+
+
+def _streams_weights(g: KernelGraph) -> bool:
+    """Some kernel of ``g`` loops at least :data:`STREAM_MIN_ITERATIONS` times over a
+    changing iterator tile that a matmul reads as its B operand (weights streamed through
+    the blocks)."""
+    for n in g.nodes:
+        if n.op != KERNEL_OP:
+            continue
+        bg = n.attr("graph")
+        if bg.forloop >= STREAM_MIN_ITERATIONS and any(
+                x.op == "matmul" and x.src[1].op == "iter" and x.src[1].attr("fmap") != -1
+                for x in bg.nodes):
+            return True
+    return False
 
 
 #: after the size variants, the fastest structures walk their sizes by measurement: each step

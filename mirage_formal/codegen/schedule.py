@@ -724,7 +724,9 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     - when a matmul streams an iterator tile as B through a loop of >= 4 iterations, a
       6-stage cp.async ring of up to 160 KB (more bytes in flight per block); and (no
       register chain) a 4-stage ring of dense swizzled rows with two-chain products
-      (``dense_rows``, ``mma_kpair``) on the grid's own blocks, at the widest thread count;
+      (``dense_rows``, ``mma_kpair``) on the grid's own blocks, at the widest thread count,
+      and where a tensor map can copy every streamed tile (:func:`_tma_ring_fits`) that ring
+      filled by the TMA producer warp on half those warps (``warp_n=2``, register outputs);
     - for a kernel with a register chain, every candidate with ``min_blocks=1`` (ptxas may
       then give a thread up to 255 registers);
     - for a loop-free kernel of one-row tiles (:func:`row_registers_ok`), every tile in
@@ -839,8 +841,19 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         # products summed in two register chains, on the grid's own blocks (no combine at the
         # end): gated_mlp's fused kernel 32.7 µs on 64 blocks against 33.5 for its split-2
         # winner without these (H100, s24)
-        extra.append(replace(base, threads=threads[-1], async_stages=4, async_stage_bytes=150 * 1024,
-                             dense_rows=True, mma_kpair=True))
+        ring = replace(base, threads=threads[-1], async_stages=4, async_stage_bytes=150 * 1024,
+                       dense_rows=True, mma_kpair=True)
+        extra.append(ring)
+        if _tma_ring_fits(bg) and (threads[-1] or bg.threads) >= 128:
+            # the same ring filled by tensor-map copies from a producer warp, on half the
+            # warps with twice the columns each and the outputs stored from registers (the
+            # second round's best TMA trial on every streamed winner it applied to, H100 s28),
+            # so that a size whose tiles a tensor map can copy is ranked as it will run: the
+            # outside (X + Y)·W's first round ranked a 160-column split kernel (25.0 µs) above
+            # the sizes the ring takes, which the second round only polishes (s29)
+            extra.append(replace(ring, tma_ring=True, min_blocks=1,
+                                 threads=(threads[-1] or bg.threads) // 2, warp_n=2,
+                                 reg_epilogue=True, fold_fragments=_folds_a_stream(bg)))
     if streamed:
         # weights streamed through the cp.async ring: a deeper ring (up to 160 KB in flight
         # per block) for the tensor-core path too (the winner's second round tries it at the

@@ -1025,6 +1025,23 @@ def test_streamed_products_get_the_dense_two_chain_candidate() -> None:
     assert not any(c.mma_kpair for c in candidate_schedules(att.graph))
 
 
+def test_a_first_round_ranks_sizes_a_tensor_map_can_copy_with_the_tma_ring() -> None:
+    """A loop streaming 64-column-multiple tiles of 2-D inputs into a product gets a
+    first-round TMA ring candidate (the dense two-chain ring, half the warps, register
+    outputs, min_blocks=1) whose kernel really takes the ring; a tile width no tensor-map box
+    divides gets none, and neither does a kernel without a loop."""
+    prog = matmul_loop_program(16, 128, 64, 8)
+    (la,) = launches(prog, 128)
+    tma = [c for c in candidate_schedules(la.graph) if c.tma_ring]
+    assert len(tma) == 1
+    (t,) = tma
+    assert (t.dense_rows, t.mma_kpair, t.min_blocks, t.reg_epilogue, t.warp_n) == (True, True, 1, True, 2)
+    assert "mf::tma_load_2d" in emit_graph(prog, opts=t)[0]
+    for other in (matmul_loop_program(16, 96, 64, 8), matmul_loop_program(16, 128, 64, 1)):
+        (lo,) = launches(other, 128)
+        assert not any(c.tma_ring for c in candidate_schedules(lo.graph))
+
+
 def test_stream_probe_kernels_compile(cache: Path) -> None:
     """benchmarks/stream_probe.py's read kernels (a device-side measurement tool) compile for
     sm_90 on both weight shapes, every kind of read, the two-matrix rings and the 2D

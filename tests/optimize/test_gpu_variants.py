@@ -133,6 +133,8 @@ def test_the_fullest_single_wave_is_measured_second(result: Any) -> None:
     starts = [w for a in result.accepted for w, _ in gs.ranked_variants(cfg, a.graph)]
     for g in starts:
         own = gs._blocks(g)
+        if gs._streams_weights(g):
+            continue  # (measured first: the next test)
         for n_sm in (4, 8, 16):
             vs = gs.variants_to_measure(cfg, g, limit=4, n_sm=n_sm)
             full = [v for v, _ in gs.ranked_variants(cfg, g)
@@ -150,6 +152,42 @@ def test_the_fullest_single_wave_is_measured_second(result: Any) -> None:
                 assert [f for _, f in gs._kernel_grids(picked)] == loops
             checked += 1
     assert checked, "some structure of the fixture has a fuller single wave"
+
+
+def test_a_weight_stream_measures_its_fullest_wave_first(result: Any,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a loop streams weights into a product, the fullest single wave is measured
+    before the cost model's cheapest size, unless the model rates it more than
+    FULL_WAVE_FIRST_MAX_RATIO times as costly; the other sizes keep their order."""
+    cfg = opt.make_config(program(), "norm", SPACE)
+    starts = [w for a in result.accepted for w, _ in gs.ranked_variants(cfg, a.graph)]
+    streamed = [g for g in starts if gs._streams_weights(g)]
+    assert streamed, "the fixture has a loop streaming weights"
+    cases = []
+    for g in streamed:
+        for n_sm in (4, 8, 16):
+            new = gs.variants_to_measure(cfg, g, limit=4, n_sm=n_sm)
+            with monkeypatch.context() as m:
+                m.setattr(gs, "_streams_weights", lambda _g: False)
+                old = gs.variants_to_measure(cfg, g, limit=4, n_sm=n_sm)
+            cases.append((g, n_sm, old, new))
+    moved = 0
+    for g, n_sm, old, new in cases:
+        # a fullest wave exists: a grid other than the graph's own and the cheapest one's
+        # with more blocks than the graph and at most one per SM (then old[1] is it)
+        per_grid: dict[Any, Any] = {}
+        for v, c in gs.ranked_variants(cfg, g):
+            if grids(v) != grids(g):
+                per_grid.setdefault(grids(v), (v, c))
+        others = list(per_grid.values())[1:]
+        has_wave = any(gs._blocks(g) < gs._blocks(v) <= n_sm for v, _ in others)
+        if has_wave and old[1][1].seconds <= gs.FULL_WAVE_FIRST_MAX_RATIO * old[0][1].seconds:
+            assert [v.key for v, _ in new[:2]] == [old[1][0].key, old[0][0].key]
+            assert [v.key for v, _ in new[2:]] == [v.key for v, _ in old[2:]]
+            moved += 1
+        else:
+            assert [v.key for v, _ in new] == [v.key for v, _ in old]
+    assert moved, "some streamed size of the fixture has its fullest wave measured first"
 
 
 def test_whole_lines_tells_tiles_that_split_lines() -> None:
