@@ -526,6 +526,19 @@ def _gemv_threads_ok(bg: BlockGraph, threads: int) -> bool:
 SIMPLE = Schedule(mma=False, prefetch=False, async_copy=False, ldmatrix=False)
 
 
+def _product_of_products(bg: BlockGraph) -> bool:
+    """Some matmul of ``bg`` reads, through any ops, another matmul's product as its A
+    operand (attention's exp(QK)·V): a register chain's kernel, not a plain weight stream
+    (an A computed from loop tiles alone, as (X + Y)·W's, is one)."""
+    def from_matmul(n: Any, seen: set[int]) -> bool:
+        if id(n) in seen or n.op == "iter":
+            return False
+        seen.add(id(n))
+        return n.op == "matmul" or any(from_matmul(x, seen) for x in n.src)
+
+    return any(from_matmul(n.src[0], set()) for n in bg.nodes if n.op == "matmul")
+
+
 def chained_matmuls(bg: BlockGraph) -> list[Any]:
     """The matmuls of ``bg`` whose A operand is computed in the block and also feeds another
     matmul (attention's exp(QK)·V beside its QK): where a register chain may apply."""
@@ -836,24 +849,26 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     streamed = bg.forloop >= 4 and any(
         n.op == "matmul" and n.src[1].op == "iter" and n.src[1].attr("fmap") != -1
         for n in bg.nodes)
+    ring = replace(base, threads=threads[-1], async_stages=4, async_stage_bytes=150 * 1024,
+                   dense_rows=True, mma_kpair=True)
     if streamed and not chained:
         # weights streamed through a 4-stage cp.async ring of dense, swizzled rows, the
         # products summed in two register chains, on the grid's own blocks (no combine at the
         # end): gated_mlp's fused kernel 32.7 µs on 64 blocks against 33.5 for its split-2
         # winner without these (H100, s24)
-        ring = replace(base, threads=threads[-1], async_stages=4, async_stage_bytes=150 * 1024,
-                       dense_rows=True, mma_kpair=True)
         extra.append(ring)
-        if _tma_ring_fits(bg) and (threads[-1] or bg.threads) >= 128:
-            # the same ring filled by tensor-map copies from a producer warp, on half the
-            # warps with twice the columns each and the outputs stored from registers (the
-            # second round's best TMA trial on every streamed winner it applied to, H100 s28),
-            # so that a size whose tiles a tensor map can copy is ranked as it will run: the
-            # outside (X + Y)·W's first round ranked a 160-column split kernel (25.0 µs) above
-            # the sizes the ring takes, which the second round only polishes (s29)
-            extra.append(replace(ring, tma_ring=True, min_blocks=1,
-                                 threads=(threads[-1] or bg.threads) // 2, warp_n=2,
-                                 reg_epilogue=True, fold_fragments=_folds_a_stream(bg)))
+    if (streamed and not _product_of_products(bg) and _tma_ring_fits(bg)
+            and (threads[-1] or bg.threads) >= 128):
+        # that ring filled by tensor-map copies from a producer warp, on half the warps with
+        # twice the columns each and the outputs stored from registers (the second round's
+        # best TMA trial on every streamed winner it applied to, H100 s28), so that a size
+        # whose tiles a tensor map can copy is ranked as it will run: the outside (X + Y)·W's
+        # first round ranked a 160-column split kernel (25.0 µs) above the sizes the ring
+        # takes, which the second round only polishes (s29). (Also where an op of loop tiles
+        # feeds the product, which counts as a chain above.)
+        extra.append(replace(ring, tma_ring=True, min_blocks=1,
+                             threads=(threads[-1] or bg.threads) // 2, warp_n=2,
+                             reg_epilogue=True, fold_fragments=_folds_a_stream(bg)))
     if streamed:
         # weights streamed through the cp.async ring: a deeper ring (up to 160 KB in flight
         # per block) for the tensor-core path too (the winner's second round tries it at the

@@ -1028,8 +1028,9 @@ def test_streamed_products_get_the_dense_two_chain_candidate() -> None:
 def test_a_first_round_ranks_sizes_a_tensor_map_can_copy_with_the_tma_ring() -> None:
     """A loop streaming 64-column-multiple tiles of 2-D inputs into a product gets a
     first-round TMA ring candidate (the dense two-chain ring, half the warps, register
-    outputs, min_blocks=1) whose kernel really takes the ring; a tile width no tensor-map box
-    divides gets none, and neither does a kernel without a loop."""
+    outputs, min_blocks=1) whose kernel really takes the ring, also where an op of the loop's
+    tiles is the product's A; a tile width no tensor-map box divides gets none, and neither do
+    a kernel without a loop and attention's product of products."""
     prog = matmul_loop_program(16, 128, 64, 8)
     (la,) = launches(prog, 128)
     tma = [c for c in candidate_schedules(la.graph) if c.tma_ring]
@@ -1037,7 +1038,12 @@ def test_a_first_round_ranks_sizes_a_tensor_map_can_copy_with_the_tma_ring() -> 
     (t,) = tma
     assert (t.dense_rows, t.mma_kpair, t.min_blocks, t.reg_epilogue, t.warp_n) == (True, True, 1, True, 2)
     assert "mf::tma_load_2d" in emit_graph(prog, opts=t)[0]
-    for other in (matmul_loop_program(16, 96, 64, 8), matmul_loop_program(16, 128, 64, 1)):
+    through_op = matmul_loop_program(16, 128, 64, 8, pre_a=True)
+    (lo,) = launches(through_op, 128)
+    (t,) = [c for c in candidate_schedules(lo.graph) if c.tma_ring]
+    assert "mf::tma_load_2d" in emit_graph(through_op, opts=t)[0]
+    for other in (matmul_loop_program(16, 96, 64, 8), matmul_loop_program(16, 128, 64, 1),
+                  attention_loop_program(64, 64, 64, 64, 4)):
         (lo,) = launches(other, 128)
         assert not any(c.tma_ring for c in candidate_schedules(lo.graph))
 

@@ -8,9 +8,21 @@ import functools
 
 import numpy as np
 import pytest
-from graph_strategies import matmul_loop_program, tma_ring_cases
+from graph_strategies import (
+    elementwise_loop_program,
+    fold_loop_program,
+    gated_loop_program,
+    matmul_loop_program,
+    tma_ring_cases,
+)
 
-from mirage_formal.codegen import Schedule, compile_graph, gpu_available
+from mirage_formal.codegen import (
+    Schedule,
+    candidate_schedules,
+    compile_graph,
+    gpu_available,
+    launches,
+)
 from mirage_formal.codegen.runtime import DeviceArray
 from mirage_formal.codegen.validate import validate
 from mirage_formal.ir.graph import KernelGraph
@@ -53,3 +65,29 @@ def test_new_input_arrays_get_their_own_tensor_maps() -> None:
         want = run_reference(prog, [x.astype(np.float64) for x in xs])[0]
         got = out.numpy().astype(np.float64)
         assert np.max(np.abs(got - want)) <= 2e-2 * max(1.0, float(np.max(np.abs(want))))
+
+
+#: programs whose loop a first-round TMA candidate streams: plain, an op of two loop tiles as
+#: the product's A ((X + Y)·W, with 12 and 2 rows), A through an op, a fold beside, a gated pair
+FIRST_ROUND_PROGRAMS = {
+    "matmul": lambda: matmul_loop_program(16, 128, 64, 8),
+    "(X + Y)·W 12 rows": lambda: elementwise_loop_program(12, 128, 64, 8, "add"),
+    "(X * Y)·W 2 rows": lambda: elementwise_loop_program(2, 256, 64, 5, "mul"),
+    "A through neg": lambda: matmul_loop_program(16, 128, 64, 6, pre_a=True),
+    "fold rms": lambda: fold_loop_program(16, 128, 4, "rms", 1, n=64),
+    "gated": lambda: gated_loop_program(16, 64, 64, 6),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_ROUND_PROGRAMS))
+def test_first_round_tma_candidates_validate(name: str) -> None:
+    """The tuner's first-round TMA ring candidate (half the warps, register outputs) of each
+    program computes its function."""
+    prog = FIRST_ROUND_PROGRAMS[name]()
+    (la,) = launches(prog, 128)
+    (sched,) = [c for c in candidate_schedules(la.graph) if c.tma_ring]
+    cg = compile_graph(prog, opts=sched)
+    assert any(k.tensor_maps for k in cg.kernels)
+    low, high = (0.5, 1.5) if name.startswith("fold") else (-0.5, 0.5)
+    rep = validate(cg, low=low, high=high, trials=2)
+    assert rep.ok, f"{name} {sched.short()}: {rep}"
