@@ -1048,6 +1048,17 @@ def test_a_first_round_ranks_sizes_a_tensor_map_can_copy_with_the_tma_ring() -> 
         assert not any(c.tma_ring for c in candidate_schedules(lo.graph))
 
 
+def test_carveout_probe_kernels_compile(cache: Path) -> None:
+    """benchmarks/carveout_probe.py's empty kernel and large-shared flush compile for sm_90."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import carveout_probe
+
+    assert compile_cubin(carveout_probe.PROBE_SOURCE, "sm_90", cache=cache,
+                         name="carveout_probe.cu")[:4] == b"\x7fELF"
+
+
 def test_stream_probe_kernels_compile(cache: Path) -> None:
     """benchmarks/stream_probe.py's read kernels (a device-side measurement tool) compile for
     sm_90 on both weight shapes, every kind of read, the two-matrix rings and the 2D
