@@ -336,7 +336,8 @@ def warp_tiles(batch: int, mt: int, nt: int, warps: int, want_m: int = 0,
 def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
                 sm_count: int = DEFAULT_SM_COUNT) -> list[Schedule]:
     """The second round of tuning one kernel: (a ring of boxes a tensor map can copy) the
-    winner with the TMA ring (:func:`_tma_trials`), the winner with 256-byte L2 fetches, with the
+    winner with the TMA ring (:func:`_tma_trials`), (a TMA ring winner) at the other depths of
+    :data:`TMA_RING_DEPTHS`, the winner with 256-byte L2 fetches, with the
     evict-first policy, (a loop streaming fp16 tiles) with dense ring rows and with two-chain
     products, (a loop over the cp.async ring) with one barrier per iteration, (a product summed
     in registers, not split) with outputs stored from the
@@ -361,6 +362,12 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
         if (best.async_copy and not best.tma_ring and best.split == 1 and not best.stream_k
                 and _tma_ring_fits(bg)):
             policies += _tma_trials(best, bg)
+        if best.tma_ring and bg.forloop > 2:
+            # a TMA ring winner (the first round's candidate keeps 4 stages) at other depths:
+            # rmsnorm b=1's 256-row stages measured 24.13 µs 2 deep against 26.08 4 deep, b=8's
+            # 128-row ones 24.24 at 4 against 24.45 at 3, gated_mlp's best ring had 3 (H100,
+            # s28 c6, s29 c3/c10); the same shared-memory cap, which may take fewer
+            policies += [replace(best, async_stages=k) for k in TMA_RING_DEPTHS if k != best.async_stages]
         if best.l2_fetch == 0:
             policies.append(replace(best, l2_fetch=256))
         if not best.evict_first:
@@ -442,6 +449,10 @@ def _tma_ring_fits(bg: BlockGraph) -> bool:
     return _streams_raw_tiles(bg) and all(
         len(t.shape) == 2 and len(bg.inputs[t.attr("input")][0]) == 2 and t.shape[-1] % BOX_COLS == 0
         and t.shape[0] <= BOX_ROWS_MAX for t in tiles)
+
+
+#: the ring depths a TMA ring winner's second round tries besides its own
+TMA_RING_DEPTHS = (2, 3, 4, 6)
 
 
 def _tma_trials(best: Schedule, bg: BlockGraph) -> list[Schedule]:

@@ -144,7 +144,7 @@ def test_the_tuner_tries_the_tma_ring_first_on_a_streamed_winner() -> None:
     outputs from the registers and the fold from the fragments, and on half the warps with
     twice the columns, each with min_blocks=1; a gemv winner the same on tensor cores (with
     two accumulator chains) first, then as a gemv; a winner
-    whose tiles a tensor map cannot copy gets none."""
+    whose tiles a tensor map cannot copy gets none; a TMA ring winner gets its other depths."""
     (la,) = launches(workloads.handwritten("rmsnorm", 8), 128)
     best = Schedule(threads=256, dense_rows=True, mma_kpair=True, evict_first=True)
     first = refinements(best, [], la.graph)[:3]
@@ -158,6 +158,11 @@ def test_the_tuner_tries_the_tma_ring_first_on_a_streamed_winner() -> None:
     assert [s.mma_kpair for s in gemv] == [True, True, True, False]
     (lb,) = launches(matmul_loop_program(16, 64, 32, 8), 128)
     assert not any(s.tma_ring for s in refinements(Schedule(), [], lb.graph))
+    # a TMA ring winner: the same ring at the other depths
+    won = first[2]
+    depths = [s.async_stages for s in refinements(won, [], la.graph)
+              if s.tma_ring and s == replace(won, async_stages=s.async_stages)]
+    assert sorted(depths) == [2, 3, 6]
 
 
 def test_a_register_epilogue_finishes_fragment_folds_in_registers() -> None:
