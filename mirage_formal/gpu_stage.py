@@ -130,10 +130,13 @@ def variants_to_measure(config: SearchConfig, graph: KernelGraph,
     # spread; the fullest wave first where a loop streams weights into a product, whose time
     # is the stream's (the model's cheapest there has had fewer blocks than the DRAM needs:
     # the outside (X + Y)·W's 20-block size, its 80-block wave not reached in a 150 s budget)
-    # (not a wave the model rates far worse: a 96-block size of split-K (X + Y)·W estimated
-    # at 13x its cheapest, a tile of a few columns per block)
-    if full and cheap and _streams_weights(graph) \
-            and full[0][1].seconds <= FULL_WAVE_FIRST_MAX_RATIO * cheap[0][1].seconds:
+    # (only a wave of whole lines on more blocks than the cheapest, and not one the model
+    # rates far worse: a 96-block size of split-K (X + Y)·W estimated at 13x its cheapest;
+    # (X ⊙ Y)·W's cheapest is already a whole-line wave of 48 blocks, its fullest 128 blocks of
+    # 24 columns, which split lines)
+    if (full and cheap and _streams_weights(graph) and _whole_lines(full[0][0])
+            and _blocks(full[0][0]) > _blocks(cheap[0][0])
+            and full[0][1].seconds <= FULL_WAVE_FIRST_MAX_RATIO * cheap[0][1].seconds):
         return [*full, *cheap, *spread][:limit]
     return [*cheap[:1], *full, *cheap[1:], *spread][:limit]
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import mirage_formal as mf
 from mirage_formal import gpu_stage as gs
 from mirage_formal import optimize as opt
 from mirage_formal import optimized, superoptimize, workloads
@@ -154,40 +155,60 @@ def test_the_fullest_single_wave_is_measured_second(result: Any) -> None:
     assert checked, "some structure of the fixture has a fuller single wave"
 
 
-def test_a_weight_stream_measures_its_fullest_wave_first(result: Any,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where a loop streams weights into a product, the fullest single wave is measured
-    before the cost model's cheapest size, unless the model rates it more than
-    FULL_WAVE_FIRST_MAX_RATIO times as costly; the other sizes keep their order."""
-    cfg = opt.make_config(program(), "norm", SPACE)
-    starts = [w for a in result.accepted for w, _ in gs.ranked_variants(cfg, a.graph)]
-    streamed = [g for g in starts if gs._streams_weights(g)]
-    assert streamed, "the fixture has a loop streaming weights"
-    cases = []
-    for g in streamed:
-        for n_sm in (4, 8, 16):
+def _wave_first_cases(cfg: Any, starts: list[KernelGraph], monkeypatch: pytest.MonkeyPatch,
+                      sms: tuple[int, ...] = (4, 8, 16)) -> int:
+    """Check the wave-first rule on every streamed start at each of ``sms`` SM counts: the
+    order with the rule against the order without it (``_streams_weights`` off). Returns how
+    many moved."""
+    moved = 0
+    for g in (g for g in starts if gs._streams_weights(g)):
+        for n_sm in sms:
             new = gs.variants_to_measure(cfg, g, limit=4, n_sm=n_sm)
             with monkeypatch.context() as m:
                 m.setattr(gs, "_streams_weights", lambda _g: False)
                 old = gs.variants_to_measure(cfg, g, limit=4, n_sm=n_sm)
-            cases.append((g, n_sm, old, new))
-    moved = 0
-    for g, n_sm, old, new in cases:
-        # a fullest wave exists: a grid other than the graph's own and the cheapest one's
-        # with more blocks than the graph and at most one per SM (then old[1] is it)
-        per_grid: dict[Any, Any] = {}
-        for v, c in gs.ranked_variants(cfg, g):
-            if grids(v) != grids(g):
-                per_grid.setdefault(grids(v), (v, c))
-        others = list(per_grid.values())[1:]
-        has_wave = any(gs._blocks(g) < gs._blocks(v) <= n_sm for v, _ in others)
-        if has_wave and old[1][1].seconds <= gs.FULL_WAVE_FIRST_MAX_RATIO * old[0][1].seconds:
-            assert [v.key for v, _ in new[:2]] == [old[1][0].key, old[0][0].key]
-            assert [v.key for v, _ in new[2:]] == [v.key for v, _ in old[2:]]
-            moved += 1
-        else:
-            assert [v.key for v, _ in new] == [v.key for v, _ in old]
-    assert moved, "some streamed size of the fixture has its fullest wave measured first"
+            # a fullest wave exists: a grid other than the graph's own and the cheapest one's
+            # with more blocks than the graph and at most one per SM (then old[1] is it)
+            per_grid: dict[Any, Any] = {}
+            for v, c in gs.ranked_variants(cfg, g):
+                if grids(v) != grids(g):
+                    per_grid.setdefault(grids(v), (v, c))
+            others = list(per_grid.values())[1:]
+            has_wave = any(gs._blocks(g) < gs._blocks(v) <= n_sm for v, _ in others)
+            if (has_wave and gs._whole_lines(old[1][0]) and gs._blocks(old[1][0]) > gs._blocks(old[0][0])
+                    and old[1][1].seconds <= gs.FULL_WAVE_FIRST_MAX_RATIO * old[0][1].seconds):
+                assert [v.key for v, _ in new[:2]] == [old[1][0].key, old[0][0].key]
+                assert [v.key for v, _ in new[2:]] == [v.key for v, _ in old[2:]]
+                moved += 1
+            else:
+                assert [v.key for v, _ in new] == [v.key for v, _ in old]
+    return moved
+
+
+def test_a_weight_stream_measures_its_fullest_wave_first(result: Any,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a loop streams weights into a product, the fullest single wave is measured
+    before the cost model's cheapest size when its tiles read whole lines, it has more blocks
+    than the cheapest, and the model rates it at most FULL_WAVE_FIRST_MAX_RATIO times as
+    costly; otherwise, and for the other sizes, the order stays. (The fixture's tiles are
+    narrower than a line; with every tile counted as whole lines, some sizes move.)"""
+    cfg = opt.make_config(program(), "norm", SPACE)
+    starts = [w for a in result.accepted for w, _ in gs.ranked_variants(cfg, a.graph)]
+    assert any(gs._streams_weights(g) for g in starts), "the fixture has a loop streaming weights"
+    _wave_first_cases(cfg, starts, monkeypatch)  # (its cheapest sizes have the most blocks)
+    # (X + Y)·W at its real size, where it happened: the model's cheapest size of the found
+    # 40-block structure has 20 blocks, its fullest whole-line wave 80 (64 columns each)
+    g = mf.Graph()
+    x, y = g.input((12, 4096), "f16", "X"), g.input((12, 4096), "f16", "Y")
+    w = g.input((4096, 5120), "f16", "W")
+    g.output(g.matmul(g.add(x, y), w))
+    prog = g.build()
+    found = superoptimize(prog, budget_s=60, gpu=False)
+    cfg = opt.make_config(prog, None, None)
+    assert _wave_first_cases(cfg, [a.graph for a in found.accepted], monkeypatch, (132,))
+    top = found.accepted[0].graph
+    first = gs.variants_to_measure(cfg, top, n_sm=132)[0][0]
+    assert gs._blocks(first) == 80 and gs._whole_lines(first)
 
 
 def test_whole_lines_tells_tiles_that_split_lines() -> None:
