@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mirage_formal.ir.graph import KERNEL_OP, KernelGraph
+from mirage_formal.ir.graph import KERNEL_OP, KernelGraph, streams_weights
 from mirage_formal.ir.serialize import ugraph_to_json
 from mirage_formal.optimized import RECHECK_RTOL, Optimized
 from mirage_formal.search import Cost, SearchConfig
@@ -127,13 +127,12 @@ def variants_to_measure(config: SearchConfig, graph: KernelGraph,
         step = max(1, len(rest) // want)
         spread = rest[::step][:want]
     # measured in this order: the cheapest, the fullest wave, the other cheap ones, the
-    # spread; the fullest wave first where a loop streams weights into a product, whose time
-    # is the stream's (the model's cheapest there has had fewer blocks than the DRAM needs:
-    # the outside (X + Y)·W's 20-block size, its 80-block wave not reached in a 150 s budget)
-    # (only a wave of whole lines on more blocks than the cheapest, and not one the model
-    # rates far worse: a 96-block size of split-K (X + Y)·W estimated at 13x its cheapest;
-    # (X ⊙ Y)·W's cheapest is already a whole-line wave of 48 blocks, its fullest 128 blocks of
-    # 24 columns, which split lines)
+    # spread. Where a loop streams weights the fullest wave goes first if its tiles read
+    # whole lines, it has more blocks than the cheapest and the model rates it at most
+    # FULL_WAVE_FIRST_MAX_RATIO times as costly: the outside (X + Y)·W's cheapest had 20
+    # blocks and its 80-block wave was not reached in 150 s; but a 96-block split-K size of
+    # it was rated 13x its cheapest, and (X ⊙ Y)·W's cheapest is already a whole-line wave
+    # (48 blocks) beside a fuller one of 24-column tiles, which split lines
     if (full and cheap and _streams_weights(graph) and _whole_lines(full[0][0])
             and _blocks(full[0][0]) > _blocks(cheap[0][0])
             and full[0][1].seconds <= FULL_WAVE_FIRST_MAX_RATIO * cheap[0][1].seconds):
@@ -144,23 +143,11 @@ def variants_to_measure(config: SearchConfig, graph: KernelGraph,
 #: the fullest wave goes first only while the cost model rates it at most this many times
 #: its cheapest size
 FULL_WAVE_FIRST_MAX_RATIO = 1.5
-#: a loop streams weights when it runs at least this many iterations
-STREAM_MIN_ITERATIONS = 4
 
 
 def _streams_weights(g: KernelGraph) -> bool:
-    """Some kernel of ``g`` loops at least :data:`STREAM_MIN_ITERATIONS` times over a
-    changing iterator tile that a matmul reads as its B operand (weights streamed through
-    the blocks)."""
-    for n in g.nodes:
-        if n.op != KERNEL_OP:
-            continue
-        bg = n.attr("graph")
-        if bg.forloop >= STREAM_MIN_ITERATIONS and any(
-                x.op == "matmul" and x.src[1].op == "iter" and x.src[1].attr("fmap") != -1
-                for x in bg.nodes):
-            return True
-    return False
+    """Some graph-defined kernel of ``g`` streams weights (:func:`ir.graph.streams_weights`)."""
+    return any(streams_weights(n.attr("graph")) for n in g.nodes if n.op == KERNEL_OP)
 
 
 #: after the size variants, the fastest structures walk their sizes by measurement: each step

@@ -29,7 +29,7 @@ from typing import Any
 from mirage_formal.codegen.coarsen import coarsenable, coarsened, narrow_axes
 from mirage_formal.codegen.tma import BOX_COLS, BOX_ROWS_MAX
 from mirage_formal.errors import GraphError
-from mirage_formal.ir.graph import BlockGraph
+from mirage_formal.ir.graph import BlockGraph, streams_weights
 from mirage_formal.ir.occupancy import loop_splits
 from mirage_formal.ir.ops import REGISTRY
 
@@ -857,9 +857,7 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         # the register blocking rule's alternative: one 16x8 tile per warp pass (more warp
         # tiles to share, three fragment reads per product)
         extra.append(replace(base, warp_m=1, warp_n=1, split=splits[-1]))
-    streamed = bg.forloop >= 4 and any(
-        n.op == "matmul" and n.src[1].op == "iter" and n.src[1].attr("fmap") != -1
-        for n in bg.nodes)
+    streamed = streams_weights(bg)
     ring = replace(base, threads=threads[-1], async_stages=4, async_stage_bytes=150 * 1024,
                    dense_rows=True, mma_kpair=True)
     if streamed and not chained:

@@ -231,6 +231,20 @@ def loop_invariant(bg: BlockGraph) -> set[Node]:
     return out
 
 
+#: a loop streams weights when it runs at least this many iterations
+STREAM_MIN_ITERATIONS = 4
+
+
+def streams_weights(bg: BlockGraph) -> bool:
+    """``bg`` loops at least :data:`STREAM_MIN_ITERATIONS` times and a matmul reads a tile
+    that changes every iteration as its B operand: weights streamed through the block, whose
+    time is DRAM's. The autotuner gives such a loop its streaming candidates and the GPU
+    stage measures its sizes' fullest wave first."""
+    return bg.forloop >= STREAM_MIN_ITERATIONS and any(
+        n.op == "matmul" and n.src[1].op == ITER and n.src[1].attr("fmap") != -1
+        for n in bg.nodes)
+
+
 def check_block_graph(bg: BlockGraph) -> None:
     if any(v < 1 for v in bg.grid) or len(bg.grid) != 3:
         raise GraphError(f"block graph: grid {list(bg.grid)} must be three positive sizes")
