@@ -115,3 +115,24 @@ def test_matmuls_that_faulted_at_256_threads_have_no_odd_descriptor(
     cg = compile_graph(g, load=False, schedules={matmul: sched})
     assert "cp_async16_pol" in cg.source
     assert _odd_descriptors(cg.cubin, tmp_path) == []
+
+
+def test_the_wgmma_probe_runs_warpgroup_products_without_local_memory(tmp_path: Path) -> None:
+    """benchmarks/wgmma_probe.py's fused rmsnorm kernels (a device-side measurement tool)
+    compile for sm_90a, each with 8 warpgroup products a stage (HGMMA in the SASS) and no
+    local memory."""
+    import sys
+
+    from mirage_formal.codegen.nvrtc import compile_cubin
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import wgmma_probe
+
+    path = tmp_path / "wg.cubin"
+    path.write_bytes(compile_cubin(wgmma_probe.source(), "sm_90a", cache=tmp_path,
+                                   name="wgmma_probe.cu"))
+    assert NVDISASM is not None
+    sass = subprocess.run([NVDISASM, "-c", str(path)], capture_output=True, text=True,
+                          check=True).stdout
+    assert sass.count("HGMMA.64x64x16.F32") == 8 * len(wgmma_probe.VARIANTS)
+    assert "STL" not in sass and "LDL" not in sass
