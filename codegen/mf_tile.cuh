@@ -349,6 +349,19 @@ __device__ __forceinline__ float h2_sum(unsigned r) {
   const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&r));
   return v.x + v.y;
 }
+// One half2 op on two packed fragment registers (Schedule.a_op_fragments: A = X op Y).
+__device__ __forceinline__ unsigned h2_add(unsigned a, unsigned b) {
+  __half2 r = __hadd2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
+  return *reinterpret_cast<unsigned*>(&r);
+}
+__device__ __forceinline__ unsigned h2_sub(unsigned a, unsigned b) {
+  __half2 r = __hsub2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
+  return *reinterpret_cast<unsigned*>(&r);
+}
+__device__ __forceinline__ unsigned h2_mul(unsigned a, unsigned b) {
+  __half2 r = __hmul2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
+  return *reinterpret_cast<unsigned*>(&r);
+}
 __device__ __forceinline__ float h2_sq(unsigned r) {
   const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&r));
   return v.x * v.x + v.y * v.y;

@@ -494,6 +494,15 @@ ELEMENTWISE_LOOP_CASES = [(12, 128, 64, 8, "add"), (8, 64, 32, 6, "mul"), (16, 3
                           (2, 256, 64, 5, "add")]
 
 
+#: Schedule.a_op_fragments on the cp.async ring of dense rows, and on the TMA ring (half the
+#: warps, register outputs: the first round's candidate) where a tensor map can copy the tiles
+A_OP_SCHEDULES = {
+    "cp.async": Schedule(dense_rows=True, mma_kpair=True, min_blocks=1, a_op_fragments=True),
+    "tma": Schedule(threads=128, warp_n=2, dense_rows=True, mma_kpair=True, min_blocks=1,
+                    reg_epilogue=True, tma_ring=True, async_stage_bytes=153600, a_op_fragments=True),
+}
+
+
 def elementwise_loop_program(rows: int, cols: int, n: int, forloop: int, op: str = "add") -> mf.KernelGraph:
     """``op``(X_it, Y_it) · W_it summed over the loop in one kernel, grid 2 over W's columns:
     two tiles that change every iteration and that only an elementwise op reads (the loop

@@ -48,6 +48,9 @@ from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY
 
 _MAX_ELEMS = 2**31 - 1
+#: the elementwise ops Schedule.a_op_fragments computes on A fragments: op -> the mf_tile.cuh
+#: helper that applies it to two packed half2 registers
+FRAGMENT_OPS = {"add": "mf::h2_add", "sub": "mf::h2_sub", "mul": "mf::h2_mul"}
 #: registers a thread may spend on a register chain's fragments (first product, second
 #: product's accumulators, loop-invariant A fragments): beyond this the compiler spills
 CHAIN_REGISTERS = 160
@@ -139,6 +142,9 @@ class KernelLayout:
             if math.prod(shape) > _MAX_ELEMS:
                 raise GraphError(f"codegen: input {list(shape)} is too large for 32-bit indexing")
         self.inline = {n for n in self.nodes if self._inlinable(n)}
+        #: elementwise ops computed on a tensor-core product's A fragments from two raw tiles
+        #: (Schedule.a_op_fragments): op -> that matmul; no tile, no step of their own
+        self.frag_op = {n: self.consumers[n][0] for n in self.nodes if self._frag_op_ok(n)}
         self.fused = {n: self.consumers[n][0] for n in self.nodes if self._fusable(n)}
         # A matmul whose only consumer is a stored unary elementwise op writes that op's
         # value directly (epilogue): no product tile, one step and one barrier fewer.
@@ -296,7 +302,7 @@ class KernelLayout:
         if len(n.shape) < 2 or n.shape[-1] % 64 or (n.shape[-2] % 8 and math.prod(n.shape[:-2]) > 1):
             return False
         for c in self.consumers[n]:
-            if c in self.reg_fold:
+            if c in self.reg_fold or c in self.frag_op:  # (frag_op: read through ldmatrix)
                 continue
             if len(c.src) != 2 or c.src[0] is c.src[1]:
                 return False
@@ -334,6 +340,24 @@ class KernelLayout:
             # docs/codegen.md)
             return False
         return all(c.op == "accum" or REGISTRY[c.op].elementwise for c in self.consumers[n])
+
+    def _frag_op_ok(self, n: Node) -> bool:
+        """``n`` is an add, sub or mul of two distinct 2-D fp16 iterator tiles of its shape that
+        change every iteration of a real loop and that nothing else reads, and its one reader
+        is a tensor-core matmul (ldmatrix, k-steps of 16) taking it as its A operand of the
+        product's rows: Schedule.a_op_fragments computes it on that product's A fragments."""
+        if (not (self.opts.a_op_fragments and self.opts.ldmatrix and self.opts.async_copy)
+                or self.bg.forloop < 2 or n.op not in FRAGMENT_OPS or n in self.out_nodes):
+            return False
+        cs = self.consumers[n]
+        if len(n.src) != 2 or n.src[0] is n.src[1] or len(cs) != 1:
+            return False
+        m = cs[0]
+        if (m.op != "matmul" or m.src[0] is not n or m.src[1] is n or not self._mma(m)
+                or len(n.shape) != 2 or n.shape[-1] % 16 or m.shape[-2] != n.shape[-2]):
+            return False
+        return all(x.op == ITER and x.attr("fmap") != -1 and x.dtype is DType.F16
+                   and x.shape == n.shape and self.consumers[x] == [n] for x in n.src)
 
     def _prefetchable(self, n: Node) -> bool:
         """Iterator ``n`` changes every iteration of a loop, an elementwise op reads it (not
@@ -537,7 +561,7 @@ class KernelLayout:
         multiples, no output, read only by accumulators and by tensor-core matmuls (an
         elementwise result as operand A, a norm's or a product's as either operand)."""
         if (not self.opts.half_tiles or n.op == ITER or n in self.inline or n in self.out_nodes
-                or n in self.chain_nodes):
+                or n in self.chain_nodes or n in self.frag_op):
             return False
         norm = self.rms_rowwise(n)
         # a product stored from its fragments as half2 pairs (its dtype is fp16: the rounding
@@ -688,7 +712,7 @@ class KernelLayout:
                 return c.src[1] is n and c.src[0] is not n
             if c.op == "rms_norm":
                 return self._normalizes(c, n)
-            if c in self.reg_fold:
+            if c in self.reg_fold or c in self.frag_op:
                 return True
             return self._mma(c)
 
@@ -792,7 +816,7 @@ class KernelLayout:
                 pre.append(Zero(n))  # (register sums are stored, not added)
         for n in self.nodes:
             if (n in self.inline or n in self.fused or n in self.epi_of or n in self.raw
-                    or n in self.chain_nodes or n in self.direct):
+                    or n in self.chain_nodes or n in self.direct or n in self.frag_op):
                 continue  # (a register chain runs inside its second matmul's step)
             after = self.phase[n]
             if n.op == ITER:
@@ -848,7 +872,7 @@ class KernelLayout:
         stack = roots
         while stack:
             n = stack.pop()
-            if n in self.inline or n in self.chain_nodes:
+            if n in self.inline or n in self.chain_nodes or n in self.frag_op:
                 stack.extend(n.src)
             else:
                 out.add(n)

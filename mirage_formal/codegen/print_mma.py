@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Literal
 
 from mirage_formal.codegen.cindex import align_idx, multi_index
-from mirage_formal.codegen.layout import Chain
+from mirage_formal.codegen.layout import FRAGMENT_OPS, Chain
 from mirage_formal.codegen.printer import (
     TileExpr,
     TilePrinter,
@@ -55,7 +55,9 @@ class MmaPrinter(TilePrinter):
         # when K is a multiple of 16 (and, for B, N of 8). A's rows past M are clamped to row
         # M - 1: they only feed output rows that are not stored.
         # fp16 tiles (raw cp.async stages, or half_tiles) are read as halves
-        ra, rb = A in self.raw or A in self.half, B in self.raw or B in self.half
+        # (an op computed on the A fragments reads its two raw tiles as halves: fop)
+        fop = A in self.frag_op
+        ra, rb = A in self.raw or A in self.half or fop, B in self.raw or B in self.half
         ldsm = self.opts.ldmatrix
         xa = ra and ldsm and K % 16 == 0 and A.shape[-2] == M
         xb = rb and ldsm and K % 16 == 0 and N % 8 == 0 and B.shape[-1] == N
@@ -86,9 +88,20 @@ class MmaPrinter(TilePrinter):
         i3 = ind + "    "
         if xa:
             row = "tm * 16 + (lane & 15)" if M % 16 == 0 else f"min(tm * 16 + (lane & 15), {M - 1})"
-            frag_a = [f"{i3}mf::ldsm_x4(fa, pa + {self.raw_offset(A, row, '(k0 >> 3) + (lane >> 4)')});"
-                      if A in self.swz else
-                      f"{i3}mf::ldsm_x4(fa, pa + ({row}) * {lda} + k0 + (lane >> 4) * 8);"]
+
+            def ld_frag(dst: str, t: Node, p: str) -> str:
+                """ldmatrix of raw or fp16 tile ``t`` (at ``p``) into fragment ``dst``."""
+                if t in self.swz:
+                    return f"{i3}mf::ldsm_x4({dst}, {p} + {self.raw_offset(t, row, '(k0 >> 3) + (lane >> 4)')});"
+                return f"{i3}mf::ldsm_x4({dst}, {p} + ({row}) * {self.row(t)} + k0 + (lane >> 4) * 8);"
+
+            if fop:  # both tiles' fragments, then the op on each half2 register
+                X, Y = A.src
+                fn = FRAGMENT_OPS[A.op]
+                frag_a = [f"{i3}unsigned fx[4], fy[4];", ld_frag("fx", X, "px"), ld_frag("fy", Y, "py"),
+                          *(f"{i3}fa[{j}] = {fn}(fx[{j}], fy[{j}]);" for j in range(4))]
+            else:
+                frag_a = [ld_frag("fa", A, "pa")]
         elif not ra and not mk and not kk and lda % 2 == 0:
             # fp32 A tile, no bounds checks: each fragment register is one 8-byte pair
             frag_a = [f"{i3}fa[0] = mf::pack_f2(pa + r0 * {lda} + ka);",
@@ -141,7 +154,9 @@ class MmaPrinter(TilePrinter):
         hoist = n in self.hoist_a
         accs = f"ra{self.ids[n]}" if racc else f"cs{self.ids[n]}" if mode == "chain_a" else "accs"
         head = self.mma_head(n, i2)
-        pa_line = f"{i2}const {ta}* pa = {a} + {ab};"
+        pa_lines = ([f"{i2}const __half* p{v} = {self.buf[t]} + {self.stage_offset(t)};"
+                     for v, t in zip("xy", A.src, strict=True)] if fop
+                    else [f"{i2}const {ta}* pa = {a} + {ab};"])
         pb_line = f"{i2}const {tb}* pb = {b} + {bb};"
 
         def store_all(op: str, to: str = dst) -> list[str]:
@@ -182,7 +197,7 @@ class MmaPrinter(TilePrinter):
         if mode == "hoist":  # before the loop: a loop-invariant A's fragments into registers
             return [f"{ind}unsigned ha{self.ids[n]}[{WM}][{KS}][4];",
                     f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
-                    f"{i2}const int tile = threadIdx.x / 32;", *head, pa_line,
+                    f"{i2}const int tile = threadIdx.x / 32;", *head, *pa_lines,
                     f"{i2}#pragma unroll",
                     f"{i2}for (int ks = 0; ks < {KS}; ++ks) {{",
                     f"{i3}const int k0 = ks * 16, ka = k0 + 2 * q, kb = ka + 8;",
@@ -242,7 +257,7 @@ class MmaPrinter(TilePrinter):
             *(self.fragment_fold_terms(n, WM, i3) if fa_ref == "fas[wm]" else []),
             f"{i2}}}"]
         if mode == "chain_a":
-            return [f"{ind}{{", pa_line, pb_line, *product, f"{ind}}}"]
+            return [f"{ind}{{", *pa_lines, pb_line, *product, f"{ind}}}"]
         if mode == "chain_b":
             # the chain's warp tile head is the first product's: this product spans all
             # columns, over the warp's k slice
@@ -251,7 +266,7 @@ class MmaPrinter(TilePrinter):
         zero = [] if racc else zeroed_accumulators("accs", WM, WN, i2)
         return [
             f"{ind}for (int tile = threadIdx.x / 32; tile < {tiles}; tile += {W}) {{",
-            *head, pa_line, pb_line, *zero, *product,
+            *head, *pa_lines, pb_line, *zero, *product,
             *([] if racc else store),
             f"{ind}}}"]
 

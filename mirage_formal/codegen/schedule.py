@@ -53,12 +53,12 @@ def gemv_rows_ok(rows: int, threads: int) -> bool:
 #: hand-edited file is refused, not silently taken)
 _CHECKED_FLAGS = ("cluster_combine", "fold_registers", "ring_first", "row_registers", "evict_first",
                   "dense_rows", "mma_kpair", "reg_epilogue", "fold_fragments", "one_barrier",
-                  "tma_ring")
+                  "tma_ring", "a_op_fragments")
 
 
 #: the fields a schedule's text key holds only when they differ from their default
 _KEYED_WHEN_SET = ("stream_k", "dense_rows", "mma_kpair", "mma_kslice", "reg_epilogue",
-                   "fold_fragments", "one_barrier", "tma_ring")
+                   "fold_fragments", "one_barrier", "tma_ring", "a_op_fragments")
 
 
 @dataclass(frozen=True)
@@ -229,6 +229,15 @@ class Schedule:
     #: rmsnorm's fused kernel by hand (H100, s28 c1): 23.7 µs against 25.2 for the table's
     #: cp.async winner in the same run
     tma_ring: bool = False
+    #: a tensor-core product whose A operand is an elementwise add, sub or mul of two tiles
+    #: that change every iteration (``(X + Y)·W``, a gated ``(A ⊙ B)·W``) computes that op on
+    #: the A fragments: both tiles stay raw fp16 in the ring (cp.async or the TMA ring), each
+    #: warp loads both fragments with ldmatrix and combines them with one half2 instruction
+    #: per register. Without it the op's result goes through a shared-memory tile and a
+    #: barrier every iteration: the outside (X + Y)·W's one-kernel 80-block size measured
+    #: 29-52 µs against 22.4 for the add as its own kernel beside the ring matmul (H100, s29
+    #: c13)
+    a_op_fragments: bool = False
 
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):
@@ -336,7 +345,8 @@ def warp_tiles(batch: int, mt: int, nt: int, warps: int, want_m: int = 0,
 def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
                 sm_count: int = DEFAULT_SM_COUNT) -> list[Schedule]:
     """The second round of tuning one kernel: (a ring of boxes a tensor map can copy) the
-    winner with the TMA ring (:func:`_tma_trials`), (a TMA ring winner) at the other depths of
+    winner with the TMA ring (:func:`_tma_trials`), (an A that is an op of two loop tiles) with
+    that op on the A fragments, (a TMA ring winner) at the other depths of
     :data:`TMA_RING_DEPTHS`, the winner with 256-byte L2 fetches, with the
     evict-first policy, (a loop streaming fp16 tiles) with dense ring rows and with two-chain
     products, (a loop over the cp.async ring) with one barrier per iteration, (a product summed
@@ -362,6 +372,9 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
         if (best.async_copy and not best.tma_ring and best.split == 1 and not best.stream_k
                 and _tma_ring_fits(bg)):
             policies += _tma_trials(best, bg)
+        if not best.a_op_fragments and best.async_copy and _op_of_loop_tiles_as_a(bg):
+            # an op of two loop tiles computed on the product's A fragments, both tiles raw
+            policies.append(replace(best, a_op_fragments=True, dense_rows=True))
         if best.tma_ring and bg.forloop > 2:
             # a TMA ring winner (the first round's candidate keeps 4 stages) at other depths:
             # rmsnorm b=1's 256-row stages measured 24.13 µs 2 deep against 26.08 4 deep, b=8's
@@ -535,6 +548,18 @@ def _gemv_threads_ok(bg: BlockGraph, threads: int) -> bool:
 
 #: the emitter's fallback: no tensor cores, no prefetching, no cp.async (the simplest code)
 SIMPLE = Schedule(mma=False, prefetch=False, async_copy=False, ldmatrix=False)
+
+
+def _op_of_loop_tiles_as_a(bg: BlockGraph) -> bool:
+    """Some matmul of ``bg``'s loop takes as its A an add, sub or mul of two tiles that change
+    every iteration: where :attr:`Schedule.a_op_fragments` can change the kernel (the layout
+    has the last word)."""
+    def changing(x: Any) -> bool:
+        return bool(x.op == "iter" and x.attr("fmap") != -1)
+
+    return bg.forloop > 1 and any(
+        n.op == "matmul" and n.src[0].op in ("add", "sub", "mul") and len(n.src[0].src) == 2
+        and all(changing(x) for x in n.src[0].src) for n in bg.nodes)
 
 
 def _product_of_products(bg: BlockGraph) -> bool:
@@ -751,6 +776,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       (``dense_rows``, ``mma_kpair``) on the grid's own blocks, at the widest thread count,
       and where a tensor map can copy every streamed tile (:func:`_tma_ring_fits`) that ring
       filled by the TMA producer warp on half those warps (``warp_n=2``, register outputs);
+      where the product's A is an add, sub or mul of two loop tiles, those two rings again
+      with the op computed on the A fragments (``a_op_fragments``);
     - for a kernel with a register chain, every candidate with ``min_blocks=1`` (ptxas may
       then give a thread up to 255 registers);
     - for a loop-free kernel of one-row tiles (:func:`row_registers_ok`), every tile in
@@ -878,6 +905,13 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         extra.append(replace(ring, tma_ring=True, min_blocks=1,
                              threads=(threads[-1] or bg.threads) // 2, warp_n=2,
                              reg_epilogue=True, fold_fragments=_folds_a_stream(bg)))
+        if _op_of_loop_tiles_as_a(bg):
+            # ... with an op of two loop tiles computed on the A fragments (both tiles in the
+            # ring): no shared tile and no barrier for the op in any iteration
+            extra.append(replace(extra[-1], a_op_fragments=True))
+    if streamed and _op_of_loop_tiles_as_a(bg):
+        # (the same on the cp.async ring of dense rows)
+        extra.append(replace(ring, a_op_fragments=True, min_blocks=1))
     if streamed:
         # weights streamed through the cp.async ring: a deeper ring (up to 160 KB in flight
         # per block) for the tensor-core path too (the winner's second round tries it at the

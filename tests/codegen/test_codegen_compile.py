@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from graph_strategies import (
+    A_OP_SCHEDULES,
     CHAIN_CASES,
     ELEMENTWISE_LOOP_CASES,
     FOLD_LOOP_CASES,
@@ -1159,6 +1160,50 @@ def test_counted_ring_slots_replace_the_remainder_in_the_loop(case: tuple, cache
     assert "(it % " not in loop and f")) % {sched.async_stages}) *" not in loop
     pow2 = compile_graph(prog, opts=replace(sched, async_stages=4), arch="sm_90", cache=cache, load=False)
     assert "mf_slot" not in pow2.source
+
+
+@pytest.mark.parametrize("case", ELEMENTWISE_LOOP_CASES)
+@pytest.mark.parametrize("ring", sorted(A_OP_SCHEDULES))
+def test_an_op_of_loop_tiles_is_computed_on_the_a_fragments(case: tuple, ring: str,
+                                                             cache: Path) -> None:
+    """op(X, Y) · W with Schedule.a_op_fragments: X and Y stay raw in the ring, each k-step
+    loads both A fragments with ldmatrix and applies the op to the four half2 registers; the
+    op has no tile and no step (nothing prefetched, no shared-memory tile for it); a TMA ring
+    copies X, Y and W (three tensor maps) where their tiles are 64-column multiples. Without
+    the field the kernel is as before. Each compiles for sm_90."""
+    from mirage_formal.codegen.layout import FRAGMENT_OPS, KernelLayout
+
+    prog = elementwise_loop_program(*case)
+    (la,) = launches(prog, 128)
+    sched = A_OP_SCHEDULES[ring]
+    cg = compile_graph(prog, schedules={la.graph.key: sched}, arch="sm_90", cache=cache, load=False)
+    lay = KernelLayout(la.graph, "k", 227 * 1024, sched)
+    (op,) = lay.frag_op
+    assert {x.attr("input") for x in lay.raw} == {0, 1, 2}
+    helper = FRAGMENT_OPS[case[-1]]
+    assert cg.source.count(f"{helper}(fx[") == 4 and cg.source.count("mf::ldsm_x4(f") == 2
+    assert f"b{lay.ids[op]} =" not in cg.source and "pf0_" not in cg.source
+    tma = case[1] % 64 == 0 and case[2] % 64 == 0
+    assert sum(len(k.tensor_maps) for k in cg.kernels) == (3 if ring == "tma" and tma else 0)
+    off = compile_graph(prog, schedules={la.graph.key: replace(sched, a_op_fragments=False)},
+                        arch="sm_90", cache=cache, load=False)
+    assert "mf::h2_" not in off.source and not KernelLayout(
+        la.graph, "k", 227 * 1024, replace(sched, a_op_fragments=False)).frag_op
+
+
+def test_the_tuner_computes_an_op_of_loop_tiles_on_the_a_fragments() -> None:
+    """A loop whose product's A is an op of two loop tiles gets first-round candidates with
+    Schedule.a_op_fragments (the dense cp.async ring, and the TMA ring where it fits) and a
+    second-round trial on a winner without it; a plain product loop gets none."""
+    from mirage_formal.codegen.schedule import refinements
+
+    (la,) = launches(elementwise_loop_program(12, 128, 64, 8, "add"), 128)
+    first = [c for c in candidate_schedules(la.graph) if c.a_op_fragments]
+    assert sorted(c.tma_ring for c in first) == [False, True]
+    assert any(r.a_op_fragments for r in refinements(Schedule(), [], la.graph))
+    (lp,) = launches(matmul_loop_program(16, 128, 64, 8), 128)
+    assert not any(c.a_op_fragments for c in candidate_schedules(lp.graph))
+    assert not any(r.a_op_fragments for r in refinements(Schedule(), [], lp.graph))
 
 
 @pytest.mark.parametrize("case", ELEMENTWISE_LOOP_CASES)

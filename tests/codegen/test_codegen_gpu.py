@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from graph_strategies import (
+    A_OP_SCHEDULES,
     CHAIN_CASES,
     ELEMENTWISE_LOOP_CASES,
     FOLD_LOOP_CASES,
@@ -283,6 +284,15 @@ def test_prefetched_elementwise_loop_tiles_validate(case: tuple, sched: Schedule
     """op(X, Y) · W fused, with X and Y prefetched an iteration ahead (or read in place
     without prefetching), computes the same function."""
     _assert_validates(f"elementwise {case}", elementwise_loop_program(*case), sched)
+
+
+@pytest.mark.parametrize("case", ELEMENTWISE_LOOP_CASES)
+@pytest.mark.parametrize("ring", ["cp.async", "tma"])
+def test_an_op_of_loop_tiles_on_the_a_fragments_validates(case: tuple, ring: str) -> None:
+    """op(X, Y) · W with the op computed on the A fragments (Schedule.a_op_fragments), on the
+    cp.async ring and on the TMA ring, computes the same function."""
+    _assert_validates(f"elementwise {case} {ring}", elementwise_loop_program(*case),
+                      A_OP_SCHEDULES[ring])
 
 
 def _counted_ring_cases() -> list[tuple[str, KernelGraph, Schedule]]:
