@@ -356,8 +356,9 @@ class KernelLayout:
         if (m.op != "matmul" or m.src[0] is not n or m.src[1] is n or not self._mma(m)
                 or len(n.shape) != 2 or n.shape[-1] % 16 or m.shape[-2] != n.shape[-2]):
             return False
-        return all(x.op == ITER and x.attr("fmap") != -1 and x.dtype is DType.F16
-                   and x.shape == n.shape and self.consumers[x] == [n] for x in n.src)
+        # (each a ring tile, so set_layout makes both raw: the printer reads them there)
+        return all(self._ring_tile(x) and x.shape == n.shape and self.consumers[x] == [n]
+                   for x in n.src)
 
     def _prefetchable(self, n: Node) -> bool:
         """Iterator ``n`` changes every iteration of a loop, an elementwise op reads it (not
@@ -692,15 +693,23 @@ class KernelLayout:
         cs = self.consumers[n]
         return len(cs) == 1 and self._normalizes(cs[0], n)
 
-    def _raw_ok(self, n: Node) -> bool:
-        """Iterator tile ``n`` can stay raw fp16 in shared memory, filled by cp.async: it
-        changes every iteration of a real loop, is stored as fp16 with 16-byte rows in global
-        memory, and only tensor-core matmuls (or the readers below) read it."""
+    def _ring_tile(self, n: Node) -> bool:
+        """Iterator tile ``n`` could be a raw ring tile whoever reads it: it changes every
+        iteration of a real loop, is no output and not inlined, and is fp16 with rows of
+        16-byte multiples in the tile and in global memory."""
         if not self.opts.async_copy or n.op != ITER or self.bg.forloop < 2:
             return False
         if n.attr("fmap") == -1 or n in self.out_nodes or n in self.inline:
             return False
         shape, dt = self.bg.inputs[n.attr("input")]
+        return (dt is DType.F16 and n.dtype is DType.F16 and n.shape[-1] % 8 == 0
+                and shape[-1] % 8 == 0)
+
+    def _raw_ok(self, n: Node) -> bool:
+        """Iterator tile ``n`` can stay raw fp16 in shared memory, filled by cp.async: a ring
+        tile (:meth:`_ring_tile`) that only tensor-core matmuls (or the readers below) read."""
+        if not self._ring_tile(n):
+            return False
         cs = self.consumers[n]
 
         # consumers: tensor-core matmuls, gemv matmuls reading it as B (16-byte vectors from
@@ -716,8 +725,7 @@ class KernelLayout:
                 return True
             return self._mma(c)
 
-        return (dt is DType.F16 and n.dtype is DType.F16 and n.shape[-1] % 8 == 0
-                and shape[-1] % 8 == 0 and bool(cs) and all(reads(c) for c in cs))
+        return bool(cs) and all(reads(c) for c in cs)
 
     def stage_halves(self, n: Node) -> int:
         """Halves of one stage of raw tile ``n`` (16-byte multiple; in a TMA ring, whole
