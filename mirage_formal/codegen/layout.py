@@ -48,8 +48,8 @@ from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY
 
 _MAX_ELEMS = 2**31 - 1
-#: the elementwise ops Schedule.a_op_fragments computes on A fragments: op -> the mf_tile.cuh
-#: helper that applies it to two packed half2 registers
+#: binary ops Schedule.a_op_fragments applies to two packed half2 fragment registers with one
+#: instruction (the mf_tile.cuh helper); any other elementwise op goes through fp32 per half
 FRAGMENT_OPS = {"add": "mf::h2_add", "sub": "mf::h2_sub", "mul": "mf::h2_mul"}
 #: registers a thread may spend on a register chain's fragments (first product, second
 #: product's accumulators, loop-invariant A fragments): beyond this the compiler spills
@@ -342,15 +342,18 @@ class KernelLayout:
         return all(c.op == "accum" or REGISTRY[c.op].elementwise for c in self.consumers[n])
 
     def _frag_op_ok(self, n: Node) -> bool:
-        """``n`` is an add, sub or mul of two distinct 2-D fp16 iterator tiles of its shape that
-        change every iteration of a real loop and that nothing else reads, and its one reader
-        is a tensor-core matmul (ldmatrix, k-steps of 16) taking it as its A operand of the
-        product's rows: Schedule.a_op_fragments computes it on that product's A fragments."""
+        """``n`` is an elementwise op of one or two distinct 2-D fp16 iterator tiles of its
+        shape that change every iteration of a real loop and that nothing else reads, and its
+        one reader is a tensor-core matmul (ldmatrix, k-steps of 16) taking it as its A
+        operand of the product's rows: Schedule.a_op_fragments computes it on that product's
+        A fragments."""
+        d = REGISTRY.get(n.op)
         if (not (self.opts.a_op_fragments and self.opts.ldmatrix and self.opts.async_copy)
-                or self.bg.forloop < 2 or n.op not in FRAGMENT_OPS or n in self.out_nodes):
+                or self.bg.forloop < 2 or d is None or not d.elementwise or d.c_expr is None
+                or n in self.out_nodes):
             return False
         cs = self.consumers[n]
-        if len(n.src) != 2 or n.src[0] is n.src[1] or len(cs) != 1:
+        if len(n.src) not in (1, 2) or len(set(n.src)) != len(n.src) or len(cs) != 1:
             return False
         m = cs[0]
         if (m.op != "matmul" or m.src[0] is not n or m.src[1] is n or not self._mma(m)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from mirage_formal.codegen.cindex import align_idx, multi_index
+from mirage_formal.codegen.cindex import align_idx, fmt_float, multi_index
 from mirage_formal.codegen.layout import FRAGMENT_OPS, Chain
 from mirage_formal.codegen.printer import (
     TileExpr,
@@ -22,6 +22,7 @@ from mirage_formal.codegen.printer import (
 )
 from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.node import Node
+from mirage_formal.ir.ops import REGISTRY
 
 
 class MmaPrinter(TilePrinter):
@@ -95,11 +96,21 @@ class MmaPrinter(TilePrinter):
                     return f"{i3}mf::ldsm_x4({dst}, {p} + {self.raw_offset(t, row, '(k0 >> 3) + (lane >> 4)')});"
                 return f"{i3}mf::ldsm_x4({dst}, {p} + ({row}) * {self.row(t)} + k0 + (lane >> 4) * 8);"
 
-            if fop:  # both tiles' fragments, then the op on each half2 register
-                X, Y = A.src
-                fn = FRAGMENT_OPS[A.op]
-                frag_a = [f"{i3}unsigned fx[4], fy[4];", ld_frag("fx", X, "px"), ld_frag("fy", Y, "py"),
-                          *(f"{i3}fa[{j}] = {fn}(fx[{j}], fy[{j}]);" for j in range(4))]
+            if fop:  # each tile's fragments, then the op on each half2 register
+                fr = [f"f{v}" for v in "xy"[:len(A.src)]]
+                frag_a = [f"{i3}unsigned {', '.join(f + '[4]' for f in fr)};",
+                          *(ld_frag(f, t, f"p{f[1]}") for f, t in zip(fr, A.src, strict=True))]
+                if A.op in FRAGMENT_OPS and len(fr) == 2:  # one half2 instruction
+                    frag_a += [f"{i3}fa[{j}] = {FRAGMENT_OPS[A.op]}(fx[{j}], fy[{j}]);" for j in range(4)]
+                else:  # in fp32, each half, then both rounded to fp16 as one pair
+                    expr = REGISTRY[A.op].c_expr
+                    assert expr is not None
+                    attrs = {k: fmt_float(x) if isinstance(x, float) else x for k, x in A.attrs}
+
+                    def half(j: int, part: str) -> str:
+                        return expr.format(*(f"mf::h2_{part}({f}[{j}])" for f in fr), **attrs)
+                    frag_a += [f"{i3}fa[{j}] = mf::f2_h2({half(j, 'lo')}, {half(j, 'hi')});"
+                               for j in range(4)]
             else:
                 frag_a = [ld_frag("fa", A, "pa")]
         elif not ra and not mk and not kk and lda % 2 == 0:
@@ -155,7 +166,7 @@ class MmaPrinter(TilePrinter):
         accs = f"ra{self.ids[n]}" if racc else f"cs{self.ids[n]}" if mode == "chain_a" else "accs"
         head = self.mma_head(n, i2)
         pa_lines = ([f"{i2}const __half* p{v} = {self.buf[t]} + {self.stage_offset(t)};"
-                     for v, t in zip("xy", A.src, strict=True)] if fop
+                     for v, t in zip("xy"[:len(A.src)], A.src, strict=True)] if fop
                     else [f"{i2}const {ta}* pa = {a} + {ab};"])
         pb_line = f"{i2}const {tb}* pb = {b} + {bb};"
 

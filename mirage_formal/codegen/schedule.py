@@ -229,11 +229,11 @@ class Schedule:
     #: rmsnorm's fused kernel by hand (H100, s28 c1): 23.7 µs against 25.2 for the table's
     #: cp.async winner in the same run
     tma_ring: bool = False
-    #: a tensor-core product whose A operand is an elementwise add, sub or mul of two tiles
-    #: that change every iteration (``(X + Y)·W``, a gated ``(A ⊙ B)·W``) computes that op on
-    #: the A fragments: both tiles stay raw fp16 in the ring (cp.async or the TMA ring), each
-    #: warp loads both fragments with ldmatrix and combines them with one half2 instruction
-    #: per register. Without it the op's result goes through a shared-memory tile and a
+    #: a tensor-core product whose A operand is an elementwise op of one or two tiles that
+    #: change every iteration (``(X + Y)·W``, a gated ``(A ⊙ B)·W``, ``silu(X)·W``) computes
+    #: that op on the A fragments: the tiles stay raw fp16 in the ring (cp.async or the TMA
+    #: ring), each warp loads their fragments with ldmatrix and combines them register by
+    #: register (add, sub, mul: one half2 instruction; other ops in fp32 per half). Without it the op's result goes through a shared-memory tile and a
     #: barrier every iteration: the outside (X + Y)·W's one-kernel 80-block size measured
     #: 29-52 µs against 22.4 for the add as its own kernel beside the ring matmul (H100, s29
     #: c13)
@@ -551,15 +551,16 @@ SIMPLE = Schedule(mma=False, prefetch=False, async_copy=False, ldmatrix=False)
 
 
 def _op_of_loop_tiles_as_a(bg: BlockGraph) -> bool:
-    """Some matmul of ``bg``'s loop takes as its A an add, sub or mul of two tiles that change
-    every iteration: where :attr:`Schedule.a_op_fragments` can change the kernel (the layout
-    has the last word)."""
-    def changing(x: Any) -> bool:
-        return bool(x.op == "iter" and x.attr("fmap") != -1)
+    """Some matmul of ``bg``'s loop takes as its A an elementwise op of one or two distinct
+    tiles that change every iteration: where :attr:`Schedule.a_op_fragments` can change the
+    kernel (the layout has the last word)."""
+    def op_of_loop_tiles(a: Any) -> bool:
+        d = REGISTRY.get(a.op)
+        return bool(d is not None and d.elementwise and d.c_expr is not None
+                    and len(a.src) in (1, 2) and len(set(a.src)) == len(a.src)
+                    and all(x.op == "iter" and x.attr("fmap") != -1 for x in a.src))
 
-    return bg.forloop > 1 and any(
-        n.op == "matmul" and n.src[0].op in ("add", "sub", "mul") and len(n.src[0].src) == 2
-        and all(changing(x) for x in n.src[0].src) for n in bg.nodes)
+    return bg.forloop > 1 and any(n.op == "matmul" and op_of_loop_tiles(n.src[0]) for n in bg.nodes)
 
 
 def _product_of_products(bg: BlockGraph) -> bool:
@@ -776,8 +777,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       (``dense_rows``, ``mma_kpair``) on the grid's own blocks, at the widest thread count,
       and where a tensor map can copy every streamed tile (:func:`_tma_ring_fits`) that ring
       filled by the TMA producer warp on half those warps (``warp_n=2``, register outputs);
-      where the product's A is an add, sub or mul of two loop tiles, those two rings again
-      with the op computed on the A fragments (``a_op_fragments``);
+      where the product's A is an elementwise op of one or two loop tiles, those two rings
+      again with the op computed on the A fragments (``a_op_fragments``);
     - for a kernel with a register chain, every candidate with ``min_blocks=1`` (ptxas may
       then give a thread up to 255 registers);
     - for a loop-free kernel of one-row tiles (:func:`row_registers_ok`), every tile in

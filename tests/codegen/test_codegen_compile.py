@@ -1041,7 +1041,7 @@ def test_a_first_round_ranks_sizes_a_tensor_map_can_copy_with_the_tma_ring() -> 
     assert "mf::tma_load_2d" in emit_graph(prog, opts=t)[0]
     through_op = matmul_loop_program(16, 128, 64, 8, pre_a=True)
     (lo,) = launches(through_op, 128)
-    (t,) = [c for c in candidate_schedules(lo.graph) if c.tma_ring]
+    (t,) = [c for c in candidate_schedules(lo.graph) if c.tma_ring and not c.a_op_fragments]
     assert "mf::tma_load_2d" in emit_graph(through_op, opts=t)[0]
     for other in (matmul_loop_program(16, 96, 64, 8), matmul_loop_program(16, 128, 64, 1),
                   attention_loop_program(64, 64, 64, 64, 4)):
@@ -1191,19 +1191,36 @@ def test_an_op_of_loop_tiles_is_computed_on_the_a_fragments(case: tuple, ring: s
         la.graph, "k", 227 * 1024, replace(sched, a_op_fragments=False)).frag_op
 
 
+@pytest.mark.parametrize("ring", sorted(A_OP_SCHEDULES))
+def test_a_unary_op_of_a_loop_tile_is_computed_in_fp32_on_the_a_fragments(ring: str,
+                                                                        cache: Path) -> None:
+    """neg(X) · W with Schedule.a_op_fragments: X stays raw, its fragments are negated half by
+    half in fp32 through the op's own C expression and packed back (no half2 helper for a
+    unary op); it compiles for sm_90 and takes the TMA ring's tensor maps where set."""
+    prog = matmul_loop_program(16, 128, 64, 8, pre_a=True)
+    cg = compile_graph(prog, opts=A_OP_SCHEDULES[ring], arch="sm_90", cache=cache, load=False)
+    assert cg.source.count("mf::f2_h2((-mf::h2_lo(fx[") == 4 and "unsigned fx[4];" in cg.source
+    assert sum(len(k.tensor_maps) for k in cg.kernels) == (2 if ring == "tma" else 0)
+
+
 def test_the_tuner_computes_an_op_of_loop_tiles_on_the_a_fragments() -> None:
-    """A loop whose product's A is an op of two loop tiles gets first-round candidates with
-    Schedule.a_op_fragments (the dense cp.async ring, and the TMA ring where it fits) and a
-    second-round trial on a winner without it; a plain product loop gets none."""
+    """A loop whose product's A is an op of one or two loop tiles gets first-round candidates
+    with Schedule.a_op_fragments (the dense cp.async ring, and the TMA ring where it fits) and
+    a second-round trial on a winner without it; a plain product loop and attention's product
+    of products get none."""
     from mirage_formal.codegen.schedule import refinements
 
     (la,) = launches(elementwise_loop_program(12, 128, 64, 8, "add"), 128)
     first = [c for c in candidate_schedules(la.graph) if c.a_op_fragments]
     assert sorted(c.tma_ring for c in first) == [False, True]
     assert any(r.a_op_fragments for r in refinements(Schedule(), [], la.graph))
+    (lu,) = launches(matmul_loop_program(16, 128, 64, 8, pre_a=True), 128)
+    assert sum(c.a_op_fragments for c in candidate_schedules(lu.graph)) == 2
     (lp,) = launches(matmul_loop_program(16, 128, 64, 8), 128)
     assert not any(c.a_op_fragments for c in candidate_schedules(lp.graph))
     assert not any(r.a_op_fragments for r in refinements(Schedule(), [], lp.graph))
+    (lt,) = launches(attention_loop_program(64, 64, 64, 64, 4), 128)
+    assert not any(c.a_op_fragments for c in candidate_schedules(lt.graph))
 
 
 @pytest.mark.parametrize("case", ELEMENTWISE_LOOP_CASES)

@@ -295,6 +295,13 @@ def test_an_op_of_loop_tiles_on_the_a_fragments_validates(case: tuple, ring: str
                       A_OP_SCHEDULES[ring])
 
 
+@pytest.mark.parametrize("ring", ["cp.async", "tma"])
+def test_a_unary_op_of_a_loop_tile_on_the_a_fragments_validates(ring: str) -> None:
+    """neg(X) · W with the op computed in fp32 on the A fragments computes the same function."""
+    _assert_validates(f"neg(X)·W {ring}", matmul_loop_program(16, 128, 64, 8, pre_a=True),
+                      A_OP_SCHEDULES[ring])
+
+
 def _counted_ring_cases() -> list[tuple[str, KernelGraph, Schedule]]:
     return counted_ring_cases()
 
