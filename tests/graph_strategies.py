@@ -494,6 +494,25 @@ ELEMENTWISE_LOOP_CASES = [(12, 128, 64, 8, "add"), (8, 64, 32, 6, "mul"), (16, 3
                           (2, 256, 64, 5, "add")]
 
 
+def gated_a_loop_program(rows: int, cols: int, n: int, forloop: int) -> mf.KernelGraph:
+    """(silu(X_it) ⊙ Y_it) · W_it summed over the loop in one kernel (an MLP's gated down
+    projection), grid 2 over W's columns: the product's A is an expression of two ops over
+    two loop tiles."""
+    g = mf.Graph()
+    x = g.input((rows, cols * forloop), "f16", "X")
+    y = g.input((rows, cols * forloop), "f16", "Y")
+    w = g.input((cols * forloop, 2 * n), "f16", "W")
+    kern = g.kernel([x, y, w], grid=(2, 1, 1), forloop=forloop)
+    xt = kern.iter(x, imap=(-1, -1, -1), fmap=1)
+    yt = kern.iter(y, imap=(-1, -1, -1), fmap=1)
+    wt = kern.iter(w, imap=(1, -1, -1), fmap=0)
+    a = kern.op("mul", kern.op("silu", xt), yt)
+    kern.output(kern.accum(kern.op("matmul", a, wt), kind="sum"), omap=(1, -1, -1))
+    (out,) = kern.build()
+    g.output(out)
+    return g.build()
+
+
 #: Schedule.a_op_fragments on the cp.async ring of dense rows, and on the TMA ring (half the
 #: warps, register outputs: the first round's candidate) where a tensor map can copy the tiles
 A_OP_SCHEDULES = {

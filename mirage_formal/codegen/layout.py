@@ -43,7 +43,7 @@ from mirage_formal.codegen.stream_k import longest_segment
 from mirage_formal.codegen.tma import BOX_COLS, BOX_ROWS_MAX
 from mirage_formal.errors import GraphError, UnsupportedOpError
 from mirage_formal.ir.dtypes import DType
-from mirage_formal.ir.graph import ITER, BlockGraph, block_phases, loop_invariant
+from mirage_formal.ir.graph import ITER, BlockGraph, block_phases, elementwise_tree, loop_invariant
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY
 
@@ -144,7 +144,16 @@ class KernelLayout:
         self.inline = {n for n in self.nodes if self._inlinable(n)}
         #: elementwise ops computed on a tensor-core product's A fragments from two raw tiles
         #: (Schedule.a_op_fragments): op -> that matmul; no tile, no step of their own
-        self.frag_op = {n: self.consumers[n][0] for n in self.nodes if self._frag_op_ok(n)}
+        self.frag_op: dict[Node, Node] = {}
+        #: ... their leaf tiles (one or two, in node order) and the ops inside them
+        self.frag_leaves: dict[Node, list[Node]] = {}
+        self.frag_inner: set[Node] = set()
+        for n in self.nodes:
+            tree = self._frag_tree(n) if n.op != ITER and n.op != "matmul" else None
+            if tree is not None:
+                self.frag_op[n] = self.consumers[n][0]
+                self.frag_leaves[n] = tree[0]
+                self.frag_inner.update(tree[1])
         self.fused = {n: self.consumers[n][0] for n in self.nodes if self._fusable(n)}
         # A matmul whose only consumer is a stored unary elementwise op writes that op's
         # value directly (epilogue): no product tile, one step and one barrier fewer.
@@ -302,7 +311,7 @@ class KernelLayout:
         if len(n.shape) < 2 or n.shape[-1] % 64 or (n.shape[-2] % 8 and math.prod(n.shape[:-2]) > 1):
             return False
         for c in self.consumers[n]:
-            if c in self.reg_fold or c in self.frag_op:  # (frag_op: read through ldmatrix)
+            if c in self.reg_fold or c in self.frag_op or c in self.frag_inner:  # (ldmatrix)
                 continue
             if len(c.src) != 2 or c.src[0] is c.src[1]:
                 return False
@@ -341,27 +350,33 @@ class KernelLayout:
             return False
         return all(c.op == "accum" or REGISTRY[c.op].elementwise for c in self.consumers[n])
 
-    def _frag_op_ok(self, n: Node) -> bool:
-        """``n`` is an elementwise op of one or two distinct 2-D fp16 iterator tiles of its
-        shape that change every iteration of a real loop and that nothing else reads, and its
-        one reader is a tensor-core matmul (ldmatrix, k-steps of 16) taking it as its A
-        operand of the product's rows: Schedule.a_op_fragments computes it on that product's
-        A fragments."""
-        d = REGISTRY.get(n.op)
-        if (not (self.opts.a_op_fragments and self.opts.ldmatrix and self.opts.async_copy)
-                or self.bg.forloop < 2 or d is None or not d.elementwise or d.c_expr is None
-                or n in self.out_nodes):
-            return False
+    def _frag_tree(self, n: Node) -> tuple[list[Node], list[Node]] | None:
+        """(leaf tiles, inner ops) of the elementwise expression ``n`` that
+        Schedule.a_op_fragments computes on a tensor-core product's A fragments, or None.
+
+        ``n``'s one reader is a tensor-core matmul (ldmatrix, k-steps of 16) taking it as its
+        A operand of the product's rows; ``n`` and the ops below it are elementwise (with a C
+        expression), each read only inside the expression, down to one or two distinct 2-D
+        fp16 iterator tiles of ``n``'s shape that change every iteration of a real loop and
+        that only the expression reads (ring tiles: set_layout makes them raw, where the
+        printer reads them)."""
+        if not (self.opts.a_op_fragments and self.opts.ldmatrix and self.opts.async_copy) \
+                or self.bg.forloop < 2:
+            return None
         cs = self.consumers[n]
-        if len(n.src) not in (1, 2) or len(set(n.src)) != len(n.src) or len(cs) != 1:
-            return False
+        if len(cs) != 1:
+            return None
         m = cs[0]
         if (m.op != "matmul" or m.src[0] is not n or m.src[1] is n or not self._mma(m)
                 or len(n.shape) != 2 or n.shape[-1] % 16 or m.shape[-2] != n.shape[-2]):
-            return False
-        # (each a ring tile, so set_layout makes both raw: the printer reads them there)
-        return all(self._ring_tile(x) and x.shape == n.shape and self.consumers[x] == [n]
-                   for x in n.src)
+            return None
+        tree = elementwise_tree(self.bg, n)
+        if tree is None or n in self.out_nodes or not 1 <= len(tree[0]) <= 2:
+            return None
+        leaves, inner = tree
+        if not all(self._ring_tile(x) and x.shape == n.shape for x in leaves):
+            return None
+        return leaves, inner
 
     def _prefetchable(self, n: Node) -> bool:
         """Iterator ``n`` changes every iteration of a loop, an elementwise op reads it (not
@@ -565,7 +580,7 @@ class KernelLayout:
         multiples, no output, read only by accumulators and by tensor-core matmuls (an
         elementwise result as operand A, a norm's or a product's as either operand)."""
         if (not self.opts.half_tiles or n.op == ITER or n in self.inline or n in self.out_nodes
-                or n in self.chain_nodes or n in self.frag_op):
+                or n in self.chain_nodes or n in self.frag_op or n in self.frag_inner):
             return False
         norm = self.rms_rowwise(n)
         # a product stored from its fragments as half2 pairs (its dtype is fp16: the rounding
@@ -724,7 +739,7 @@ class KernelLayout:
                 return c.src[1] is n and c.src[0] is not n
             if c.op == "rms_norm":
                 return self._normalizes(c, n)
-            if c in self.reg_fold or c in self.frag_op:
+            if c in self.reg_fold or c in self.frag_op or c in self.frag_inner:
                 return True
             return self._mma(c)
 
@@ -827,7 +842,8 @@ class KernelLayout:
                 pre.append(Zero(n))  # (register sums are stored, not added)
         for n in self.nodes:
             if (n in self.inline or n in self.fused or n in self.epi_of or n in self.raw
-                    or n in self.chain_nodes or n in self.direct or n in self.frag_op):
+                    or n in self.chain_nodes or n in self.direct or n in self.frag_op
+                    or n in self.frag_inner):
                 continue  # (a register chain runs inside its second matmul's step)
             after = self.phase[n]
             if n.op == ITER:
@@ -883,7 +899,7 @@ class KernelLayout:
         stack = roots
         while stack:
             n = stack.pop()
-            if n in self.inline or n in self.chain_nodes or n in self.frag_op:
+            if n in self.inline or n in self.chain_nodes or n in self.frag_op or n in self.frag_inner:
                 stack.extend(n.src)
             else:
                 out.add(n)

@@ -96,20 +96,23 @@ class MmaPrinter(TilePrinter):
                     return f"{i3}mf::ldsm_x4({dst}, {p} + {self.raw_offset(t, row, '(k0 >> 3) + (lane >> 4)')});"
                 return f"{i3}mf::ldsm_x4({dst}, {p} + ({row}) * {self.row(t)} + k0 + (lane >> 4) * 8);"
 
-            if fop:  # each tile's fragments, then the op on each half2 register
-                fr = [f"f{v}" for v in "xy"[:len(A.src)]]
-                frag_a = [f"{i3}unsigned {', '.join(f + '[4]' for f in fr)};",
-                          *(ld_frag(f, t, f"p{f[1]}") for f, t in zip(fr, A.src, strict=True))]
-                if A.op in FRAGMENT_OPS and len(fr) == 2:  # one half2 instruction
+            if fop:  # each leaf tile's fragments, then the expression on each half2 register
+                leaves = self.frag_leaves[A]
+                fr = {t: f"f{v}" for v, t in zip("xy", leaves, strict=False)}
+                frag_a = [f"{i3}unsigned {', '.join(f + '[4]' for f in fr.values())};",
+                          *(ld_frag(f, t, f"p{f[1]}") for t, f in fr.items())]
+                if A.op in FRAGMENT_OPS and list(A.src) == leaves:  # one half2 instruction
                     frag_a += [f"{i3}fa[{j}] = {FRAGMENT_OPS[A.op]}(fx[{j}], fy[{j}]);" for j in range(4)]
                 else:  # in fp32, each half, then both rounded to fp16 as one pair
-                    expr = REGISTRY[A.op].c_expr
-                    assert expr is not None
-                    attrs = {k: fmt_float(x) if isinstance(x, float) else x for k, x in A.attrs}
 
-                    def half(j: int, part: str) -> str:
-                        return expr.format(*(f"mf::h2_{part}({f}[{j}])" for f in fr), **attrs)
-                    frag_a += [f"{i3}fa[{j}] = mf::f2_h2({half(j, 'lo')}, {half(j, 'hi')});"
+                    def half(x: Node, j: int, part: str) -> str:
+                        if x in fr:
+                            return f"mf::h2_{part}({fr[x]}[{j}])"
+                        expr = REGISTRY[x.op].c_expr
+                        assert expr is not None
+                        attrs = {k: fmt_float(v) if isinstance(v, float) else v for k, v in x.attrs}
+                        return expr.format(*(half(s, j, part) for s in x.src), **attrs)
+                    frag_a += [f"{i3}fa[{j}] = mf::f2_h2({half(A, j, 'lo')}, {half(A, j, 'hi')});"
                                for j in range(4)]
             else:
                 frag_a = [ld_frag("fa", A, "pa")]
@@ -166,7 +169,7 @@ class MmaPrinter(TilePrinter):
         accs = f"ra{self.ids[n]}" if racc else f"cs{self.ids[n]}" if mode == "chain_a" else "accs"
         head = self.mma_head(n, i2)
         pa_lines = ([f"{i2}const __half* p{v} = {self.buf[t]} + {self.stage_offset(t)};"
-                     for v, t in zip("xy"[:len(A.src)], A.src, strict=True)] if fop
+                     for v, t in zip("xy", self.frag_leaves[A], strict=False)] if fop
                     else [f"{i2}const {ta}* pa = {a} + {ab};"])
         pb_line = f"{i2}const {tb}* pb = {b} + {bb};"
 

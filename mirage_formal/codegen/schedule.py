@@ -29,7 +29,7 @@ from typing import Any
 from mirage_formal.codegen.coarsen import coarsenable, coarsened, narrow_axes
 from mirage_formal.codegen.tma import BOX_COLS, BOX_ROWS_MAX
 from mirage_formal.errors import GraphError
-from mirage_formal.ir.graph import BlockGraph, streams_weights
+from mirage_formal.ir.graph import BlockGraph, elementwise_tree, streams_weights
 from mirage_formal.ir.occupancy import loop_splits
 from mirage_formal.ir.ops import REGISTRY
 
@@ -551,16 +551,15 @@ SIMPLE = Schedule(mma=False, prefetch=False, async_copy=False, ldmatrix=False)
 
 
 def _op_of_loop_tiles_as_a(bg: BlockGraph) -> bool:
-    """Some matmul of ``bg``'s loop takes as its A an elementwise op of one or two distinct
-    tiles that change every iteration: where :attr:`Schedule.a_op_fragments` can change the
-    kernel (the layout has the last word)."""
-    def op_of_loop_tiles(a: Any) -> bool:
-        d = REGISTRY.get(a.op)
-        return bool(d is not None and d.elementwise and d.c_expr is not None
-                    and len(a.src) in (1, 2) and len(set(a.src)) == len(a.src)
-                    and all(x.op == "iter" and x.attr("fmap") != -1 for x in a.src))
+    """Some matmul of ``bg``'s loop takes as its A an expression of elementwise ops over one or
+    two tiles that change every iteration (:func:`ir.graph.elementwise_tree`): where
+    :attr:`Schedule.a_op_fragments` can change the kernel (the layout has the last word)."""
+    def of_loop_tiles(a: Any) -> bool:
+        tree = elementwise_tree(bg, a) if a.op != "iter" else None
+        return tree is not None and 1 <= len(tree[0]) <= 2 and all(
+            x.attr("fmap") != -1 for x in tree[0])
 
-    return bg.forloop > 1 and any(n.op == "matmul" and op_of_loop_tiles(n.src[0]) for n in bg.nodes)
+    return bg.forloop > 1 and any(n.op == "matmul" and of_loop_tiles(n.src[0]) for n in bg.nodes)
 
 
 def _product_of_products(bg: BlockGraph) -> bool:

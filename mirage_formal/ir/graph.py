@@ -25,7 +25,7 @@ from typing import Any
 from mirage_formal.errors import GraphError
 from mirage_formal.ir.dtypes import DType, promote
 from mirage_formal.ir.node import Node, node
-from mirage_formal.ir.ops import BLOCK, get_op
+from mirage_formal.ir.ops import BLOCK, REGISTRY, get_op
 
 GridT = tuple[int, int, int]
 MapT = tuple[int, int, int]
@@ -229,6 +229,41 @@ def loop_invariant(bg: BlockGraph) -> set[Node]:
         if all((s.op == ITER and s.attr("fmap") == -1) or s in out for s in n.src):
             out.add(n)
     return out
+
+
+def elementwise_tree(bg: BlockGraph, n: Node) -> tuple[list[Node], list[Node]] | None:
+    """The expression of elementwise ops (each with a C expression) rooted at block node
+    ``n``, every node of ``n``'s shape and, below ``n``, read only inside the expression: its
+    iterator leaves (in node order) and inner ops; None when anything else is below ``n``
+    or ``n`` is no such op."""
+    readers: dict[Node, set[Node]] = {}
+    for x in bg.nodes:
+        for s in x.src:
+            readers.setdefault(s, set()).add(x)
+    outs = {o.node for o in bg.outputs}
+    leaves: set[Node] = set()
+    inner: list[Node] = []
+    stack, seen = [n], {n}
+    while stack:
+        x = stack.pop()
+        if x.op == ITER:
+            leaves.add(x)
+            continue
+        d = REGISTRY.get(x.op)
+        if d is None or not d.elementwise or d.c_expr is None or x.shape != n.shape \
+                or (x is not n and x in outs):
+            return None
+        if x is not n:
+            inner.append(x)
+        for s in x.src:
+            if s not in seen:
+                seen.add(s)
+                stack.append(s)
+    tree = {n, *inner}
+    if any(not readers.get(x, set()) <= tree for x in (*inner, *leaves)):
+        return None
+    order = {x: i for i, x in enumerate(bg.nodes)}
+    return sorted(leaves, key=order.__getitem__), inner
 
 
 #: a loop streams weights when it runs at least this many iterations

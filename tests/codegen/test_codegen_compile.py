@@ -34,6 +34,7 @@ from graph_strategies import (
     counted_ring_cases,
     elementwise_loop_program,
     fold_loop_program,
+    gated_a_loop_program,
     gated_loop_program,
     matmul_loop_program,
     one_barrier_cases,
@@ -1201,6 +1202,26 @@ def test_a_unary_op_of_a_loop_tile_is_computed_in_fp32_on_the_a_fragments(ring: 
     cg = compile_graph(prog, opts=A_OP_SCHEDULES[ring], arch="sm_90", cache=cache, load=False)
     assert cg.source.count("mf::f2_h2((-mf::h2_lo(fx[") == 4 and "unsigned fx[4];" in cg.source
     assert sum(len(k.tensor_maps) for k in cg.kernels) == (2 if ring == "tma" else 0)
+
+
+@pytest.mark.parametrize("ring", sorted(A_OP_SCHEDULES))
+def test_an_expression_of_two_loop_tiles_is_computed_on_the_a_fragments(ring: str,
+                                                                      cache: Path) -> None:
+    """(silu(X) ⊙ Y) · W with Schedule.a_op_fragments: both ops are one expression on the A
+    fragments (silu of X's half inside the product with Y's), no step or tile for either op;
+    X, Y and W stay raw (three tensor maps on the TMA ring); compiles for sm_90."""
+    from mirage_formal.codegen.layout import KernelLayout
+
+    prog = gated_a_loop_program(8, 128, 64, 8)
+    (la,) = launches(prog, 128)
+    lay = KernelLayout(la.graph, "k", 227 * 1024, A_OP_SCHEDULES[ring])
+    (root,) = lay.frag_op
+    assert root.op == "mul" and [x.op for x in lay.frag_inner] == ["silu"]
+    assert len(lay.raw) == 3 and len(lay.frag_leaves[root]) == 2
+    cg = compile_graph(prog, opts=A_OP_SCHEDULES[ring], arch="sm_90", cache=cache, load=False)
+    assert cg.source.count("mf::f2_h2(((mf::h2_lo(fx[") == 4 and "mf::exp_fast(-mf::h2_hi(fx[" in cg.source
+    assert sum(len(k.tensor_maps) for k in cg.kernels) == (3 if ring == "tma" else 0)
+    assert sum(c.a_op_fragments for c in candidate_schedules(la.graph)) == 2
 
 
 def test_the_tuner_computes_an_op_of_loop_tiles_on_the_a_fragments() -> None:

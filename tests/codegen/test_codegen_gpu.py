@@ -31,6 +31,7 @@ from graph_strategies import (
     counted_ring_cases,
     elementwise_loop_program,
     fold_loop_program,
+    gated_a_loop_program,
     gated_loop_program,
     kernel_programs,
     matmul_loop_program,
@@ -292,6 +293,13 @@ def test_an_op_of_loop_tiles_on_the_a_fragments_validates(case: tuple, ring: str
     """op(X, Y) · W with the op computed on the A fragments (Schedule.a_op_fragments), on the
     cp.async ring and on the TMA ring, computes the same function."""
     _assert_validates(f"elementwise {case} {ring}", elementwise_loop_program(*case),
+                      A_OP_SCHEDULES[ring])
+
+
+@pytest.mark.parametrize("ring", ["cp.async", "tma"])
+def test_an_expression_of_loop_tiles_on_the_a_fragments_validates(ring: str) -> None:
+    """(silu(X) ⊙ Y) · W with both ops computed on the A fragments computes the same function."""
+    _assert_validates(f"(silu(X)*Y)·W {ring}", gated_a_loop_program(8, 128, 64, 8),
                       A_OP_SCHEDULES[ring])
 
 
