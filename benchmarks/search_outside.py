@@ -12,6 +12,7 @@ Programs (fp16):
 - ``sigmoid_gated_mlp``: sigmoid(X·W1) ⊙ (X·W2); ``gelu_gated_mlp``: gelu(X·W1) ⊙ (X·W2).
 - ``exp_bmm``: exp(A·B)·C, batched matmuls with an exp between them.
 - ``sum_matmul``: (X + Y) · W, an elementwise op of two activations before a matmul.
+- ``gated_down``: (silu(X) ⊙ Y) · W, an MLP's gated down projection.
 
     PYTHONPATH=. python3 benchmarks/search_outside.py [--budget 300] [--workers 2] [--programs ...]
 
@@ -154,12 +155,25 @@ def sum_matmul(b: int = 1) -> KernelGraph:
     return g.build()
 
 
+def gated_down(b: int = 1) -> KernelGraph:
+    """(silu(X) ⊙ Y) · W, X and Y (8b, 4096), W (4096, 4096): an MLP's gated down projection
+    with its gate and up activations as inputs (twenty-ninth session, written to try
+    Schedule.a_op_fragments: the search finds one fused loop whose product's A is the whole
+    expression)."""
+    g = mf.Graph()
+    x = g.input((8 * b, 4096), "f16", "X")
+    y = g.input((8 * b, 4096), "f16", "Y")
+    w = g.input((4096, 4096), "f16", "W")
+    g.output(g.matmul(g.mul(g.silu(x), y), w))
+    return g.build()
+
+
 PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "scaled_attention": scaled_attention, "layernorm_matmul": layernorm_matmul,
     "norm_gain_matmul": norm_gain_matmul, "swish_matmul": swish_matmul,
     "sigmoid_gated_mlp": sigmoid_gated_mlp, "gelu_gated_mlp": gelu_gated_mlp, "exp_bmm": exp_bmm,
     "partial_tile_attention": partial_tile_attention, "lora_residual": lora_residual,
-    "rms_rows24_matmul": rms_rows24_matmul, "sum_matmul": sum_matmul,
+    "rms_rows24_matmul": rms_rows24_matmul, "sum_matmul": sum_matmul, "gated_down": gated_down,
 }
 
 
