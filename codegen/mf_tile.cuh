@@ -362,16 +362,12 @@ __device__ __forceinline__ unsigned h2_mul(unsigned a, unsigned b) {
   __half2 r = __hmul2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
   return *reinterpret_cast<unsigned*>(&r);
 }
-// The low and high halves of a packed half2 register as floats, and two floats packed.
+// The low and high halves of a packed half2 register as floats (packed back: pack_half2).
 __device__ __forceinline__ float h2_lo(unsigned r) {
   return __low2float(*reinterpret_cast<const __half2*>(&r));
 }
 __device__ __forceinline__ float h2_hi(unsigned r) {
   return __high2float(*reinterpret_cast<const __half2*>(&r));
-}
-__device__ __forceinline__ unsigned f2_h2(float lo, float hi) {
-  __half2 r = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<unsigned*>(&r);
 }
 __device__ __forceinline__ float h2_sq(unsigned r) {
   const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&r));

@@ -112,7 +112,7 @@ class MmaPrinter(TilePrinter):
                         assert expr is not None
                         attrs = {k: fmt_float(v) if isinstance(v, float) else v for k, v in x.attrs}
                         return expr.format(*(half(s, j, part) for s in x.src), **attrs)
-                    frag_a += [f"{i3}fa[{j}] = mf::f2_h2({half(A, j, 'lo')}, {half(A, j, 'hi')});"
+                    frag_a += [f"{i3}fa[{j}] = mf::pack_half2({half(A, j, 'lo')}, {half(A, j, 'hi')});"
                                for j in range(4)]
             else:
                 frag_a = [ld_frag("fa", A, "pa")]

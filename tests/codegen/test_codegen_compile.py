@@ -1200,7 +1200,7 @@ def test_a_unary_op_of_a_loop_tile_is_computed_in_fp32_on_the_a_fragments(ring: 
     unary op); it compiles for sm_90 and takes the TMA ring's tensor maps where set."""
     prog = matmul_loop_program(16, 128, 64, 8, pre_a=True)
     cg = compile_graph(prog, opts=A_OP_SCHEDULES[ring], arch="sm_90", cache=cache, load=False)
-    assert cg.source.count("mf::f2_h2((-mf::h2_lo(fx[") == 4 and "unsigned fx[4];" in cg.source
+    assert cg.source.count("mf::pack_half2((-mf::h2_lo(fx[") == 4 and "unsigned fx[4];" in cg.source
     assert sum(len(k.tensor_maps) for k in cg.kernels) == (2 if ring == "tma" else 0)
 
 
@@ -1219,7 +1219,7 @@ def test_an_expression_of_two_loop_tiles_is_computed_on_the_a_fragments(ring: st
     assert root.op == "mul" and [x.op for x in lay.frag_inner] == ["silu"]
     assert len(lay.raw) == 3 and len(lay.frag_leaves[root]) == 2
     cg = compile_graph(prog, opts=A_OP_SCHEDULES[ring], arch="sm_90", cache=cache, load=False)
-    assert cg.source.count("mf::f2_h2(((mf::h2_lo(fx[") == 4 and "mf::exp_fast(-mf::h2_hi(fx[" in cg.source
+    assert cg.source.count("mf::pack_half2(((mf::h2_lo(fx[") == 4 and "mf::exp_fast(-mf::h2_hi(fx[" in cg.source
     assert sum(len(k.tensor_maps) for k in cg.kernels) == (3 if ring == "tma" else 0)
     assert sum(c.a_op_fragments for c in candidate_schedules(la.graph)) == 2
 
