@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from mirage_formal.codegen.nvrtc import compile_cubin  # noqa: E402
-from mirage_formal.codegen.runtime import DeviceArray, Runtime, runtime  # noqa: E402
-from mirage_formal.codegen.timing import FLUSH_BYTES, write_flush  # noqa: E402
+from mirage_formal.codegen.runtime import DeviceArray, runtime  # noqa: E402
+from mirage_formal.codegen.timing import FLUSH_BYTES, time_launch, write_flush  # noqa: E402
 from mirage_formal.ir.dtypes import DType  # noqa: E402
 
 #: (the dynamic shared memory is only asked for at the launch, never touched)
@@ -52,24 +52,6 @@ extern "C" __global__ void __launch_bounds__(128) mf_probe_fill_smem(uint4* p) {
 SMEM_KB = (0, 40, 85, 150, 200)
 #: what the large-shared fill asks for (the fused rmsnorm kernel's ring and alignment)
 FILL_SMEM = 85 * 1024
-
-
-def timed(rt: Runtime, stream: int, launch: Callable[[], None], flush: Callable[[], None],
-          reps: int = 100) -> float:
-    """Median µs of a CUDA graph of ``launch``, ``flush`` before each run (the table's method)."""
-    launch()
-    rt.ck(rt.drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
-    exe = rt.capture(stream, launch)
-    for _ in range(5):
-        flush()
-        rt.replay(exe, stream)
-    evs = [(rt.event(), rt.event()) for _ in range(reps)]
-    for a, b in evs:
-        flush()
-        rt.record(a, stream)
-        rt.replay(exe, stream)
-        rt.record(b, stream)
-    return float(statistics.median(rt.elapsed_ms(a, b) * 1e3 for a, b in evs))
 
 
 def main() -> None:
@@ -121,7 +103,7 @@ def main() -> None:
     for _ in range(a.rounds):
         for tname, launch in targets:
             for fname, flush in flushes.items():
-                results[tname][fname].append(round(timed(rt, stream, launch, flush), 2))
+                results[tname][fname].append(round(time_launch(rt, stream, launch, flush), 2))
     rows: list[dict[str, Any]] = [{"target": t, **{f: statistics.median(v) for f, v in fs.items()},
                                    "rounds": fs} for t, fs in results.items()]
     if a.out:

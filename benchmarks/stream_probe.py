@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -362,25 +361,14 @@ def main() -> None:
 
     from mirage_formal.codegen.nvrtc import compile_cubin
     from mirage_formal.codegen.runtime import DeviceArray, runtime
-    from mirage_formal.codegen.timing import write_flush
+    from mirage_formal.codegen.timing import time_launch
     from mirage_formal.ir.dtypes import DType
 
     rt = runtime()
     stream = rt.stream()
 
-    def timed(run: Any, reps: int = 100) -> float:
-        run()
-        rt.ck(rt.drv.cuStreamSynchronize(stream), "sync")
-        exe = rt.capture(stream, run)
-        for _ in range(5):
-            rt.replay(exe, stream)
-        evs = [(rt.event(), rt.event()) for _ in range(reps)]
-        for e0, e1 in evs:
-            write_flush(rt, stream)  # the product's flush (MF_FLUSH picks which)
-            rt.record(e0, stream)
-            rt.replay(exe, stream)
-            rt.record(e1, stream)
-        return float(statistics.median(rt.elapsed_ms(e0, e1) * 1e3 for e0, e1 in evs))
+    def timed(run: Any) -> float:  # (the product's flush: MF_FLUSH picks which)
+        return time_launch(rt, stream, run)
 
     results: list[dict[str, Any]] = []
     out_buf = DeviceArray((1 << 22,), DType.F32, rt)

@@ -196,7 +196,7 @@ def main() -> None:
     from mirage_formal.codegen import compile_graph
     from mirage_formal.codegen.nvrtc import compile_cubin
     from mirage_formal.codegen.runtime import DeviceArray, runtime
-    from mirage_formal.codegen.timing import device_inputs, time_like_baselines, write_flush
+    from mirage_formal.codegen.timing import device_inputs, time_launch, time_like_baselines
     from mirage_formal.ir.dtypes import DType
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -209,20 +209,6 @@ def main() -> None:
     fns = {name: rt.function(mod, f"wg_{i}", SMEM) for i, name in enumerate(VARIANTS)}
     table = {f"{r['workload']}:{r['b']}": r
              for r in json.loads((ROOT / "benchmarks/results/gpu_optimize_latest.json").read_text())}
-
-    def timed(launch: Callable[[], None], reps: int = 100) -> float:
-        launch()
-        rt.ck(rt.drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
-        exe = rt.capture(stream, launch)
-        for _ in range(5):
-            rt.replay(exe, stream)
-        evs = [(rt.event(), rt.event()) for _ in range(reps)]
-        for e0, e1 in evs:
-            write_flush(rt, stream)
-            rt.record(e0, stream)
-            rt.replay(exe, stream)
-            rt.record(e1, stream)
-        return float(statistics.median(rt.elapsed_ms(e0, e1) * 1e3 for e0, e1 in evs))
 
     def probe_launch(f: Any, x: Any, w: Any, o: Any, m: int) -> Callable[[], None]:
         tw = tensor_map(w.ptr, K, N, 64, 128, 3)
@@ -261,7 +247,7 @@ def main() -> None:
             for _ in range(a.rounds):
                 times["table winner"].append(round(time_like_baselines(cg, inputs=[x, w]), 2))
                 for name in (n for n in fns if valid.get(n)):
-                    times[name].append(round(timed(probe_launch(fns[name], x, w, o, m)), 2))
+                    times[name].append(round(time_launch(rt, stream, probe_launch(fns[name], x, w, o, m)), 2))
         results[f"b={b}"] = {"valid": valid, "us": times}
     if a.out:
         Path(a.out).write_text(json.dumps(results, indent=1))

@@ -498,19 +498,7 @@ def gated_a_loop_program(rows: int, cols: int, n: int, forloop: int) -> mf.Kerne
     """(silu(X_it) ⊙ Y_it) · W_it summed over the loop in one kernel (an MLP's gated down
     projection), grid 2 over W's columns: the product's A is an expression of two ops over
     two loop tiles."""
-    g = mf.Graph()
-    x = g.input((rows, cols * forloop), "f16", "X")
-    y = g.input((rows, cols * forloop), "f16", "Y")
-    w = g.input((cols * forloop, 2 * n), "f16", "W")
-    kern = g.kernel([x, y, w], grid=(2, 1, 1), forloop=forloop)
-    xt = kern.iter(x, imap=(-1, -1, -1), fmap=1)
-    yt = kern.iter(y, imap=(-1, -1, -1), fmap=1)
-    wt = kern.iter(w, imap=(1, -1, -1), fmap=0)
-    a = kern.op("mul", kern.op("silu", xt), yt)
-    kern.output(kern.accum(kern.op("matmul", a, wt), kind="sum"), omap=(1, -1, -1))
-    (out,) = kern.build()
-    g.output(out)
-    return g.build()
+    return elementwise_loop_program(rows, cols, n, forloop, "mul", x_op="silu")
 
 
 #: Schedule.a_op_fragments on the cp.async ring of dense rows, and on the TMA ring (half the
@@ -522,10 +510,12 @@ A_OP_SCHEDULES = {
 }
 
 
-def elementwise_loop_program(rows: int, cols: int, n: int, forloop: int, op: str = "add") -> mf.KernelGraph:
+def elementwise_loop_program(rows: int, cols: int, n: int, forloop: int, op: str = "add",
+                             x_op: str | None = None) -> mf.KernelGraph:
     """``op``(X_it, Y_it) · W_it summed over the loop in one kernel, grid 2 over W's columns:
     two tiles that change every iteration and that only an elementwise op reads (the loop
-    prefetches them instead of reading them in place, layout._prefetchable)."""
+    prefetches them instead of reading them in place, layout._prefetchable); ``x_op``: a
+    unary op applied to X_it first."""
     g = mf.Graph()
     x = g.input((rows, cols * forloop), "f16", "X")
     y = g.input((rows, cols * forloop), "f16", "Y")
@@ -534,6 +524,8 @@ def elementwise_loop_program(rows: int, cols: int, n: int, forloop: int, op: str
     xt = kern.iter(x, imap=(-1, -1, -1), fmap=1)
     yt = kern.iter(y, imap=(-1, -1, -1), fmap=1)
     wt = kern.iter(w, imap=(1, -1, -1), fmap=0)
+    if x_op is not None:
+        xt = kern.op(x_op, xt)
     kern.output(kern.accum(kern.op("matmul", kern.op(op, xt, yt), wt), kind="sum"), omap=(1, -1, -1))
     (out,) = kern.build()
     g.output(out)

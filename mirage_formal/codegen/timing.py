@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,6 +83,27 @@ def _flush_buffer(rt: Runtime) -> DeviceArray:
     if b is None:
         b = _flush[id(rt)] = DeviceArray((FLUSH_BYTES // 4,), DType.F32, rt)
     return b
+
+
+def time_launch(rt: Runtime, stream: int, launch: Callable[[], None],
+                flush: Callable[[], None] | None = None, reps: int = 100) -> float:
+    """Median microseconds of ``launch()`` (any launches on ``stream``) timed as the table
+    times a kernel: a CUDA graph of it, replayed ``reps`` times after 5 warm replays, each
+    after ``flush()`` (default: :func:`write_flush`'s 256 MB), between events. For the
+    benchmark probes that time hand-written kernels beside the product's."""
+    flush = flush or (lambda: write_flush(rt, stream))
+    launch()
+    rt.ck(rt.drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
+    exe = rt.capture(stream, launch)
+    for _ in range(5):
+        rt.replay(exe, stream)
+    evs = [(rt.event(), rt.event()) for _ in range(reps)]
+    for a, b in evs:
+        flush()
+        rt.record(a, stream)
+        rt.replay(exe, stream)
+        rt.record(b, stream)
+    return float(statistics.median(rt.elapsed_ms(a, b) * 1e3 for a, b in evs))
 
 
 def time_graph(compiled: CompiledGraph, warmup: int = 10, reps: int = 100, graph: bool = False,
