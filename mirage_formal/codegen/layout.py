@@ -142,8 +142,9 @@ class KernelLayout:
             if math.prod(shape) > _MAX_ELEMS:
                 raise GraphError(f"codegen: input {list(shape)} is too large for 32-bit indexing")
         self.inline = {n for n in self.nodes if self._inlinable(n)}
-        #: elementwise ops computed on a tensor-core product's A fragments from two raw tiles
-        #: (Schedule.a_op_fragments): op -> that matmul; no tile, no step of their own
+        #: elementwise expressions computed on a tensor-core product's A fragments from their
+        #: one or two raw leaf tiles (Schedule.a_op_fragments): root op -> that matmul; no
+        #: tile, no step of their own
         self.frag_op: dict[Node, Node] = {}
         #: ... their leaf tiles (one or two, in node order) and the ops inside them
         self.frag_leaves: dict[Node, list[Node]] = {}

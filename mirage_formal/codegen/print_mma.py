@@ -56,7 +56,7 @@ class MmaPrinter(TilePrinter):
         # when K is a multiple of 16 (and, for B, N of 8). A's rows past M are clamped to row
         # M - 1: they only feed output rows that are not stored.
         # fp16 tiles (raw cp.async stages, or half_tiles) are read as halves
-        # (an op computed on the A fragments reads its two raw tiles as halves: fop)
+        # (an expression computed on the A fragments reads its raw leaf tiles as halves: fop)
         fop = A in self.frag_op
         ra, rb = A in self.raw or A in self.half or fop, B in self.raw or B in self.half
         ldsm = self.opts.ldmatrix
