@@ -494,6 +494,38 @@ ELEMENTWISE_LOOP_CASES = [(12, 128, 64, 8, "add"), (8, 64, 32, 6, "mul"), (16, 3
                           (2, 256, 64, 5, "add")]
 
 
+#: the elementwise ops of the registry an A expression can be made of (a C expression, one or
+#: two operands of the same shape): every one gets a_op_fragments tests, a new op included
+def a_expression_ops() -> list[str]:
+    from mirage_formal.ir.ops import REGISTRY
+
+    return sorted(n for n, d in REGISTRY.items() if d.elementwise and d.c_expr is not None
+                  and d.arity[0] >= 1 and d.arity[1] <= 2)
+
+
+def a_expression_loop_program(op: str, rows: int = 16, cols: int = 128, n: int = 64,
+                              forloop: int = 6) -> mf.KernelGraph:
+    """``op``(X_it) (one operand) or ``op``(X_it, Y_it) (two) as a product's A, times W_it,
+    summed over the loop in one kernel, grid 2 over W's columns; every required attribute
+    given a plain value (0.75 for a float)."""
+    from mirage_formal.ir.ops import REGISTRY
+
+    d = REGISTRY[op]
+    g = mf.Graph()
+    ins = [g.input((rows, cols * forloop), "f16", name) for name in "XY"[:d.arity[1]]]
+    w = g.input((cols * forloop, 2 * n), "f16", "W")
+    kern = g.kernel([*ins, w], grid=(2, 1, 1), forloop=forloop)
+    tiles = [kern.iter(x, imap=(-1, -1, -1), fmap=1) for x in ins]
+    wt = kern.iter(w, imap=(1, -1, -1), fmap=0)
+    attrs = {a.name: 0.75 if a.kind is float else 1 for a in d.attrs
+             if a.default is None and not a.optional}
+    kern.output(kern.accum(kern.op("matmul", kern.op(op, *tiles, **attrs), wt), kind="sum"),
+                omap=(1, -1, -1))
+    (out,) = kern.build()
+    g.output(out)
+    return g.build()
+
+
 def gated_a_loop_program(rows: int, cols: int, n: int, forloop: int) -> mf.KernelGraph:
     """(silu(X_it) ⊙ Y_it) · W_it summed over the loop in one kernel (an MLP's gated down
     projection), grid 2 over W's columns: the product's A is an expression of two ops over

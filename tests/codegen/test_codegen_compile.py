@@ -28,6 +28,8 @@ from graph_strategies import (
     NORM_CHAIN_CASES,
     ONE_KERNEL_ATTENTION_CASES,
     WARP_BLOCKINGS,
+    a_expression_loop_program,
+    a_expression_ops,
     attention_loop_program,
     block_programs,
     chained_matmul_program,
@@ -1222,6 +1224,22 @@ def test_an_expression_of_two_loop_tiles_is_computed_on_the_a_fragments(ring: st
     assert cg.source.count("mf::pack_half2(((mf::h2_lo(fx[") == 4 and "mf::exp_fast(-mf::h2_hi(fx[" in cg.source
     assert sum(len(k.tensor_maps) for k in cg.kernels) == (3 if ring == "tma" else 0)
     assert sum(c.a_op_fragments for c in candidate_schedules(la.graph)) == 2
+
+
+@pytest.mark.parametrize("op", a_expression_ops())
+def test_every_elementwise_op_of_the_registry_runs_on_a_fragments(op: str, cache: Path) -> None:
+    """Each elementwise op of the registry, as a product's A over loop tiles with
+    Schedule.a_op_fragments on the TMA ring: the layout takes it (no tile or step for the op,
+    its tiles raw) and the kernel compiles for sm_90 (a new op is covered without a test)."""
+    from mirage_formal.codegen.layout import KernelLayout
+
+    prog = a_expression_loop_program(op)
+    (la,) = launches(prog, 128)
+    lay = KernelLayout(la.graph, "k", 227 * 1024, A_OP_SCHEDULES["tma"])
+    (root,) = lay.frag_op
+    assert root.op == op and len(lay.raw) == len(prog.inputs)
+    cg = compile_graph(prog, opts=A_OP_SCHEDULES["tma"], arch="sm_90", cache=cache, load=False)
+    assert "unsigned fx[4]" in cg.source and sum(len(k.tensor_maps) for k in cg.kernels) == len(prog.inputs)
 
 
 def test_the_tuner_computes_an_op_of_loop_tiles_on_the_a_fragments() -> None:
