@@ -144,7 +144,8 @@ def test_the_tuner_tries_the_tma_ring_first_on_a_streamed_winner() -> None:
     outputs from the registers and the fold from the fragments, and on half the warps with
     twice the columns, each with min_blocks=1; a gemv winner the same on tensor cores (with
     two accumulator chains) first, then as a gemv; a winner
-    whose tiles a tensor map cannot copy gets none; a TMA ring winner gets its other depths."""
+    whose tiles a tensor map cannot copy gets none; a TMA ring winner gets its other depths,
+    a cp.async ring winner its ring 3 deep."""
     (la,) = launches(workloads.handwritten("rmsnorm", 8), 128)
     best = Schedule(threads=256, dense_rows=True, mma_kpair=True, evict_first=True)
     first = refinements(best, [], la.graph)[:3]
@@ -163,6 +164,11 @@ def test_the_tuner_tries_the_tma_ring_first_on_a_streamed_winner() -> None:
     depths = [s.async_stages for s in refinements(won, [], la.graph)
               if s.tma_ring and s == replace(won, async_stages=s.async_stages)]
     assert sorted(depths) == [2, 3, 6]
+    # a cp.async ring winner: the same ring 3 deep (counted), once
+    ring = Schedule(threads=256, dense_rows=True, mma_kpair=True, evict_first=True)
+    assert sum(s == replace(ring, async_stages=3) for s in refinements(ring, [], la.graph)) == 1
+    three = replace(ring, async_stages=3)
+    assert three not in refinements(three, [], la.graph)
 
 
 def test_a_register_epilogue_finishes_fragment_folds_in_registers() -> None:
