@@ -87,7 +87,9 @@ def instrument(source: str, names: list[str]) -> str:
         b = 0
         while b < len(body):
             ln = body[b]
-            if ln.startswith("  for (int it0 = 0;"):
+            if ln.startswith(("  for (int it0 = 0;", "  for (int it = 0;")):
+                # (the second: a TMA ring kernel's consumer loop; its producer's loop is
+                # indented deeper and not marked)
                 out.append(f"  mf_mark({k}, 2);")
                 out.append(ln)
                 b += 1
@@ -169,6 +171,12 @@ def probe_row(row: dict[str, Any], runs: int, overrides: dict[str, Any]) -> dict
                 "slowest_block_us": float((rel["exit"] - rel["entry"]).max()) / 1000.0,
                 "gap_from_previous_us": None if prev_exit is None else (t0 - prev_exit) / 1000.0,
                 "t0_ns": t0,
+                # each block's loop end and exit (µs after the first entry) and its SM: which
+                # blocks are late, and whether the same ones are late run after run
+                "block_looped_us": [round(float(v) / 1000.0, 3) if v > -10**12 else None
+                                    for v in rel["looped"].tolist()],
+                "block_exit_us": [round(float(v) / 1000.0, 3) for v in rel["exit"].tolist()],
+                "block_sm": a[:, len(SLOTS)].tolist(),
             })
             prev_exit = int(a[:, 4].max())
         per_run.append({"probed_us": probed_us, "kernels": kernels})

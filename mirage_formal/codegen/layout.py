@@ -276,13 +276,17 @@ class KernelLayout:
                 and n.src[0].shape[-1] >= 32 * self.kslice.get(n, 1))
 
     def _tma_ok(self) -> bool:
-        """Whether :attr:`Schedule.tma_ring` applies: a real loop of this block (no split, no
-        stream-K) over a ring whose every tile keeps swizzled dense rows and is a box of at
-        most 256 rows of a 2D input with rows of a multiple of 16 bytes (what a 2D tensor map
-        can describe), fp16 or bf16, and warps to spare for the producer."""
+        """Whether :attr:`Schedule.tma_ring` applies: a real loop of this block (no stream-K,
+        and a split only with the global combine: the producer warp has left by the time a
+        cluster barrier would need it) over a ring whose every tile keeps swizzled dense rows
+        and is a box of at most 256 rows of a 2D input with rows of a multiple of 16 bytes
+        (what a 2D tensor map can describe), fp16 or bf16, and warps to spare for the
+        producer. A split block's producer copies its own iterations (``itb + it``); its
+        combine's block barriers are the consumer warps' own, like every barrier after the
+        producer's branch."""
         if not (self.opts.tma_ring and self.raw and self.swz == self.raw and self.FL > 1
-                and self.split == 1 and not self.stream_k and self.T % 32 == 0
-                and self.T + 32 <= 1024):
+                and not (self.split > 1 and self.opts.cluster_combine)
+                and not self.stream_k and self.T % 32 == 0 and self.T + 32 <= 1024):
             return False
         for n in self.raw:
             shape, dt = self.bg.inputs[n.attr("input")]

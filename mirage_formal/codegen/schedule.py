@@ -370,8 +370,8 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
     # reads evicted first from L2 (two more trials)
     if any(n.op == "iter" for n in bg.nodes):
         policies = []
-        if (best.async_copy and not best.tma_ring and best.split == 1 and not best.stream_k
-                and _tma_ring_fits(bg)):
+        if (best.async_copy and not best.tma_ring and not best.cluster_combine
+                and not best.stream_k and _tma_ring_fits(bg)):
             policies += _tma_trials(best, bg)
         if not best.a_op_fragments and best.async_copy and _op_of_loop_tiles_as_a(bg):
             # an op of two loop tiles computed on the product's A fragments, both tiles raw
@@ -380,8 +380,12 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
             # a TMA ring winner (the first round's candidate keeps 4 stages) at other depths:
             # rmsnorm b=1's 256-row stages measured 24.13 µs 2 deep against 26.08 4 deep, b=8's
             # 128-row ones 24.24 at 4 against 24.45 at 3, gated_mlp's best ring had 3 (H100,
-            # s28 c6, s29 c3/c10); the same shared-memory cap, which may take fewer
-            policies += [replace(best, async_stages=k) for k in TMA_RING_DEPTHS if k != best.async_stages]
+            # s28 c6, s29 c3/c10), each with room for its depth (under the winner's 48 KB cap
+            # rmsnorm b=1's 32 KB stages stayed 2 deep at every depth asked, s30; the layout
+            # still takes fewer where shared memory runs out)
+            policies += [replace(best, async_stages=k,
+                                 async_stage_bytes=max(best.async_stage_bytes, 150 * 1024))
+                         for k in TMA_RING_DEPTHS if k != best.async_stages]
         if best.l2_fetch == 0:
             policies.append(replace(best, l2_fetch=256))
         if not best.evict_first:
@@ -493,7 +497,7 @@ def _tma_trials(best: Schedule, bg: BlockGraph) -> list[Schedule]:
     def fuller(t: Schedule) -> list[Schedule]:
         """``t``, with register outputs (and the fold from the fragments), on half the warps."""
         out = [t]
-        if has_mm and not t.reg_epilogue:
+        if has_mm and not t.reg_epilogue and t.split == 1:  # (a split's outputs: combined)
             out.append(replace(t, reg_epilogue=True, fold_fragments=_folds_a_stream(bg) or t.fold_fragments))
         if t.mma and not t.gemv and has_mm and threads >= 128:
             out.append(replace(out[-1], threads=threads // 2, warp_n=2))
@@ -735,7 +739,8 @@ def _coarsened_candidates(bg: BlockGraph, sm_count: int) -> list[Schedule]:
                and blocks // c >= sm_count // 4):
             if width * c >= NARROW_ROW_BYTES and coarsenable(bg, ax, c):
                 cands = candidate_schedules(coarsened(bg, ax, c), sm_count, limit=64, coarsen=False)
-                picks = [cands[0], next((s for s in cands if s.split > 1), cands[0]),
+                # (its first cp.async split: the split TMA ring of a small grid is not one)
+                picks = [cands[0], next((s for s in cands if s.split > 1 and not s.tma_ring), cands[0]),
                          next((s for s in cands if s.gemv), cands[0])]
                 for p in picks:
                     r = replace(p, coarsen=c, coarsen_axis=ax)
@@ -782,7 +787,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       register chain) a 4-stage ring of dense swizzled rows with two-chain products
       (``dense_rows``, ``mma_kpair``) on the grid's own blocks, at the widest thread count,
       and where a tensor map can copy every streamed tile (:func:`_tma_ring_fits`) that ring
-      filled by the TMA producer warp on half those warps (``warp_n=2``, register outputs);
+      filled by the TMA producer warp on half those warps (``warp_n=2``, register outputs),
+      and, for a grid of at most half the SMs, that ring at the split that fills a wave;
       where the product's A is an elementwise op of one or two loop tiles, those two rings
       again with the op computed on the A fragments (``a_op_fragments``);
     - for a kernel with a register chain, every candidate with ``min_blocks=1`` (ptxas may
@@ -909,13 +915,21 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         # first round ranked a 160-column split kernel (25.0 µs) above the sizes the ring
         # takes, which the second round only polishes (s29). (Also where an op of loop tiles
         # feeds the product, which counts as a chain above.)
-        extra.append(replace(ring, tma_ring=True, min_blocks=1,
-                             threads=(threads[-1] or bg.threads) // 2, warp_n=2,
-                             reg_epilogue=True, fold_fragments=_folds_a_stream(bg)))
+        tma = replace(ring, tma_ring=True, min_blocks=1,
+                      threads=(threads[-1] or bg.threads) // 2, warp_n=2,
+                      reg_epilogue=True, fold_fragments=_folds_a_stream(bg))
+        extra.append(tma)
+        wave_split = splits[1] if len(splits) > 1 else 1  # (the first to reach a wave)
+        if 2 * blocks <= sm_count and wave_split > 1:
+            # a grid of at most half the SMs streams through too few of them: the ring again
+            # at the split that fills a wave, its partials summed by the global combine (the
+            # outside (silu(X) ⊙ Y)·W's best size runs 32 blocks: its winner was a cp.async
+            # split-4 kernel while the ring had no split, H100 s30)
+            extra.append(replace(tma, split=wave_split, reg_epilogue=False))
         if _op_of_loop_tiles_as_a(bg):
             # ... with an op of two loop tiles computed on the A fragments (both tiles in the
             # ring): no shared tile and no barrier for the op in any iteration
-            extra.append(replace(extra[-1], a_op_fragments=True))
+            extra.append(replace(tma, a_op_fragments=True))
     if streamed and _op_of_loop_tiles_as_a(bg):
         # (the same on the cp.async ring of dense rows)
         extra.append(replace(ring, a_op_fragments=True, min_blocks=1))

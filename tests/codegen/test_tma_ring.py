@@ -20,7 +20,7 @@ from mirage_formal.codegen import Schedule, compile_graph, emit_graph, launches
 from mirage_formal.codegen.barriers import with_barriers
 from mirage_formal.codegen.layout import KernelLayout
 from mirage_formal.codegen.plan import Buffer, plan_buffers
-from mirage_formal.codegen.schedule import refinements
+from mirage_formal.codegen.schedule import candidate_schedules, refinements
 from mirage_formal.codegen.tma import BOX_COLS
 from mirage_formal.ir.dtypes import DType
 
@@ -73,14 +73,16 @@ def test_tma_ring_copies_one_box_per_64_columns_of_each_tile(cache: Path) -> Non
 
 @pytest.mark.parametrize("prog, sched", [
     (matmul_loop_program(16, 64, 64, 8), Schedule(tma_ring=True)),  # (no dense rows)
-    (matmul_loop_program(16, 64, 64, 8), Schedule(tma_ring=True, dense_rows=True, split=2)),
+    (matmul_loop_program(16, 64, 64, 8),
+     Schedule(tma_ring=True, dense_rows=True, split=2, cluster_combine=True)),
     (matmul_loop_program(16, 64, 64, 8, batch=2), Schedule(tma_ring=True, dense_rows=True)),
     (matmul_loop_program(16, 64, 32, 8), Schedule(tma_ring=True, dense_rows=True)),  # 32 columns
     (attention_loop_program(16, 64, 64, 64, 4, batch=2), Schedule(tma_ring=True, dense_rows=True)),
-], ids=["no dense rows", "split", "batched", "narrow", "attention"])
+], ids=["no dense rows", "clustered split", "batched", "narrow", "attention"])
 def test_tma_ring_falls_back_where_it_does_not_apply(prog: object, sched: Schedule) -> None:
-    """Where the TMA ring does not apply (no swizzled dense rows, a split loop, a batched or
-    narrow tile, attention's batched K and V), the kernel prints as without it."""
+    """Where the TMA ring does not apply (no swizzled dense rows, a split combined through the
+    cluster, a batched or narrow tile, attention's batched K and V), the kernel prints as
+    without it."""
     src, _, kernels = emit_graph(prog, opts=sched)  # type: ignore[arg-type]
     plain, _, _ = emit_graph(prog, opts=replace(sched, tma_ring=False))  # type: ignore[arg-type]
     assert not any(k.tensor_maps for k in kernels)
@@ -144,8 +146,8 @@ def test_the_tuner_tries_the_tma_ring_first_on_a_streamed_winner() -> None:
     outputs from the registers and the fold from the fragments, and on half the warps with
     twice the columns, each with min_blocks=1; a gemv winner the same on tensor cores (with
     two accumulator chains) first, then as a gemv; a winner
-    whose tiles a tensor map cannot copy gets none; a TMA ring winner gets its other depths,
-    a cp.async ring winner its ring 3 deep."""
+    whose tiles a tensor map cannot copy gets none; a TMA ring winner gets its other depths
+    with room for them, a cp.async ring winner its ring 3 deep."""
     (la,) = launches(workloads.handwritten("rmsnorm", 8), 128)
     best = Schedule(threads=256, dense_rows=True, mma_kpair=True, evict_first=True)
     first = refinements(best, [], la.graph)[:3]
@@ -159,16 +161,37 @@ def test_the_tuner_tries_the_tma_ring_first_on_a_streamed_winner() -> None:
     assert [s.mma_kpair for s in gemv] == [True, True, True, False]
     (lb,) = launches(matmul_loop_program(16, 64, 32, 8), 128)
     assert not any(s.tma_ring for s in refinements(Schedule(), [], lb.graph))
-    # a TMA ring winner: the same ring at the other depths
-    won = first[2]
-    depths = [s.async_stages for s in refinements(won, [], la.graph)
-              if s.tma_ring and s == replace(won, async_stages=s.async_stages)]
-    assert sorted(depths) == [2, 3, 6]
+    # a TMA ring winner: the same ring at the other depths, each with room for its stages
+    # (at least 150 KB of them), under a small cap too
+    for won in (first[2], replace(first[2], async_stage_bytes=48 * 1024)):
+        room = max(won.async_stage_bytes, 150 * 1024)
+        depths = [s.async_stages for s in refinements(won, [], la.graph)
+                  if s.tma_ring and s == replace(won, async_stages=s.async_stages,
+                                                 async_stage_bytes=room)]
+        assert sorted(depths) == [2, 3, 6]
     # a cp.async ring winner: the same ring 3 deep (counted), once
     ring = Schedule(threads=256, dense_rows=True, mma_kpair=True, evict_first=True)
     assert sum(s == replace(ring, async_stages=3) for s in refinements(ring, [], la.graph)) == 1
     three = replace(ring, async_stages=3)
     assert three not in refinements(three, [], la.graph)
+
+
+def test_a_small_grid_gets_the_tma_ring_at_the_split_that_fills_a_wave(cache: Path) -> None:
+    """A streamed loop on a grid of at most half the SMs gets a first-round TMA candidate at
+    the smallest split that reaches a wave (its partials summed by the global combine), beside
+    the unsplit one; each block's producer copies its own iterations; it compiles for sm_90.
+    A grid of more than half the SMs gets no split one."""
+    prog = matmul_loop_program(16, 64, 64, 16)  # (2 blocks: 8 SMs reach a wave at split 4)
+    (la,) = launches(prog, 128)
+    tma = [s for s in candidate_schedules(la.graph, sm_count=8) if s.tma_ring]
+    assert [s.split for s in tma] == [1, 4]
+    assert not tma[1].cluster_combine
+    cg = compile_graph(prog, opts=tma[1], arch="sm_90", cache=cache, load=False)
+    (k,) = cg.kernels
+    assert k.tensor_maps and k.grid == (8, 1, 1)
+    assert "const int itb = mf_split * 4;" in k.source and "(itb + it)*64" in k.source
+    assert "mf::ticket_acq_rel" in k.source  # (the global combine)
+    assert [s.split for s in candidate_schedules(la.graph, sm_count=3) if s.tma_ring] == [1]
 
 
 def test_a_register_epilogue_finishes_fragment_folds_in_registers() -> None:

@@ -94,3 +94,19 @@ def test_first_round_tma_candidates_validate(name: str) -> None:
         low, high = (0.5, 1.5) if name.startswith("fold") else (-0.5, 0.5)
         rep = validate(cg, low=low, high=high, trials=2)
         assert rep.ok, f"{name} {sched.short()}: {rep}"
+
+
+def test_the_split_tma_candidate_of_a_small_grid_validates() -> None:
+    """The first round's TMA ring at the split that fills a wave (each block copies its own
+    iterations, the global combine sums the partials) computes the function, with a fold
+    beside the product too."""
+    for prog, (low, high) in ((matmul_loop_program(16, 64, 64, 16), (-0.5, 0.5)),
+                              (fold_loop_program(16, 128, 8, "rms", 1, n=64), (0.5, 1.5))):
+        (la,) = launches(prog, 128)
+        split = [s for s in candidate_schedules(la.graph, sm_count=8) if s.tma_ring and s.split > 1]
+        assert split
+        for sched in split:
+            cg = compile_graph(prog, opts=sched)
+            assert any(k.tensor_maps for k in cg.kernels)
+            rep = validate(cg, low=low, high=high, trials=2)
+            assert rep.ok, f"{sched.short()}: {rep}"
