@@ -48,9 +48,6 @@ from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY
 
 _MAX_ELEMS = 2**31 - 1
-#: binary ops Schedule.a_op_fragments applies to two packed half2 fragment registers with one
-#: instruction (the mf_tile.cuh helper); any other elementwise op goes through fp32 per half
-FRAGMENT_OPS = {"add": "mf::h2_add", "sub": "mf::h2_sub", "mul": "mf::h2_mul"}
 #: registers a thread may spend on a register chain's fragments (first product, second
 #: product's accumulators, loop-invariant A fragments): beyond this the compiler spills
 CHAIN_REGISTERS = 160

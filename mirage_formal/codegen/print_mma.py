@@ -14,12 +14,13 @@ from __future__ import annotations
 from typing import Literal
 
 from mirage_formal.codegen.cindex import align_idx, fmt_float, multi_index
-from mirage_formal.codegen.layout import FRAGMENT_OPS, Chain
+from mirage_formal.codegen.layout import Chain
 from mirage_formal.codegen.printer import (
     TileExpr,
     TilePrinter,
     zeroed_accumulators,
 )
+from mirage_formal.codegen.schedule import FRAGMENT_OPS
 from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY

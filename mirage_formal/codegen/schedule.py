@@ -561,14 +561,21 @@ def _gemv_threads_ok(bg: BlockGraph, threads: int) -> bool:
 SIMPLE = Schedule(mma=False, prefetch=False, async_copy=False, ldmatrix=False)
 
 
-def _op_of_loop_tiles_as_a(bg: BlockGraph) -> bool:
+#: binary ops Schedule.a_op_fragments applies to two packed half2 fragment registers with one
+#: instruction (the mf_tile.cuh helper); any other elementwise op goes through fp32 per half
+FRAGMENT_OPS = {"add": "mf::h2_add", "sub": "mf::h2_sub", "mul": "mf::h2_mul"}
+
+
+def _op_of_loop_tiles_as_a(bg: BlockGraph, half2_only: bool = False) -> bool:
     """Some matmul of ``bg``'s loop takes as its A an expression of elementwise ops over one or
     two tiles that change every iteration (:func:`ir.graph.elementwise_tree`): where
-    :attr:`Schedule.a_op_fragments` can change the kernel (the layout has the last word)."""
+    :attr:`Schedule.a_op_fragments` can change the kernel (the layout has the last word).
+    ``half2_only``: every op of the expression is one of :data:`FRAGMENT_OPS`."""
     def of_loop_tiles(a: Any) -> bool:
         tree = elementwise_tree(bg, a) if a.op != "iter" else None
         return tree is not None and 1 <= len(tree[0]) <= 2 and all(
-            x.attr("fmap") != -1 for x in tree[0])
+            x.attr("fmap") != -1 for x in tree[0]) and (
+            not half2_only or all(x.op in FRAGMENT_OPS for x in (a, *tree[1])))
 
     return bg.forloop > 1 and any(n.op == "matmul" and of_loop_tiles(n.src[0]) for n in bg.nodes)
 
@@ -790,7 +797,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       filled by the TMA producer warp on half those warps (``warp_n=2``, register outputs),
       and, for a grid of at most half the SMs, that ring at the split that fills a wave;
       where the product's A is an elementwise op of one or two loop tiles, those two rings
-      again with the op computed on the A fragments (``a_op_fragments``);
+      again with the op computed on the A fragments (``a_op_fragments``) when every op of
+      it is an add, sub or mul of half2 registers (:data:`FRAGMENT_OPS`);
     - for a kernel with a register chain, every candidate with ``min_blocks=1`` (ptxas may
       then give a thread up to 255 registers);
     - for a loop-free kernel of one-row tiles (:func:`row_registers_ok`), every tile in
@@ -926,11 +934,15 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
             # outside (silu(X) ⊙ Y)·W's best size runs 32 blocks: its winner was a cp.async
             # split-4 kernel while the ring had no split, H100 s30)
             extra.append(replace(tma, split=wave_split, reg_epilogue=False))
-        if _op_of_loop_tiles_as_a(bg):
+        if _op_of_loop_tiles_as_a(bg, half2_only=True):
             # ... with an op of two loop tiles computed on the A fragments (both tiles in the
-            # ring): no shared tile and no barrier for the op in any iteration
+            # ring): no shared tile and no barrier for the op in any iteration. (Only for
+            # half2 ops in the first round: every warp computes the op on all of A, so an fp32
+            # op with a transcendental costs more than the shared tile it saves, e.g. the
+            # outside (silu(X) ⊙ Y)·W at split 4: 43.6 µs against 20.0, H100 s30 c2; the
+            # second round still tries any op on its winner)
             extra.append(replace(tma, a_op_fragments=True))
-    if streamed and _op_of_loop_tiles_as_a(bg):
+    if streamed and _op_of_loop_tiles_as_a(bg, half2_only=True):
         # (the same on the cp.async ring of dense rows)
         extra.append(replace(ring, a_op_fragments=True, min_blocks=1))
     if streamed:
