@@ -113,8 +113,12 @@ class MmaPrinter(TilePrinter):
                         assert expr is not None
                         attrs = {k: fmt_float(v) if isinstance(v, float) else v for k, v in x.attrs}
                         return expr.format(*(half(s, j, part) for s in x.src), **attrs)
+                    # (an A of at most 8 rows: registers 1 and 3 hold rows 8-15, padding whose
+                    # products are dropped; zeros there spare the op half its work)
+                    live = (0, 2) if M <= 8 else range(4)
                     frag_a += [f"{i3}fa[{j}] = mf::pack_half2({half(A, j, 'lo')}, {half(A, j, 'hi')});"
-                               for j in range(4)]
+                               for j in live]
+                    frag_a += [f"{i3}fa[{j}] = 0u;" for j in range(4) if j not in live]
             else:
                 frag_a = [ld_frag("fa", A, "pa")]
         elif not ra and not mk and not kk and lda % 2 == 0:

@@ -1211,8 +1211,9 @@ def test_a_unary_op_of_a_loop_tile_is_computed_in_fp32_on_the_a_fragments(ring: 
 def test_an_expression_of_two_loop_tiles_is_computed_on_the_a_fragments(ring: str,
                                                                       cache: Path) -> None:
     """(silu(X) ⊙ Y) · W with Schedule.a_op_fragments: both ops are one expression on the A
-    fragments (silu of X's half inside the product with Y's), no step or tile for either op;
-    X, Y and W stay raw (three tensor maps on the TMA ring); compiles for sm_90."""
+    fragments (silu of X's half inside the product with Y's), no step or tile for either op,
+    and with 8 rows not on the padding rows' registers; X, Y and W stay raw (three tensor maps
+    on the TMA ring); compiles for sm_90."""
     from mirage_formal.codegen.layout import KernelLayout
 
     prog = gated_a_loop_program(8, 128, 64, 8)
@@ -1222,7 +1223,12 @@ def test_an_expression_of_two_loop_tiles_is_computed_on_the_a_fragments(ring: st
     assert root.op == "mul" and [x.op for x in lay.frag_inner] == ["silu"]
     assert len(lay.raw) == 3 and len(lay.frag_leaves[root]) == 2
     cg = compile_graph(prog, opts=A_OP_SCHEDULES[ring], arch="sm_90", cache=cache, load=False)
-    assert cg.source.count("mf::pack_half2(((mf::h2_lo(fx[") == 4 and "mf::exp_fast(-mf::h2_hi(fx[" in cg.source
+    # (8 rows: the expression fills registers 0 and 2; 1 and 3, rows 8-15, are zero padding)
+    assert cg.source.count("mf::pack_half2(((mf::h2_lo(fx[") == 2 and "mf::exp_fast(-mf::h2_hi(fx[" in cg.source
+    assert "fa[1] = 0u;" in cg.source and "fa[3] = 0u;" in cg.source
+    wide = compile_graph(gated_a_loop_program(16, 128, 64, 8), opts=A_OP_SCHEDULES[ring],
+                         arch="sm_90", cache=cache, load=False)
+    assert wide.source.count("mf::pack_half2(((mf::h2_lo(fx[") == 4 and "fa[1] = 0u;" not in wide.source
     assert sum(len(k.tensor_maps) for k in cg.kernels) == (3 if ring == "tma" else 0)
     # (silu is no half2 op: the first round leaves it to the second, which tries any op)
     assert not any(c.a_op_fragments for c in candidate_schedules(la.graph))
