@@ -1,7 +1,7 @@
 """Where a kernel's time goes, phase by phase, measured inside the kernel (device only).
 
 Usage: PYTHONPATH=. python3 benchmarks/phase_probe.py [--rows W:B,...] [--table FILE]
-    [--runs 5] [--set FIELD=VALUE,...] [--out FILE.json]
+    [--runs 5] [--set FIELD=VALUE,...] [--edits NAME,...] [--out FILE.json]
 
 For each row of ``benchmarks/results/gpu_optimize_latest.json`` (or ``--table``) the row's best
 μGraph is compiled with its tuned schedules (``--set`` overrides fields of every kernel's
@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from retime_winners import parse_fields, winner  # noqa: E402
+from take_apart import edited  # noqa: E402
 
 from mirage_formal.codegen import Schedule, compile_graph, launches  # noqa: E402
 from mirage_formal.codegen.compiled import CompiledGraph  # noqa: E402
@@ -118,7 +119,8 @@ def instrument(source: str, names: list[str]) -> str:
     return src.replace(head, head + PROBE_PRELUDE.replace("{nk}", str(len(names))), 1)
 
 
-def probe_row(row: dict[str, Any], runs: int, overrides: dict[str, Any]) -> dict[str, Any]:
+def probe_row(row: dict[str, Any], runs: int, overrides: dict[str, Any],
+              edits: list[str] | None = None) -> dict[str, Any]:
     graph, sched = winner(row)
     if overrides:
         sched = {la.graph.key: replace(sched.get(la.graph.key) or Schedule(), **overrides)
@@ -129,7 +131,13 @@ def probe_row(row: dict[str, Any], runs: int, overrides: dict[str, Any]) -> dict
     us = time_like_baselines(cg, inputs=xs) if rep.ok else None
     names = [k.name for k in cg.kernels]
     uniq = list(dict.fromkeys(names))
-    src = instrument(cg.source, uniq)
+    base = cg.source
+    if edits:  # (take_apart's edits: the probed kernel computes something else by design)
+        cut = edited(base, edits)
+        if cut is None:
+            raise SystemExit(f"--edits {','.join(edits)}: one of them changes nothing here")
+        base = cut
+    src = instrument(base, uniq)
     cubin = compile_cubin(src, cg.arch, name=f"probe_{graph.key[:16]}.cu")
     pg = CompiledGraph(graph, src, cubin, cg.arch, cg.launches, cg.kernels)
     pg.load()
@@ -209,6 +217,9 @@ def main() -> None:
     ap.add_argument("--rows", default="", help="W:B,... (default: every row)")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--set", default="", help="FIELD=VALUE,... applied to every kernel's schedule")
+    ap.add_argument("--edits", default="",
+                    help="NAME,... of take_apart.py's edits applied before the probes (the "
+                         "unedited kernel is still the one validated and timed as 'us')")
     ap.add_argument("--ugraph", action="append", default=[],
                     help="LABEL=FILE=SCHEDULE: probe the μGraph in FILE (text form) under SCHEDULE "
                          "(as the table writes it: PREFIX:FIELD=VALUE,...;...) instead of table rows")
@@ -228,7 +239,7 @@ def main() -> None:
     results = []
     for row in rows:
         try:
-            res = probe_row(row, a.runs, overrides)
+            res = probe_row(row, a.runs, overrides, [e for e in a.edits.split(",") if e])
         except Exception as e:  # a row that fails to build is reported, the others still run
             print(f"{row['workload']}:{row['b']}: {type(e).__name__}: {e}")
             continue

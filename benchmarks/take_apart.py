@@ -62,6 +62,9 @@ EDITS: dict[str, tuple[str, Callable[[str], str]]] = {
                             _sub(r"mf::ld_rawn_pol<(\d+), 0>\(([^;]*?), mf_pol\)", r"mf::ld_rawn<\1>(\2)")(s))),
     "no_row_folds": ("the running sums of a row fold (sum, mean, rms) kept in registers",
                      _sub(r"\bfr\d+\[k\] \+= [^;]*;", "")),
+    "no_fragment_folds": ("the running sums of a fold taken from the A fragments "
+                          "(Schedule.fold_fragments)",
+                          _sub(r"\bff\d+\[wm\]\[\d\] \+= [^;]*;", "")),
 }
 
 
