@@ -26,11 +26,13 @@ def _fused_source(b: int = 8, fields: str = FUSED) -> str:
 
 @pytest.mark.parametrize("name", sorted(take_apart.EDITS))
 def test_each_edit_removes_its_piece_and_compiles(name: str) -> None:
-    src = _fused_source()
+    # (the fold from the A fragments exists only under its schedule field)
+    src = _fused_source(fields=FUSED + (",fold_fragments=True" if name == "no_fragment_folds" else ""))
     out = take_apart.edited(src, [name])
     assert out is not None and out != src
     gone = {"no_products": "mf::mma_16816(", "no_launch_dependency": "mf::grid_dep_",
-            "no_cache_policy": "mf_pol)", "no_row_folds": "fr4[k] +="}[name]
+            "no_cache_policy": "mf_pol)", "no_row_folds": "fr4[k] +=",
+            "no_fragment_folds": "ff4[wm][0] +="}[name]
     assert gone in src and gone not in out
     assert compile_cubin(out, "sm_90", name="take_apart_test.cu")
 
