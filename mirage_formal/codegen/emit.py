@@ -59,7 +59,7 @@ from mirage_formal.codegen.steps import (
     Step,
     Zero,
 )
-from mirage_formal.codegen.tma import BOX_COLS, TensorMapSpec
+from mirage_formal.codegen.tma import BOX_COLS, TensorMapSpec, box_rows
 from mirage_formal.errors import UnsupportedOpError
 from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import ITER, BlockGraph
@@ -394,7 +394,9 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         """The tensor map raw tile ``n``'s copies use: its input, boxes of its rows."""
         k = n.attr("input")
         shape, dt = self.bg.inputs[k]
-        return TensorMapSpec(k, shape[0], shape[1], n.shape[0], dt)
+        rows = box_rows(n.shape[0])
+        assert rows is not None  # (layout._tma_ok)
+        return TensorMapSpec(k, shape[0], shape[1], rows, dt)
 
     def emit_tma_producer(self, raw: list[Node]) -> list[str]:
         """The ring's barriers and the producer warp (thread ``T``): stage after stage, wait
@@ -425,12 +427,15 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         # b=1's on tensor cores 26.1 -> 25.4: H100, s28 c8)
         for j, n in sorted(enumerate(raw), key=lambda jn: -math.prod(jn[1].shape)):
             row0, col0 = (" + ".join(ps) or "0" for ps in self.iter_starts(n, "it"))
+            rb = self.tensor_map_spec(n).box_rows  # (a tile taller than one box: several)
             for b in range(n.shape[-1] // BOX_COLS):
-                dst = f"{self.buf[n]} + s * {self.stage_halves(n)}" + (
-                    f" + {b * self.tma_box_halves(n)}" if b else "")
-                col = f"{col0} + {b * BOX_COLS}" if b else col0
-                lines.append(f"        mf::tma_load_2d<{pol}>({dst}, &tm{j}, {col}, {row0}, "
-                             f"&mf_full[s], {pol_arg});")
+                for r in range(0, n.shape[0], rb):
+                    off = b * self.tma_box_halves(n) + r * BOX_COLS
+                    dst = f"{self.buf[n]} + s * {self.stage_halves(n)}" + (f" + {off}" if off else "")
+                    col = f"{col0} + {b * BOX_COLS}" if b else col0
+                    row = f"{row0} + {r}" if r else row0
+                    lines.append(f"        mf::tma_load_2d<{pol}>({dst}, &tm{j}, {col}, {row}, "
+                                 f"&mf_full[s], {pol_arg});")
         lines += [f"        if (++s == {S}) {{", "          s = 0;", "          ph ^= 1;", "        }",
                   "      }", "    }", "    return;", "  }"]
         return lines

@@ -40,7 +40,7 @@ from mirage_formal.codegen.steps import (
     Zero,
 )
 from mirage_formal.codegen.stream_k import longest_segment
-from mirage_formal.codegen.tma import BOX_COLS, BOX_ROWS_MAX
+from mirage_formal.codegen.tma import BOX_COLS, box_rows
 from mirage_formal.errors import GraphError, UnsupportedOpError
 from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import ITER, BlockGraph, block_phases, elementwise_tree, loop_invariant
@@ -276,7 +276,8 @@ class KernelLayout:
         """Whether :attr:`Schedule.tma_ring` applies: a real loop of this block (no stream-K,
         and a split only with the global combine: the producer warp has left by the time a
         cluster barrier would need it) over a ring whose every tile keeps swizzled dense rows
-        and is a box of at most 256 rows of a 2D input with rows of a multiple of 16 bytes
+        and is copied in boxes of at most 256 rows (:func:`tma.box_rows`: a taller tile in
+        equal boxes of a multiple of 8 rows) of a 2D input with rows of a multiple of 16 bytes
         (what a 2D tensor map can describe), fp16 or bf16, and warps to spare for the
         producer. A split block's producer copies its own iterations (``itb + it``); its
         combine's block barriers are the consumer warps' own, like every barrier after the
@@ -288,7 +289,7 @@ class KernelLayout:
         for n in self.raw:
             shape, dt = self.bg.inputs[n.attr("input")]
             if (len(n.shape) != 2 or len(shape) != 2 or dt.itemsize != 2 or shape[-1] % 8
-                    or n.shape[-1] % BOX_COLS or n.shape[0] > BOX_ROWS_MAX):
+                    or n.shape[-1] % BOX_COLS or box_rows(n.shape[0]) is None):
                 return False
         return True
 

@@ -26,6 +26,17 @@ from mirage_formal.ir.dtypes import DType
 BOX_COLS = 64
 #: the most rows of one box (every box dimension of a tensor map is at most 256)
 BOX_ROWS_MAX = 256
+def box_rows(rows: int) -> int | None:
+    """Rows of each box a tile of ``rows`` rows is copied in: the whole tile when it fits one
+    box; otherwise the most rows up to :data:`BOX_ROWS_MAX` that divide it and are a multiple
+    of 8, so that each box after the first starts on a 1024-byte swizzle period and the
+    boxes lie in shared memory exactly as one taller box would (a 384-row tile: two of 192).
+    None when no such split exists."""
+    if rows <= BOX_ROWS_MAX:
+        return rows
+    return next((d for d in range(BOX_ROWS_MAX, 7, -8) if rows % d == 0), None)
+
+
 #: CUtensorMapDataType of the 16-bit element types a ring holds
 _DATA_TYPE = {DType.F16: 6, DType.BF16: 9}
 #: CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, no interleave, zero fill

@@ -21,7 +21,7 @@ from mirage_formal.codegen.barriers import with_barriers
 from mirage_formal.codegen.layout import KernelLayout
 from mirage_formal.codegen.plan import Buffer, plan_buffers
 from mirage_formal.codegen.schedule import candidate_schedules, refinements
-from mirage_formal.codegen.tma import BOX_COLS
+from mirage_formal.codegen.tma import BOX_COLS, box_rows
 from mirage_formal.ir.dtypes import DType
 
 
@@ -69,6 +69,26 @@ def test_tma_ring_copies_one_box_per_64_columns_of_each_tile(cache: Path) -> Non
     copies = re.findall(r"mf::tma_load_2d<(?:true|false)>\((\w+) [^;]*&tm(\d)", k.source)
     assert [c[1] for c in copies] == ["1", "0", "0"]  # (the weight stream first)
     assert "mf::mbar_expect_tx(&mf_full[s], 20480);" in k.source
+
+
+def test_a_tile_taller_than_a_box_is_copied_in_equal_boxes(cache: Path) -> None:
+    """A 384-row weight tile (a box holds at most 256 rows) is copied as two boxes of 192
+    rows, the second 192 rows further in the input and 192 x 128 bytes further in the stage
+    (where one taller box would have put those rows); its map's boxes have 192 rows; the
+    stage's byte count is the whole tile's; it compiles for sm_90. A tile no multiple of 8
+    rows up to 256 divides gets no ring."""
+    assert [box_rows(r) for r in (2, 256, 384, 512, 520, 1000, 260)] == [2, 256, 192, 256, 104, 200, None]
+    prog = matmul_loop_program(16, 384, 64, 4)
+    sched = Schedule(tma_ring=True, dense_rows=True, min_blocks=1, async_stage_bytes=200 * 1024)
+    cg = compile_graph(prog, opts=sched, arch="sm_90", cache=cache, load=False)
+    (k,) = cg.kernels
+    w_map = next(m for m in k.tensor_maps if m.input == 1)
+    assert (w_map.rows, w_map.box_rows) == (384 * 4, 192)
+    j = k.tensor_maps.index(w_map)
+    copies = re.findall(rf"mf::tma_load_2d<(?:true|false)>\((\w+) \+ s \* (\d+)(?: \+ (\d+))?, "
+                        rf"&tm{j}, ([^,]+), ([^,]+),", k.source)
+    assert [(c[2] or "0", c[4]) for c in copies] == [("0", "it*384"), (str(192 * 64), "it*384 + 192")]
+    assert f"mf::mbar_expect_tx(&mf_full[s], {(384 * 64 + 16 * 384) * 2});" in k.source
 
 
 @pytest.mark.parametrize("prog, sched", [
