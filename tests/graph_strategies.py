@@ -458,7 +458,8 @@ def tma_ring_cases() -> list[tuple[str, mf.KernelGraph, Schedule]]:
     through an op (an fp32 tile loaded in the loop: the body writes shared memory, so it ends
     with a barrier), the second kernel of a graph (its ring reads the first kernel's output:
     the producer waits for it), half the warps with twice the columns, a tile taller than a
-    box, split loops (2, 3 and 4 ways, the global combine), and rmsnorm's benchmark kernels at b=1 and b=8 under the
+    box, one slice of a batched input (a batched product, attention on the register chain),
+    split loops (2, 3 and 4 ways, the global combine), and rmsnorm's benchmark kernels at b=1 and b=8 under the
     tuner's TMA trials."""
     from dataclasses import replace
 
@@ -478,6 +479,11 @@ def tma_ring_cases() -> list[tuple[str, mf.KernelGraph, Schedule]]:
          replace(fast, fold_fragments=True, reg_epilogue=True)),
         ("gated", gated_loop_program(16, 64, 64, 6), replace(fast, threads=128, warp_n=2)),
         ("second kernel", chained_matmul_program(16, 64, 256, 128, 4, 4), tma),
+        # one slice of a batched input per block (the map views the input as 2-D): a batched
+        # product, and attention's K and V tiles of one head on the register chain
+        ("batched matmul", matmul_loop_program(16, 64, 64, 8, batch=2), tma),
+        ("attention one head a block", attention_loop_program(16, 64, 64, 64, 4, batch=2, divide=True),
+         replace(tma, mma_chain=True)),
         # a weight tile taller than a box: two boxes of 192 rows
         ("matmul 384-row tile", matmul_loop_program(16, 384, 64, 4), tma),
         # a split loop: each block's producer copies its own iterations, the global combine

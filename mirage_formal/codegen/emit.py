@@ -394,9 +394,21 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         """The tensor map raw tile ``n``'s copies use: its input, boxes of its rows."""
         k = n.attr("input")
         shape, dt = self.bg.inputs[k]
-        rows = box_rows(n.shape[0])
+        rows = box_rows(n.shape[-2])
         assert rows is not None  # (layout._tma_ok)
-        return TensorMapSpec(k, shape[0], shape[1], rows, dt)
+        return TensorMapSpec(k, math.prod(shape[:-1]), shape[-1], rows, dt)
+
+    def tma_coordinates(self, n: Node) -> tuple[str, str]:
+        """(column, row) of raw tile ``n``'s first element at iteration ``it`` in its tensor
+        map's 2-D view of the input (a batched input's leading dimensions flattened into the
+        rows: slice b's row r is row b * rows + r)."""
+        shape = self.bg.inputs[n.attr("input")][0]
+        parts = self.iter_starts(n, "it")
+        terms = [" + ".join(parts[-2])] if parts[-2] else []
+        for d in range(len(shape) - 2):
+            if parts[d]:
+                terms.append(f"({' + '.join(parts[d])})*{math.prod(shape[d + 1:-1])}")
+        return " + ".join(parts[-1]) or "0", " + ".join(terms) or "0"
 
     def emit_tma_producer(self, raw: list[Node]) -> list[str]:
         """The ring's barriers and the producer warp (thread ``T``): stage after stage, wait
@@ -426,10 +438,10 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         # activation tiles every block also reads (rmsnorm b=8's fused kernel 24.6 -> 24.4 µs,
         # b=1's on tensor cores 26.1 -> 25.4: H100, s28 c8)
         for j, n in sorted(enumerate(raw), key=lambda jn: -math.prod(jn[1].shape)):
-            row0, col0 = (" + ".join(ps) or "0" for ps in self.iter_starts(n, "it"))
+            col0, row0 = self.tma_coordinates(n)
             rb = self.tensor_map_spec(n).box_rows  # (a tile taller than one box: several)
             for b in range(n.shape[-1] // BOX_COLS):
-                for r in range(0, n.shape[0], rb):
+                for r in range(0, n.shape[-2], rb):
                     off = b * self.tma_box_halves(n) + r * BOX_COLS
                     dst = f"{self.buf[n]} + s * {self.stage_halves(n)}" + (f" + {off}" if off else "")
                     col = f"{col0} + {b * BOX_COLS}" if b else col0

@@ -40,7 +40,7 @@ from mirage_formal.codegen.steps import (
     Zero,
 )
 from mirage_formal.codegen.stream_k import longest_segment
-from mirage_formal.codegen.tma import BOX_COLS, box_rows
+from mirage_formal.codegen.tma import BOX_COLS, box_rows, tma_tile_ok
 from mirage_formal.errors import GraphError, UnsupportedOpError
 from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import ITER, BlockGraph, block_phases, elementwise_tree, loop_invariant
@@ -277,7 +277,9 @@ class KernelLayout:
         and a split only with the global combine: the producer warp has left by the time a
         cluster barrier would need it) over a ring whose every tile keeps swizzled dense rows
         and is copied in boxes of at most 256 rows (:func:`tma.box_rows`: a taller tile in
-        equal boxes of a multiple of 8 rows) of a 2D input with rows of a multiple of 16 bytes
+        equal boxes of a multiple of 8 rows) of an input with rows of a multiple of 16 bytes,
+        a 2-D tile or one slice of a batched input (:func:`tma.tma_tile_ok`: the map then
+        views the input as 2-D, its leading dimensions flattened into the rows)
         (what a 2D tensor map can describe), fp16 or bf16, and warps to spare for the
         producer. A split block's producer copies its own iterations (``itb + it``); its
         combine's block barriers are the consumer warps' own, like every barrier after the
@@ -288,8 +290,8 @@ class KernelLayout:
             return False
         for n in self.raw:
             shape, dt = self.bg.inputs[n.attr("input")]
-            if (len(n.shape) != 2 or len(shape) != 2 or dt.itemsize != 2 or shape[-1] % 8
-                    or n.shape[-1] % BOX_COLS or box_rows(n.shape[0]) is None):
+            if (not tma_tile_ok(n.shape, shape) or dt.itemsize != 2 or shape[-1] % 8
+                    or n.shape[-1] % BOX_COLS or box_rows(n.shape[-2]) is None):
                 return False
         return True
 

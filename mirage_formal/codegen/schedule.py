@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from mirage_formal.codegen.coarsen import coarsenable, coarsened, narrow_axes
-from mirage_formal.codegen.tma import BOX_COLS, box_rows
+from mirage_formal.codegen.tma import BOX_COLS, box_rows, tma_tile_ok
 from mirage_formal.errors import GraphError
 from mirage_formal.ir.graph import BlockGraph, elementwise_tree, streams_weights
 from mirage_formal.ir.occupancy import loop_splits
@@ -466,14 +466,15 @@ def _streams_raw_tiles(bg: BlockGraph) -> bool:
 
 def _tma_ring_fits(bg: BlockGraph) -> bool:
     """``bg`` streams a changing tile into a matmul and every changing tile a matmul reads
-    is one :attr:`Schedule.tma_ring` can copy (64-column multiples of a 2-D input, rows in
-    boxes of at most 256: :func:`tma.box_rows`): where its trials can change the kernel (the
-    layout has the last word)."""
+    is one :attr:`Schedule.tma_ring` can copy (64-column multiples of a 2-D tile or of one
+    slice of a batched input, :func:`tma.tma_tile_ok`; rows in boxes of at most 256:
+    :func:`tma.box_rows`): where its trials can change the kernel (the layout has the last
+    word)."""
     tiles = {s for n in bg.nodes if n.op == "matmul" for s in n.src
              if s.op == "iter" and s.attr("fmap") != -1}
     return _streams_raw_tiles(bg) and all(
-        len(t.shape) == 2 and len(bg.inputs[t.attr("input")][0]) == 2 and t.shape[-1] % BOX_COLS == 0
-        and box_rows(t.shape[0]) is not None for t in tiles)
+        tma_tile_ok(t.shape, bg.inputs[t.attr("input")][0]) and t.shape[-1] % BOX_COLS == 0
+        and box_rows(t.shape[-2]) is not None for t in tiles)
 
 
 #: the ring depths a TMA ring winner's second round tries besides its own

@@ -37,6 +37,15 @@ def box_rows(rows: int) -> int | None:
     return next((d for d in range(BOX_ROWS_MAX, 7, -8) if rows % d == 0), None)
 
 
+def tma_tile_ok(tile: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    """A tile of shape ``tile`` of an input of shape ``shape`` is a 2-D box a map over the
+    input viewed as 2-D can copy: the same rank, at least 2, and a leading extent of 1 in
+    every dimension before the last two (one slice of a batched input, attention's K or V
+    tile of one head; the map's rows are the input's leading dimensions flattened, and the
+    slice's rows are consecutive rows of that view)."""
+    return len(tile) == len(shape) >= 2 and all(d == 1 for d in tile[:-2])
+
+
 #: CUtensorMapDataType of the 16-bit element types a ring holds
 _DATA_TYPE = {DType.F16: 6, DType.BF16: 9}
 #: CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, no interleave, zero fill
@@ -48,7 +57,8 @@ MAP_BYTES, MAP_ALIGN = 128, 64
 @dataclass(frozen=True)
 class TensorMapSpec:
     """One tensor map a kernel takes: kernel input ``input`` (a row-major ``rows`` x ``cols``
-    matrix of ``dtype``), copied in boxes of ``box_rows`` rows x 64 columns."""
+    matrix of ``dtype``: a batched input's leading dimensions flattened into its rows),
+    copied in boxes of ``box_rows`` rows x 64 columns."""
 
     input: int
     rows: int
