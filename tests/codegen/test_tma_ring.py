@@ -124,6 +124,72 @@ def test_tma_ring_falls_back_where_it_does_not_apply(prog: object, sched: Schedu
     assert src == plain
 
 
+_COPY = re.compile(r"mf::tma_load_2d<(?:true|false)>\((\w+) \+ s \* (\d+)(?: \+ (\d+))?, &tm(\d+), "
+                   r"([^,]+), ([^,]+), &mf_full\[s\]")
+
+
+def _tile_origin(bg: object, n: object, block: tuple[int, int, int], it: int) -> list[int]:
+    """Where iterator tile ``n`` starts in its input for ``block`` at loop iteration ``it``,
+    from the μGraph's semantics alone: each grid axis a mapped to dimension d (imap) moves it
+    by block[a] * (extent of d / grid[a]), the for-loop dimension (fmap) by it * the tile's
+    extent."""
+    shape = bg.inputs[n.attr("input")][0]  # type: ignore[attr-defined]
+    imap, fmap = n.attr("imap"), n.attr("fmap")  # type: ignore[attr-defined]
+    return [sum(block[a] * (shape[d] // bg.grid[a]) for a in range(3) if imap[a] == d)  # type: ignore[attr-defined]
+            + (it * n.shape[d] if fmap == d else 0) for d in range(len(shape))]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("case", tma_ring_cases(), ids=lambda c: c[0])
+def test_each_copy_lands_where_the_consumers_read(case: tuple) -> None:
+    """A CPU model of the copy engine against the printed kernel, for every case (2-D tiles,
+    several boxes a row, tiles taller than a box, one slice of a batched input, split loops):
+    for some blocks and iterations, each printed copy (its stage offset, tensor map and
+    coordinates, the C expressions evaluated) writes its box row by row with the 128-byte
+    swizzle; every element of every ring tile, located in its input from the μGraph's own
+    imap/fmap semantics, must land at the address the consumers read it from
+    (KernelLayout.addr), and every such address is written exactly once."""
+    _, prog, sched = case
+    cg = compile_graph(prog, opts=sched, arch="sm_90", load=False)
+    for la, k in zip(cg.launches, cg.kernels, strict=True):
+        if not k.tensor_maps:
+            continue
+        bg = la.graph
+        lay = KernelLayout(bg, k.name, 227 * 1024, k.schedule)
+        lay.plan()  # (names the buffers)
+        assert lay.tma
+        raw = sorted(lay.raw, key=lay.ids.__getitem__)
+        copies = _COPY.findall(k.source)
+        assert copies
+        split = k.schedule.split
+        for block in {(0, 0, 0), tuple(g - 1 for g in bg.grid)}:
+            for part in range(split):
+                for it_local in (0, lay.FL - 1):
+                    env = {"bx": block[0], "by": block[1], "bz": block[2], "it": it_local,
+                           "itb": part * lay.FL}
+                    written: dict[tuple[str, int], tuple[int, int, int]] = {}
+                    for buf, _stride, off, j, col, row in copies:
+                        spec = k.tensor_maps[int(j)]
+                        c0, r0 = eval(col, {}, env), eval(row, {}, env)  # (C arithmetic)
+                        for i in range(spec.box_rows):
+                            for cc in range(BOX_COLS):
+                                at = int(off or 0) + i * 64 + (((cc >> 3) ^ (i & 7)) << 3) + (cc & 7)
+                                assert (buf, at) not in written
+                                written[buf, at] = (int(j), r0 + i, c0 + cc)
+                    for j, n in enumerate(raw):
+                        shape = bg.inputs[n.attr("input")][0]
+                        origin = _tile_origin(bg, n, block, part * lay.FL + it_local)
+                        lead = 0
+                        for d in range(len(shape) - 2):
+                            lead = (lead + origin[d]) * shape[d + 1]
+                        names = ["0"] * (len(n.shape) - 2) + ["R", "C"]
+                        expr = lay.addr(n, names)
+                        for r in range(n.shape[-2]):
+                            for c in range(n.shape[-1]):
+                                at = eval(expr, {}, {"R": r, "C": c})
+                                want = (j, lead + origin[-2] + r, origin[-1] + c)
+                                assert written.get((lay.buf[n], at)) == want, (n.shape, r, c)
+
+
 def _tma_offset(r: int, c: int, rows: int) -> int:
     """Halves from a stage's start to element (r, c) as the copy engine writes a tile of
     ``rows`` rows in 64-column boxes with the 128-byte swizzle: box after box (each padded to
