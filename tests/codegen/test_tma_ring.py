@@ -182,7 +182,7 @@ def test_each_copy_lands_where_the_consumers_read(case: tuple) -> None:
                         for d in range(len(shape) - 2):
                             lead = (lead + origin[d]) * shape[d + 1]
                         names = ["0"] * (len(n.shape) - 2) + ["R", "C"]
-                        expr = lay.addr(n, names)
+                        expr = compile(lay.addr(n, names), "<addr>", "eval")
                         for r in range(n.shape[-2]):
                             for c in range(n.shape[-1]):
                                 at = eval(expr, {}, {"R": r, "C": c})
