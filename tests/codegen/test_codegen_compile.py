@@ -315,8 +315,8 @@ def test_every_candidate_schedule_compiles(name: str, cache: Path) -> None:
     so each kind — split, gemv, threads, ring depth — is compiled), and its second round's
     on the first round's default (the policies only that round sets: 256-byte L2 fetches,
     evict-first, the cluster combine, the ring issued first, one barrier per iteration, folds
-    from A fragments, outputs from registers, k slices; then a sample of the combinations),
-    compile for sm_90."""
+    from A fragments, outputs from registers, k slices, the TMA ring's trials, ops on A
+    fragments; then a sample of the combinations), compile for sm_90."""
     from mirage_formal.codegen import Schedule, candidate_schedules, launches
     from mirage_formal.codegen.schedule import refinements
 
@@ -329,7 +329,8 @@ def test_every_candidate_schedule_compiles(name: str, cache: Path) -> None:
             refs = refinements(cands[0], cands, la.graph)
             policies = [r for r in refs if r.l2_fetch or r.cluster_combine or r.ring_first
                         or r.evict_first != cands[0].evict_first or r.one_barrier
-                        or r.fold_fragments or r.reg_epilogue or r.mma_kslice > 1]
+                        or r.fold_fragments or r.reg_epilogue or r.mma_kslice > 1
+                        or r.tma_ring or r.a_op_fragments]
             # a sample that keeps CI in seconds
             for sched in {*cands[::2], cands[-1], *policies, *refs[len(policies)::4]}:
                 cg = compile_graph(g, arch="sm_90", load=False, cache=cache,
