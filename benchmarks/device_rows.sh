@@ -15,5 +15,6 @@ for spec in "$@"; do
         --budget "$budget" --gpu-top 8 --out "/tmp/go/$tag" >> "$OUT/all.log" 2>&1
     cp "/tmp/go/$tag/gpu_optimize.json" "$OUT/$tag.json" 2>/dev/null
     cp "/tmp/go/$tag/measurements.jsonl" "$OUT/$tag.meas.jsonl" 2>/dev/null
-    grep -h "^| $(echo "$row" | cut -d: -f1) |" "/tmp/go/$tag/gpu_optimize.md" 2>/dev/null | tail -1
+    # (the workload is the row less its batch: outside rows have a colon in their name)
+    grep -hF "| ${row%:*} |" "/tmp/go/$tag/gpu_optimize.md" 2>/dev/null | tail -1
 done
