@@ -273,17 +273,19 @@ class KernelLayout:
                 and n.src[0].shape[-1] >= 32 * self.kslice.get(n, 1))
 
     def _tma_ok(self) -> bool:
-        """Whether :attr:`Schedule.tma_ring` applies: a real loop of this block (no stream-K,
-        and a split only with the global combine: the producer warp has left by the time a
-        cluster barrier would need it) over a ring whose every tile keeps swizzled dense rows
-        and is copied in boxes of at most 256 rows (:func:`tma.box_rows`: a taller tile in
-        equal boxes of a multiple of 8 rows) of an input with rows of a multiple of 16 bytes,
-        a 2-D tile or one slice of a batched input (:func:`tma.tma_tile_ok`: the map then
-        views the input as 2-D, its leading dimensions flattened into the rows)
-        (what a 2D tensor map can describe), fp16 or bf16, and warps to spare for the
-        producer. A split block's producer copies its own iterations (``itb + it``); its
-        combine's block barriers are the consumer warps' own, like every barrier after the
-        producer's branch."""
+        """Whether :attr:`Schedule.tma_ring` applies, and warps are left to spare for the
+        producer. It needs a real loop of this block: no stream-K, and a split only with the
+        global combine (the producer warp has left by the time a cluster barrier would need
+        it). Every tile of the ring must:
+        - keep swizzled dense rows;
+        - be a 2-D tile, or one slice of a batched input (:func:`tma.tma_tile_ok`: the map
+          then views the input as 2-D, its leading dimensions flattened into the rows);
+        - be of an fp16 or bf16 input whose rows are a multiple of 16 bytes;
+        - be copied in boxes of at most 256 rows (:func:`tma.box_rows`: a taller tile in equal
+          boxes of a multiple of 8 rows).
+        That is what a 2-D tensor map can describe. A split block's producer copies its own
+        iterations (``itb + it``); its combine's block barriers are the consumer warps' own,
+        like every barrier after the producer's branch."""
         if not (self.opts.tma_ring and self.raw and self.swz == self.raw and self.FL > 1
                 and not (self.split > 1 and self.opts.cluster_combine)
                 and not self.stream_k and self.T % 32 == 0 and self.T + 32 <= 1024):
