@@ -30,7 +30,6 @@ import argparse
 import collections
 import json
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -130,43 +129,23 @@ def default_includes() -> tuple[str | None, str | None]:
 
 
 def nvrtc_compile(src: str, arch: str, includes: list[str]) -> tuple[bytes, float]:
-    """``src`` compiled by NVRTC as the emitter compiles (its options and include folders)
-    with ``includes`` added; the cubin and the seconds NVRTC took."""
-    from mirage_formal.codegen.nvrtc import OPTIONS, _nvrtc, cuda_include_dir, library_dir
+    """``src`` compiled as the emitter compiles, ``includes`` added to the header folders,
+    into an empty cache (so NVRTC runs); the cubin and the seconds it took."""
+    from mirage_formal.codegen.nvrtc import compile_cubin
 
-    nv = _nvrtc()
-    err, prog = nv.nvrtcCreateProgram(src.encode(), b"cute_pieces_probe.cu", 0, [], [])
-    opts = [f"--gpu-architecture={arch}", f"-I{library_dir(None)}",
-            *(f"-I{d}" for d in includes), f"-I{cuda_include_dir()}", *OPTIONS]
-    t0 = time.perf_counter()
-    (err,) = nv.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
-    secs = time.perf_counter() - t0
-    try:
-        if err != nv.nvrtcResult.NVRTC_SUCCESS:
-            _, size = nv.nvrtcGetProgramLogSize(prog)
-            log = b" " * size
-            nv.nvrtcGetProgramLog(prog, log)
-            raise SystemExit(f"NVRTC failed:\n{log.decode(errors='replace')[:4000]}")
-        _, size = nv.nvrtcGetCUBINSize(prog)
-        buf = b" " * size
-        nv.nvrtcGetCUBIN(prog, buf)
-    finally:
-        nv.nvrtcDestroyProgram(prog)
-    return bytes(buf), secs
+    with tempfile.TemporaryDirectory() as cache:
+        t0 = time.perf_counter()
+        cubin = compile_cubin(src, arch, cache=cache, name="cute_pieces_probe.cu",
+                              include_dirs=includes)
+        return cubin, time.perf_counter() - t0
 
 
 def sass_instructions(cubin: bytes) -> list[str] | None:
     """``cubin``'s SASS instructions in order (nvdisasm, without addresses and encodings),
     or None without nvdisasm."""
-    tool = shutil.which("nvdisasm")
-    if tool is None:
-        try:
-            import nvidia
+    from mirage_formal.codegen.nvrtc import find_nvdisasm
 
-            tool = next((str(p) for root in nvidia.__path__
-                         for p in sorted(Path(root).glob("cu*/bin/nvdisasm"))), None)
-        except ImportError:
-            tool = None
+    tool = find_nvdisasm()
     if tool is None:
         return None
     with tempfile.TemporaryDirectory() as d:

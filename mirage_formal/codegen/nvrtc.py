@@ -3,9 +3,11 @@
 Works on a machine with no GPU and no driver. The include path holds the device library
 (``codegen/`` at the repository root, or ``mirage_formal/_data/codegen`` in a wheel, or a
 directory the caller names) and the CUDA runtime headers of the ``nvidia-cuda-runtime`` wheel
-(for ``cuda_fp16.h``), found with ``cuda.pathfinder``. Cubins are cached on disk under
+(for ``cuda_fp16.h``), found with ``cuda.pathfinder``, and any header folders a caller adds
+(``include_dirs``: a probe compiling against CUTLASS). Cubins are cached on disk under
 ``~/.cache/mirage-formal/cubin`` (or ``$XDG_CACHE_HOME``; a directory argument wins), keyed
-by a hash of (source, the device library's text, architecture, options, NVRTC version), and
+by a hash of (source, the device library's text, architecture, options, NVRTC version, the
+added folders' paths), and
 written atomically. Each cubin has a check record ``<key>.json`` with the SHA-256 of its
 source and of its bytes; a cached cubin is used only when both match (and it is an ELF
 image): a damaged or replaced one is deleted with a :class:`CacheWarning` and rebuilt, never
@@ -20,8 +22,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import warnings
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -83,6 +87,22 @@ def cuda_include_dir() -> str:
     return str(d)
 
 
+def find_nvdisasm() -> str | None:
+    """The ``nvdisasm`` to read a cubin's machine code with (tests and probes; compiling does
+    not need it): on the PATH, or the nvidia-cuda-nvdisasm wheel's; None without either."""
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    try:
+        import nvidia  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    for root in getattr(nvidia, "__path__", []):
+        for p in sorted(Path(root).glob("cu*/bin/nvdisasm")):
+            return str(p)
+    return None
+
+
 def cache_dir(path: str | Path | None = None) -> Path:
     if path is not None:
         return Path(path)
@@ -106,9 +126,10 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def source_key(source: str, arch: str, lib: Path) -> str:
+def source_key(source: str, arch: str, lib: Path, include_dirs: Sequence[str] = ()) -> str:
     h = hashlib.sha256()
-    for part in (source, arch, " ".join(OPTIONS), nvrtc_version()):
+    extra = (" ".join(include_dirs),) if include_dirs else ()  # (no change to other keys)
+    for part in (source, arch, " ".join(OPTIONS), nvrtc_version(), *extra):
         h.update(part.encode())
         h.update(b"\0")
     for f in sorted(lib.glob("*.cuh")):
@@ -159,19 +180,24 @@ def store_cubin(cdir: Path, key: str, source: str, cubin: bytes, arch: str) -> N
 
 
 def compile_cubin(source: str, arch: str = DEFAULT_ARCH, lib: str | Path | None = None,
-                  cache: str | Path | None = None, name: str = "mirage_formal.cu") -> bytes:
-    """Compile ``source`` to a cubin for ``arch`` (e.g. sm_90), through the on-disk cache."""
+                  cache: str | Path | None = None, name: str = "mirage_formal.cu",
+                  include_dirs: Sequence[str | Path] = ()) -> bytes:
+    """Compile ``source`` to a cubin for ``arch`` (e.g. sm_90), through the on-disk cache.
+    ``include_dirs``: more header folders, searched after the device library (the emitter
+    needs none; a probe compiling against CUTLASS does)."""
     nvrtc = _nvrtc()
     libd = library_dir(lib)
     cdir = cache_dir(cache)
-    key = source_key(source, arch, libd)
+    extra = [str(d) for d in include_dirs]
+    key = source_key(source, arch, libd, extra)
     cached = cached_cubin(cdir, key, source)
     if cached is not None:
         return cached
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
     _check(nvrtc, err, "nvrtcCreateProgram")
     try:
-        opts = [f"--gpu-architecture={arch}", f"-I{libd}", f"-I{cuda_include_dir()}", *OPTIONS]
+        opts = [f"--gpu-architecture={arch}", f"-I{libd}", *(f"-I{d}" for d in extra),
+                f"-I{cuda_include_dir()}", *OPTIONS]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             _, size = nvrtc.nvrtcGetProgramLogSize(prog)

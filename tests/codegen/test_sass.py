@@ -14,7 +14,6 @@ descriptor lives in an aligned pair)."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -24,23 +23,9 @@ import pytest
 import mirage_formal as mf
 from mirage_formal import workloads
 from mirage_formal.codegen import Schedule, candidate_schedules, compile_graph, launches
+from mirage_formal.codegen.nvrtc import find_nvdisasm
 
-
-def _nvdisasm() -> str | None:
-    found = shutil.which("nvdisasm")
-    if found:
-        return found
-    try:
-        import nvidia  # type: ignore[import-untyped]
-    except ImportError:
-        return None
-    for root in getattr(nvidia, "__path__", []):
-        for p in sorted(Path(root).glob("cu*/bin/nvdisasm")):
-            return str(p)
-    return None
-
-
-NVDISASM = _nvdisasm()
+NVDISASM = find_nvdisasm()
 pytestmark = pytest.mark.skipif(NVDISASM is None, reason="nvdisasm (nvidia-cuda-nvdisasm) missing")
 ODD_DESCRIPTOR = re.compile(r"desc\[UR\d*[13579]\]")
 

@@ -172,7 +172,7 @@ def test_each_copy_lands_where_the_consumers_read(case: tuple) -> None:
                         c0, r0 = eval(col, {}, env), eval(row, {}, env)  # (C arithmetic)
                         for i in range(spec.box_rows):
                             for cc in range(BOX_COLS):
-                                at = int(off or 0) + i * 64 + (((cc >> 3) ^ (i & 7)) << 3) + (cc & 7)
+                                at = int(off or 0) + _tma_offset(i, cc, spec.box_rows)
                                 assert (buf, at) not in written
                                 written[buf, at] = (int(j), r0 + i, c0 + cc)
                     for j, n in enumerate(raw):
