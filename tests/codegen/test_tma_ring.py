@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from graph_strategies import matmul_loop_program, tma_ring_cases
+from graph_strategies import fold_loop_program, matmul_loop_program, tma_ring_cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +21,7 @@ from mirage_formal.codegen import Schedule, compile_graph, emit_graph, launches
 from mirage_formal.codegen.barriers import with_barriers
 from mirage_formal.codegen.layout import KernelLayout
 from mirage_formal.codegen.plan import Buffer, plan_buffers
-from mirage_formal.codegen.schedule import candidate_schedules, refinements
+from mirage_formal.codegen.schedule import candidate_schedules, half_warps, refinements
 from mirage_formal.codegen.tma import BOX_COLS, box_rows
 from mirage_formal.ir.dtypes import DType
 
@@ -328,3 +328,31 @@ def test_touches_finds_buffer_names_only() -> None:
     assert touches([(["mf_red[w] = s;"], frozenset[str]())], ext)
     assert not touches([(["out0[i] = ab3 + b33;"], frozenset[str]())], ext)
     assert not touches([(["x = b3[i];"], frozenset[str]())], {})
+
+
+@pytest.mark.parametrize("rows", [16, 24, 32, 48])
+def test_half_warp_tma_schedules_keep_every_product_in_registers(rows: int) -> None:
+    """The TMA schedules on half the warps (the first-round candidate and the second round's
+    trial) give each warp at most one warp tile of every product, so the accumulators stay in
+    registers through the loop: a product of more than 16 rows takes 16-row tiles in pairs
+    (``warp_m``) where ``warp_n=2`` alone would leave more warp tiles than warps. Where no
+    blocking does that (48 rows: three row tiles), the candidate keeps all the warps."""
+    prog = fold_loop_program(rows, 64, 4, n=64)
+    (la,) = launches(prog, 128)
+    bg = la.graph
+    half = half_warps(bg, 256)
+    if rows == 48:
+        assert half is None
+        (tma,) = [s for s in candidate_schedules(bg) if s.tma_ring]
+        assert tma.warp_n == 0 and tma.threads == 256
+        return
+    assert half is not None and half.threads == 128 and half.warp_n == 2
+    assert half.warp_m == (0 if rows <= 16 else 2)
+    best = Schedule(threads=256, dense_rows=True, mma_kpair=True, evict_first=True)
+    trial = next(s for s in refinements(best, [], bg) if s.tma_ring and s.threads == 128)
+    first = next(s for s in candidate_schedules(bg) if s.tma_ring)
+    for sched in (trial, first):
+        assert (sched.warp_m, sched.warp_n) == (half.warp_m, 2)
+        lay = KernelLayout(bg, "k", 227 * 1024, sched)
+        (mm,) = [n for n in bg.nodes if n.op == "matmul"]
+        assert mm in lay.reg_acc and lay.static_warp_tiles(mm)
