@@ -537,12 +537,14 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
             lines += self.emit_tma_producer(raw)
             consumers_from = len(lines)
         staged: list[Node] = []
-        if self.opts.prefetch and bg.forloop > 1 and not tma:
+        # (a loop-free kernel: its gemv B tiles, whose loads then go out before every other
+        # step instead of after them)
+        if self.opts.prefetch and (bg.forloop > 1 or self.gemv_b) and not tma:
             budget = self.opts.prefetch_regs
             loads = [s.node for s in steps[p:q] if isinstance(s, Load)]
             # streamed gemv B tiles first: they have no other way to get ahead of their use
             for x in sorted(loads, key=lambda x: x not in self.gemv_b):
-                if self.vec_load(x):
+                if self.vec_load(x) and (bg.forloop > 1 or x in self.gemv_b):
                     r = self.prefetch_regs(x)
                     if r <= budget:
                         staged.append(x)

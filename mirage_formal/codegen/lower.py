@@ -219,29 +219,64 @@ def _identity_accum(n: Node) -> bool:
 
 
 def accums_pushed_down(bg: BlockGraph) -> BlockGraph:
-    """``bg`` without a loop (forloop 1): every matmul both of whose operands are plain
-    accumulators (sum or mean, no fold: the identity over one iteration) multiplies their
-    sources instead, and its product is accumulated (sum). The same function, element for
-    element. Any other ``bg`` is returned as it is. (Only matmuls: the emitter's tensor-core,
-    cp.async and gemv paths want iterator operands; an elementwise op's accumulator already
-    shares its source's buffer, and moving it changed the row-register kernels of ntrans.)"""
+    """``bg`` without a loop (forloop 1): every matmul whose operands are computed from plain
+    accumulators (sum or mean, no fold: the identity over one iteration), each of its
+    operands' paths from an iterator through exactly one of them, multiplies the same
+    operands computed from the accumulators' sources instead, and its product is accumulated
+    (sum). The same function, element for element. Any other ``bg`` (or one where an
+    operand's accumulated form would still be needed by another reader: computing it twice)
+    is returned as it is.
+
+    ``matmul(accum(X), accum(W))`` becomes ``accum(matmul(X, W))``, and so does
+    ``matmul(f(accum(X)), accum(W))`` for any ops ``f`` (a layer norm's mean, difference,
+    square root and quotient: the outside layernorm_matmul's fused kernel). Only matmuls: the
+    emitter's tensor-core, cp.async and gemv paths want iterator operands; an elementwise op's
+    accumulator already shares its source's buffer, and moving it changed the row-register
+    kernels of ntrans."""
     if bg.forloop != 1:
         return bg
+    # per node: "pre" (no accumulator on any path from an iterator), "post" (exactly one
+    # plain accumulator on every such path), or None (anything else)
+    kind: dict[Node, str | None] = {}
+    for n in bg.nodes:
+        ks = {kind[s] for s in n.src}
+        if n.op == "iter":
+            kind[n] = "pre"
+        elif _identity_accum(n):
+            kind[n] = "post" if ks == {"pre"} else None
+        elif n.op == "accum":
+            kind[n] = None
+        else:
+            kind[n] = ks.pop() if len(ks) == 1 else None
     new: dict[Node, Node] = {}
+    pre: dict[Node, Node] = {}  # a post node computed from the accumulators' sources
+
+    def stripped(n: Node) -> Node:
+        if n not in pre:
+            pre[n] = (new[n] if kind[n] == "pre" else stripped(n.src[0]) if _identity_accum(n)
+                      else make_op(n.op, [stripped(s) for s in n.src], n.attr_dict, BLOCK))
+        return pre[n]
+
+    moved: list[Node] = []
     try:
         for n in bg.nodes:
             if n.op == "iter":
                 new[n] = n
                 continue
-            srcs = [new[s] for s in n.src]
-            if n.op == "matmul" and all(_identity_accum(s) for s in srcs):
-                inner = make_op(n.op, [s.src[0] for s in srcs], n.attr_dict, BLOCK)
+            if n.op == "matmul" and kind[n] == "post":
+                inner = make_op(n.op, [stripped(s) for s in n.src], n.attr_dict, BLOCK)
                 new[n] = make_op("accum", [inner], {"kind": "sum", "fold": None}, BLOCK)
+                moved.append(n)
             else:
-                new[n] = make_op(n.op, srcs, n.attr_dict, BLOCK)
+                new[n] = make_op(n.op, [new[s] for s in n.src], n.attr_dict, BLOCK)
         out = BlockGraph(bg.grid, bg.threads, bg.forloop, bg.inputs,
                          tuple(BlockOutput(new[o.node], o.omap) for o in bg.outputs))
     except GraphError:
+        return bg
+    # (an op both forms of which the new graph still computes: the move would duplicate it)
+    kept = {n.key for n in out.nodes}
+    if any(new[n].key in kept and pre[n].key in kept and new[n].key != pre[n].key
+           for n in pre if n.op != "accum" and kind[n] == "post"):
         return bg
     return bg if out.key == bg.key else out
 

@@ -78,6 +78,61 @@ def test_the_matmul_reads_iterator_tiles_and_the_function_is_kept() -> None:
         compile_graph(g, schedules={bg.key: s}, load=False)
 
 
+def _normalized_operand(also_save_norm: bool = False) -> KernelGraph:
+    """A layer norm of X's rows (mean, difference, square, mean, square root, quotient) times
+    a column slice of W in one loop-free kernel: the matmul's A is an op of accum(X), its B
+    accum(W) (the outside layernorm_matmul's fused μGraph). ``also_save_norm``: the
+    normalized rows are a second output."""
+    gx = 1 if also_save_norm else 128  # (a saved norm: no grid axis over W's columns)
+    extra = "    save %b7 {omap=(-1, 0, -1)}\n" if also_save_norm else ""
+    ret = ("  %4 = get(%2) {index=1} : f16[8, 1024]\n  return %3, %4\n" if also_save_norm
+           else "  return %3\n")
+    return parse_text(
+        "ugraph {\n"
+        "  %0 = input() {name='X'} : f16[8, 1024]\n"
+        "  %1 = input() {name='W'} : f16[1024, 2048]\n"
+        f"  %2 = kernel(%0, %1) {{forloop=1, grid=({gx}, 2, 1), threads=128}} {{\n"
+        "    %b0 = iter() {fmap=-1, imap=(-1, 0, -1), input=0} : f16[4, 1024]\n"
+        "    %b1 = accum(%b0) {fold=None, kind='sum'} : f16[4, 1024]\n"
+        "    %b2 = mean(%b1) {axis=-1, keepdims=True} : f16[4, 1]\n"
+        "    %b3 = sub(%b1, %b2) : f16[4, 1024]\n"
+        "    %b4 = square(%b3) : f16[4, 1024]\n"
+        "    %b5 = mean(%b4) {axis=-1, keepdims=True} : f16[4, 1]\n"
+        "    %b6 = sqrt(%b5) : f16[4, 1]\n"
+        "    %b7 = div(%b3, %b6) : f16[4, 1024]\n"
+        f"    %b8 = iter() {{fmap=-1, imap=(1, -1, -1), input=1}} : f16[1024, {2048 // gx}]\n"
+        f"    %b9 = accum(%b8) {{fold=None, kind='sum'}} : f16[1024, {2048 // gx}]\n"
+        f"    %b10 = matmul(%b7, %b9) : f16[4, {2048 // gx}]\n"
+        "    save %b10 {omap=(1, 0, -1)}\n"
+        f"{extra}"
+        "  }\n"
+        "  %3 = get(%2) {index=0} : f16[8, 2048]\n"
+        f"{ret}"
+        "}\n")
+
+
+def test_a_matmul_of_ops_of_accumulators_reads_them_computed_from_the_iterators() -> None:
+    """The matmul's A, an op chain over accum(X), is computed from X's iterator tile and its
+    B is W's iterator tile; the product is accumulated once; the function is kept. A gemv
+    schedule then loads its W slice into registers before anything else, so the copy is in
+    flight while the norm runs. Where the chain's accumulated form is also saved, moving the
+    accumulator would compute the chain twice, and the kernel is left as it is."""
+    g = _normalized_operand()
+    bg = launches(g, 128)[0].graph
+    (mm,) = [n for n in bg.nodes if n.op == "matmul"]
+    assert [s.op for s in mm.src] == ["div", "iter"]
+    assert not any(n.op == "accum" for n in mm.src[0].walk())
+    assert [n.op for n in bg.nodes if n.op == "accum"] == ["accum"]
+    assert _same_function(g, _pushed(g))
+    gemv = next(s for s in candidate_schedules(bg) if s.gemv and s.coarsen == 1)
+    (k,) = compile_graph(g, schedules={bg.key: gemv}, load=False).kernels
+    w_load, x_load = k.source.index("&in1["), k.source.index("&in0[")
+    assert w_load < x_load
+    both = _normalized_operand(also_save_norm=True)
+    (kn,) = [n for n in both.nodes if n.op == KERNEL_OP]
+    assert launches(both, 128)[0].graph is kn.attr("graph")
+
+
 @settings(max_examples=60, deadline=None)
 @given(block_programs())
 def test_the_rewrite_keeps_every_loop_free_kernels_function(graph: KernelGraph) -> None:
