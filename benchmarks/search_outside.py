@@ -168,12 +168,48 @@ def gated_down(b: int = 1) -> KernelGraph:
     return g.build()
 
 
+def softmax_matmul(b: int = 1) -> KernelGraph:
+    """softmax(S) · V without the max subtraction, S (16b, 2048) scores, V (2048, 1024): a
+    row normalization that needs whole rows before the product, or the fold of flash
+    attention (thirty-first session, written to try loop-free kernels' row statistics)."""
+    g = mf.Graph()
+    s = g.input((16 * b, 2048), "f16", "S")
+    v = g.input((2048, 1024), "f16", "V")
+    e = g.exp(s)
+    g.output(g.matmul(g.div(e, g.sum(e, axis=-1, keepdims=True)), v))
+    return g.build()
+
+
+def bias_gelu_matmul(b: int = 1) -> KernelGraph:
+    """gelu(X · W + c), X (16b, 4096), W (4096, 4096), c (4096,) a bias row: an MLP's up
+    projection with its epilogue (thirty-first session)."""
+    g = mf.Graph()
+    x = g.input((16 * b, 4096), "f16", "X")
+    w = g.input((4096, 4096), "f16", "W")
+    c = g.input((4096,), "f16", "C")
+    g.output(g.gelu(g.add(g.matmul(x, w), c)))
+    return g.build()
+
+
+def residual_rmsnorm(b: int = 1) -> KernelGraph:
+    """rms_norm(X + R, G), X and R (32b, 4096), G (4096,): a residual add and its norm, no
+    product: row work only, bound by launches and latency (thirty-first session)."""
+    g = mf.Graph()
+    x = g.input((32 * b, 4096), "f16", "X")
+    r = g.input((32 * b, 4096), "f16", "R")
+    gain = g.input((4096,), "f16", "G")
+    g.output(g.rms_norm(g.add(x, r), gain))
+    return g.build()
+
+
 PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "scaled_attention": scaled_attention, "layernorm_matmul": layernorm_matmul,
     "norm_gain_matmul": norm_gain_matmul, "swish_matmul": swish_matmul,
     "sigmoid_gated_mlp": sigmoid_gated_mlp, "gelu_gated_mlp": gelu_gated_mlp, "exp_bmm": exp_bmm,
     "partial_tile_attention": partial_tile_attention, "lora_residual": lora_residual,
     "rms_rows24_matmul": rms_rows24_matmul, "sum_matmul": sum_matmul, "gated_down": gated_down,
+    "softmax_matmul": softmax_matmul, "bias_gelu_matmul": bias_gelu_matmul,
+    "residual_rmsnorm": residual_rmsnorm,
 }
 
 
