@@ -149,8 +149,12 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
             b, src = self.buf[x], x.src[0]
             sq = x.attr("kind") == "rms"
 
+            mean = self._invariant_mean(x)  # (the tile itself: no count, no finalize)
+
             def once(ex: TileExpr, idx: list[str]) -> list[str]:
                 v = ex.val(src, idx)
+                if mean:
+                    return [f"{b}[i] = {v};"]
                 n = "(float)mf_n" if self.stream_k else f"{self.FL}.f"
                 return [f"{b}[i] = {n} * ({v})" + (f" * ({v});" if sq else ";")]
             return self.elem_loop(x.shape, ind, once)

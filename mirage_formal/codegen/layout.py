@@ -551,6 +551,15 @@ class KernelLayout:
         return Chain(m1, tuple(sorted(inner, key=self.ids.__getitem__)), E, m2,
                      tuple(sorted(set(sums), key=self.ids.__getitem__)), wm, kw)
 
+    def _invariant_mean(self, a: Node) -> bool:
+        """Accumulator ``a`` is a plain mean (no fold) of a loop-invariant tile computed once
+        after the loop (:class:`InvariantAccumulate`): the tile itself. Not in a loop split
+        over blocks (a split, stream-K): there each block's partial is its iterations' count
+        times the tile, which the combine sums and the finalize divides by the loop's range."""
+        o = self.opts
+        return (a.attr("kind") == "mean" and a.attr("fold") is None and o.split == 1
+                and not o.stream_k and self._invariant_accum(a))
+
     def _reg_acc_ok(self, n: Node) -> bool:
         return (self.opts.mma_registers and self.bg.forloop > 1 and n not in self.gemv
                 and self._mma(n) and self.static_warp_tiles(n))
@@ -868,7 +877,9 @@ class KernelLayout:
                     invariant_accs.append(InvariantAccumulate(n))
                 elif n not in self.chain_sums:  # (chain row sums: in registers)
                     loop.append(Accumulate(n))
-                if n.attr("kind") != "sum":
+                # (a plain mean of a loop-invariant tile is the tile: copied once, nothing to
+                # finalize)
+                if n.attr("kind") != "sum" and not self._invariant_mean(n):
                     post.append(Finalize(n))
             elif n in self.invariant:
                 pre.append(Op(n))

@@ -98,8 +98,17 @@ def op_expr(n: Node, args: Sequence[Term]) -> Term:
 
 
 def accum_expr(n: Node, x: Term, forloop: int) -> Term:
-    """``accum`` node ``n`` over a tile whose expression is ``x``, in a loop of ``forloop``."""
-    count = accum_terms(forloop, n.src[0].shape[-1], n.attr("fold"))
+    """``accum`` node ``n`` over a tile whose expression is ``x``, in a loop of ``forloop``.
+
+    A plain mean (no fold) of a loop-invariant iterator tile (``fmap`` -1) is that tile's own
+    expression: every iteration adds the same tile, so the mean is the identity (an epilogue
+    operand such as a bias; ``sum(F, x) / F`` would need a cancellation axiom that the
+    pruning must not have, see axioms/eq.toml)."""
+    src = n.src[0]
+    if (n.attr("kind") == "mean" and n.attr("fold") is None and src.op == ITER
+            and src.attr("fmap") == -1):
+        return x
+    count = accum_terms(forloop, src.shape[-1], n.attr("fold"))
     kind = n.attr("kind")
     if kind == "rms":
         x = app("mul", x, x)

@@ -156,6 +156,11 @@ def derive_fields(program: KernelGraph, n_sm: int = H100_SMS) -> dict[str, Any]:
     ):
         block.discard("rms_norm")
     n_in = len(program.inputs)
+    # inputs with no dimension a loop splits (a bias, a residual): in a kernel with a loop
+    # each reaches the epilogue through a plain mean accumulator of its invariant tile
+    n_epilogue = sum(1 for x in program.inputs if loop_labels and not set(labs[x]) & loop_labels)
+    if n_epilogue:
+        accums.append("mean")
     row_red = any(n.op in ROW_REDUCTIONS for n in nodes)
     if not loop_labels:
         # no loop: accumulators apply to iterators only, so a block reduces rows itself
@@ -165,7 +170,8 @@ def derive_fields(program: KernelGraph, n_sm: int = H100_SMS) -> dict[str, Any]:
     else:
         # iterators, ops (a row sum becomes its accumulator), the accumulators of split norms
         # and of the matmuls that contract the loop's dimension (one loop label per kernel)
-        block_ops = n_in + n_ops + n_split_norms + min(2, _loop_matmuls(program, labs))
+        block_ops = (n_in + n_ops + n_split_norms + min(2, _loop_matmuls(program, labs))
+                     + n_epilogue)
     gk = 2 if row_red and n_ops > 1 else 1
     # without a loop one kernel over full rows does all the work: more kernels only add launches
     kops = gk if not loop_labels else min(MAX_KERNEL_OPS, n_ops, max(gk, 2))

@@ -256,6 +256,10 @@ class Abstract:
             return t_mul(r, a[1]) if len(a) == 2 else r
         if op == "accum":
             fold = n.attr("fold")
+            x = n.src[0]
+            if (n.attr("kind") == "mean" and fold is None and x.op == "iter"
+                    and x.attr("fmap") == -1):
+                return a[0]  # (every iteration adds the same tile: the mean is the tile)
             count = forloop * (n.src[0].shape[-1] // fold if fold is not None else 1)
             kind = n.attr("kind")
             if kind == "sum":

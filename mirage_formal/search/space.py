@@ -906,13 +906,21 @@ class BlockSearch:
                         for at, ak in fixed if fixed is not None else keyed(name, t[args[0]]):
                             add((name, args, at, ak))
         F = self.F
+        epilogue_ok = "mean" in self.cfg.accums
         for p in range(m0, n):
-            if post[p] or (F == 1 and p >= self.n_iters) or (F > 1 and not self.var[p]):
+            if post[p] or (F == 1 and p >= self.n_iters):
+                continue
+            # with a loop, a loop-invariant iterator only through a plain mean (the identity:
+            # an epilogue's operand, such as a bias added to the product after the loop)
+            epilogue = F > 1 and not self.var[p]
+            if epilogue and (p >= self.n_iters or not epilogue_ok):
                 continue
             if must is not None and p not in must:
                 continue
             for at, ak in self._accum_choices(self.lab[p]):
-                add(("accum", (p,), at, ak))
+                if (at["kind"] == "mean" and at["fold"] is None) == epilogue or (
+                        not epilogue and F == 1):
+                    add(("accum", (p,), at, ak))
         return out
 
     def _accum_choices(self, labels: Labels) -> list[tuple[dict[str, Any], str]]:

@@ -151,3 +151,37 @@ def test_the_attention_space_holds_the_single_kernel_flash_attention() -> None:
         found = sum(1 for bg, _ in bs.run() if _is_one_kernel_attention(bg))
         break
     assert found >= 1
+
+
+def _bias_gelu(rows: int = 16, k: int = 512, n: int = 512) -> KernelGraph:
+    g = mf.Graph()
+    x, w = g.input((rows, k), "f16", "X"), g.input((k, n), "f16", "W")
+    c = g.input((n,), "f16", "C")
+    g.output(g.gelu(g.add(g.matmul(x, w), c)))
+    return g.build()
+
+
+def _epilogue_kernels(graph: KernelGraph) -> list[Any]:
+    """The block graphs of ``graph`` with a loop that add a loop-invariant iterator tile
+    through a plain mean accumulator (an epilogue operand)."""
+    return [n.attr("graph") for n in graph.nodes if n.op == "kernel"
+            and n.attr("graph").forloop > 1 and any(
+                b.op == "accum" and b.attr("kind") == "mean" and b.attr("fold") is None
+                and b.src[0].op == "iter" and b.src[0].attr("fmap") == -1
+                for b in n.attr("graph").nodes)]
+
+
+def test_a_bias_after_a_product_joins_the_products_kernel() -> None:
+    """An input with no dimension the loop splits (a bias row) reaches the epilogue of the
+    product's loop through a plain mean of its invariant tile (the identity): the derived space
+    offers that accumulator and room for it, the pruner keeps it (its abstract expression is
+    the tile's own), and the search accepts one-kernel μGraphs of gelu(X·W + c). Programs
+    without such an input keep their spaces."""
+    prog = _bias_gelu()
+    cfg = derive_config(prog)
+    assert "mean" in cfg.accums and cfg.max_block_ops == 8
+    assert "mean" not in derive_config(workloads.program("rmsnorm", 1)).accums
+    res = superoptimize(prog, budget_s=120, workers=1, gpu=False, compile_best=False)
+    fused = [a.graph for a in res.accepted if len(a.graph.kernels) == 1 and _epilogue_kernels(a.graph)]
+    assert fused
+    assert all(a.verdict.accepted for a in res.accepted)
