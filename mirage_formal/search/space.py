@@ -789,7 +789,7 @@ class BlockSearch:
         self.in_labels = in_labels
         #: (op, operand nodes, attribute key) -> :meth:`_verdict`
         self.verdicts: dict[tuple[str, tuple[Node, ...], str], list[Any] | None] = {}
-        self.accum_choices: dict[Labels, list[tuple[dict[str, Any], str]]] = {}
+        self.accum_choices: dict[tuple[Labels, str], list[tuple[dict[str, Any], str]]] = {}
 
     def _keep(self, n: Node) -> bool:
         return self.o.keep(n, self.kin, self.grid, self.F)
@@ -917,19 +917,22 @@ class BlockSearch:
                 continue
             if must is not None and p not in must:
                 continue
-            for at, ak in self._accum_choices(self.lab[p]):
-                if (at["kind"] == "mean" and at["fold"] is None) == epilogue or (
-                        not epilogue and F == 1):
-                    add(("accum", (p,), at, ak))
+            mode = "epilogue" if epilogue else "once" if F == 1 else "loop"
+            for at, ak in self._accum_choices(self.lab[p], mode):
+                add(("accum", (p,), at, ak))
         return out
 
-    def _accum_choices(self, labels: Labels) -> list[tuple[dict[str, Any], str]]:
-        """The accumulator attribute sets (and keys) for a tile with these labels."""
-        got = self.accum_choices.get(labels)
+    def _accum_choices(self, labels: Labels, mode: str) -> list[tuple[dict[str, Any], str]]:
+        """The accumulator attribute sets (and keys) for a tile with these labels: ``mode``
+        "once" (no loop) every choice of ``accums``; "loop" (a tile that varies with the loop)
+        all but a plain mean; "epilogue" (a loop-invariant iterator) the plain mean alone."""
+        got = self.accum_choices.get((labels, mode))
         if got is not None:
             return got
         out: list[tuple[dict[str, Any], str]] = []
         for a in self.cfg.accums:
+            if (a == "mean") != (mode == "epilogue") and mode != "once":
+                continue
             kind, _, fold = a.partition(":")
             if fold == "x":
                 for x in fold_choices(labels):
@@ -938,7 +941,7 @@ class BlockSearch:
             else:
                 at = {"kind": kind, "fold": int(fold) if fold else None}
                 out.append((at, _attr_key(at)))
-        self.accum_choices[labels] = out
+        self.accum_choices[labels, mode] = out
         return out
 
     def _dfs(self) -> Iterator[tuple[BlockGraph, list[Labels]]]:
