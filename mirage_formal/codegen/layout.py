@@ -355,7 +355,10 @@ class KernelLayout:
             # prefetched into registers iterations ahead ((X + Y) · W fused: see
             # docs/codegen.md)
             return False
-        return all(c.op == "accum" or REGISTRY[c.op].elementwise for c in self.consumers[n])
+        # (an op, not an iterator, may also be summed where it is computed: emit_reduce
+        # evaluates it term by term, so a layer norm's squared differences are never stored)
+        return all(c.op == "accum" or REGISTRY[c.op].elementwise
+                   or (n.op != ITER and c.op in ("sum", "mean")) for c in self.consumers[n])
 
     def _frag_tree(self, n: Node) -> tuple[list[Node], list[Node]] | None:
         """(leaf tiles, inner ops) of the elementwise expression ``n`` that

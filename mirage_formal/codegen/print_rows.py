@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from mirage_formal.codegen.cindex import fmt_float, multi_index
 from mirage_formal.codegen.printer import (
+    TileExpr,
     TilePrinter,
 )
 from mirage_formal.ir.node import Node
@@ -74,8 +75,10 @@ class RowPrinter(TilePrinter):
                 f"{ind}  }}", *store(ind + "  "), f"{ind}}}"]
 
     def emit_reduce(self, n: Node, ind: str) -> list[str]:
+        """A sum or mean over one axis of tile ``x``: read from its buffer, or, where ``x`` is
+        an inlined elementwise op (``layout._inlinable``), computed term by term inside the
+        sum (a layer norm's squared differences are never stored)."""
         x = n.src[0]
-        xb = self.buf[x]
         ax = n.attr("axis") % len(x.shape)
         R = x.shape[ax]
         scale = "" if n.op == "sum" else f" * {fmt_float(1.0 / R)}f"
@@ -87,8 +90,16 @@ class RowPrinter(TilePrinter):
             xi.insert(ax, "r")
         dst = self.buf[n]
         no = math.prod(n.shape)
-        return self.reduce_rows(no, R, decls, lambda i: [f"{i}s += {xb}[{self.addr(x, xi)}];"],
-                                lambda i: [f"{i}{dst}[o] = s{scale};"], "r", ind)
+
+        def term(i: str) -> list[str]:
+            if x in self.buf:
+                return [f"{i}s += {self.buf[x]}[{self.addr(x, xi)}];"]
+            ex = TileExpr(self, i)
+            v = ex.val(x, xi)
+            return [*ex.code(), f"{i}s += {v};"]
+
+        return self.reduce_rows(no, R, decls, term, lambda i: [f"{i}{dst}[o] = s{scale};"], "r",
+                                ind)
 
     def rms_vec_group(self, n: Node) -> int:
         """Lanes per row when row-wise rms_norm ``n`` moves 16-byte vectors (8 values per lane

@@ -12,6 +12,8 @@ registers instead of copying both whole tiles first.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from graph_strategies import block_programs
@@ -176,3 +178,21 @@ def test_searched_ugraphs_whose_lowering_moves_accumulators_validate() -> None:
             assert rep.ok, f"{p}: {rep}"
             checked += 1
     assert checked > 0
+
+
+def test_an_op_read_only_by_row_sums_is_computed_inside_them() -> None:
+    """The layer norm's squared differences (an elementwise op whose only reader is a mean
+    over the row) are inlined: summed term by term where they are computed, never stored,
+    with no barrier of their own; the difference, read by that square and by the quotient, is
+    inlined into both. Every candidate schedule compiles for sm_90."""
+    from mirage_formal.codegen.layout import KernelLayout
+
+    g = _normalized_operand()
+    bg = launches(g, 128)[0].graph
+    lay = KernelLayout(bg, "k", 227 * 1024, candidate_schedules(bg)[0])
+    (sq,) = [n for n in bg.nodes if n.op == "square"]
+    (diff,) = [n for n in bg.nodes if n.op == "sub"]
+    assert sq in lay.inline and diff in lay.inline and sq not in lay.buf
+    for s in candidate_schedules(bg):
+        (k,) = compile_graph(g, schedules={bg.key: s}, arch="sm_90", load=False).kernels
+        assert re.search(r"const float (v\d+) = \(v\d+ \* v\d+\);\n\s*s \+= \1;", k.source), s.short()
