@@ -33,8 +33,12 @@ class Semantics(Protocol):
         ...
 
 
-def evaluate_block(bg: BlockGraph, inputs: Sequence[np.ndarray], sem: Semantics) -> list[np.ndarray]:
-    """Run one graph-defined kernel on its kernel-level inputs; returns its kernel outputs."""
+def evaluate_block(bg: BlockGraph, inputs: Sequence[np.ndarray], sem: Semantics,
+                   tiles: list[tuple[Node, float]] | None = None) -> list[np.ndarray]:
+    """Run one graph-defined kernel on its kernel-level inputs; returns its kernel outputs.
+    ``tiles``: if given, every block op (not iterators or accumulators) is appended to it
+    with the largest magnitude of its values over all blocks and iterations (NaN if any is
+    NaN)."""
     vals: dict[Node, np.ndarray] = {}
     for n in bg.nodes:
         if n.op == ITER:
@@ -51,6 +55,9 @@ def evaluate_block(bg: BlockGraph, inputs: Sequence[np.ndarray], sem: Semantics)
         else:
             args = align([vals[s] for s in n.src], LEAD)
             vals[n] = sem.op(n.op, args, n.attr_dict)
+            if tiles is not None:
+                v = vals[n]
+                tiles.append((n, float(np.max(np.abs(v))) if np.size(v) else 0.0))
     return [save(vals[o.node], o.omap, bg.grid, o.node.shape) for o in bg.outputs]
 
 
@@ -75,8 +82,10 @@ def _bind_inputs(graph: KernelGraph, inputs: Mapping[str, np.ndarray] | Sequence
 
 
 def evaluate(graph: KernelGraph, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray],
-             sem: Semantics, memo: dict[Node, Any] | None = None) -> list[np.ndarray]:
-    """Evaluate every output of ``graph``. ``memo`` must only hold values for these inputs."""
+             sem: Semantics, memo: dict[Node, Any] | None = None,
+             tiles: list[tuple[Node, float]] | None = None) -> list[np.ndarray]:
+    """Evaluate every output of ``graph``. ``memo`` must only hold values for these inputs.
+    ``tiles``: collects the graph-defined kernels' block op values (:func:`evaluate_block`)."""
     vals: dict[Node, Any] = memo if memo is not None else {}
     vals.update(_bind_inputs(graph, inputs))
     for n in graph.nodes:
@@ -85,7 +94,7 @@ def evaluate(graph: KernelGraph, inputs: Mapping[str, np.ndarray] | Sequence[np.
         if n.op == INPUT:
             raise GraphError(f"input {n.attr('name')!r} has no value")
         if n.op == KERNEL_OP:
-            vals[n] = evaluate_block(n.attr("graph"), [vals[s] for s in n.src], sem)
+            vals[n] = evaluate_block(n.attr("graph"), [vals[s] for s in n.src], sem, tiles)
         elif n.op == GET:
             vals[n] = vals[n.src[0]][n.attr("index")]
         else:

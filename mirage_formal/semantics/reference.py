@@ -27,14 +27,16 @@ class F64:
 
 
 def run_reference(graph: KernelGraph, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray],
-                  memo: dict[Node, Any] | None = None) -> list[np.ndarray]:
-    """Evaluate ``graph`` in float64 and return its outputs."""
+                  memo: dict[Node, Any] | None = None,
+                  tiles: list[tuple[Node, float]] | None = None) -> list[np.ndarray]:
+    """Evaluate ``graph`` in float64 and return its outputs (``tiles``: see
+    ``semantics.evaluate.evaluate``)."""
     arrs: Mapping[str, np.ndarray] | Sequence[np.ndarray]
     if isinstance(inputs, Mapping):
         arrs = {k: np.asarray(v, dtype=np.float64) for k, v in inputs.items()}
     else:
         arrs = [np.asarray(v, dtype=np.float64) for v in inputs]
-    return evaluate(graph, arrs, F64(), memo)
+    return evaluate(graph, arrs, F64(), memo, tiles)
 
 
 def random_inputs(graph: KernelGraph, rng: np.random.Generator | int | None = None,

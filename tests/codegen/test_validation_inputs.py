@@ -65,3 +65,32 @@ def test_program_draws_are_the_ones_validation_looks_up(monkeypatch: pytest.Monk
     assert calls == []
     v._program_draw(prog, other, v._trial_seeds(1, 1)[0], -0.5, 0.5, memo)
     assert calls == [prog]  # another seed: drawn then
+
+
+def test_a_block_tile_out_of_fp16_range_counts_as_an_overflow() -> None:
+    """A kernel whose block tile exp(30·X) leaves fp16's range while its output, that tile
+    times 1e-6, stays inside: those inputs overflow (a kernel may store the tile as fp16, as
+    a register chain packs exp(Q·K)), so validation draws smaller ones; inputs that keep the
+    tile in range do not."""
+    from mirage_formal.ir.text import parse_text
+
+    g = parse_text(
+        "ugraph {\n"
+        "  %0 = input() {name='X'} : f16[16, 64]\n"
+        "  %1 = kernel(%0) {forloop=1, grid=(1, 1, 1), threads=128} {\n"
+        "    %b0 = iter() {fmap=-1, imap=(-1, -1, -1), input=0} : f16[16, 64]\n"
+        "    %b1 = mul_scalar(%b0) {scalar=30.0} : f16[16, 64]\n"
+        "    %b2 = exp(%b1) : f16[16, 64]\n"
+        "    %b3 = mul_scalar(%b2) {scalar=1e-06} : f16[16, 64]\n"
+        "    %b4 = accum(%b3) {fold=None, kind='sum'} : f16[16, 64]\n"
+        "    save %b4 {omap=(-1, -1, -1)}\n"
+        "  }\n"
+        "  %2 = get(%1) {index=0} : f16[16, 64]\n"
+        "  return %2\n"
+        "}\n")
+    rng = np.random.default_rng(5)
+    big = [rng.uniform(0.45, 0.5, size=(16, 64)).astype(np.float16)]  # exp(13.5..15) > 32752
+    small = [rng.uniform(-0.25, 0.25, size=(16, 64)).astype(np.float16)]  # exp(7.5) = 1808
+    (out,), over = _evaluate(g, big)
+    assert over and np.all(np.abs(out) < 100)  # (the output itself is in range)
+    assert not _overflows(g, small)
