@@ -576,3 +576,18 @@ def elementwise_loop_program(rows: int, cols: int, n: int, forloop: int, op: str
     (out,) = kern.build()
     g.output(out)
     return g.build()
+
+
+def defined_on_positive_inputs(prog: object) -> bool:
+    """The program's float64 value is finite on inputs in [0.5, 1.5] (a random program may
+    divide by an exact zero, x / (x - x), at every input scale: there is nothing to validate a
+    kernel against)."""
+    import numpy as np
+
+    from mirage_formal.semantics.reference import run_reference
+
+    g = prog  # a KernelGraph
+    xs = [np.random.default_rng(0).uniform(0.5, 1.5, n.shape) for n in g.inputs]  # type: ignore[attr-defined]
+    with np.errstate(all="ignore"):
+        outs = run_reference(g, xs)  # type: ignore[arg-type]
+    return all(np.all(np.isfinite(o)) for o in outs)

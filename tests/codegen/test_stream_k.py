@@ -21,6 +21,7 @@ from graph_strategies import (
     FOLD_LOOP_CASES,
     MATMUL_LOOP_CASES,
     block_programs,
+    defined_on_positive_inputs,
     fold_loop_program,
     matmul_loop_program,
 )
@@ -276,6 +277,7 @@ def test_outside_program_stream_k_validates() -> None:
 def test_random_block_programs_stream_k_validate(prog: KernelGraph, blocks: int) -> None:
     fits = [la.graph for la in launches(prog, 128) if stream_k_ok(la.graph, blocks)]
     assume(fits)  # (about a quarter of the drawn programs have a looped kernel it fits)
+    assume(defined_on_positive_inputs(prog))
     for bg in fits:
         cg = compile_graph(prog, schedules={bg.key: Schedule(stream_k=blocks)})
         rep = validate(cg, low=0.5, high=1.5, trials=2)
