@@ -257,7 +257,6 @@ def accums_pushed_down(bg: BlockGraph) -> BlockGraph:
                       else make_op(n.op, [stripped(s) for s in n.src], n.attr_dict, BLOCK))
         return pre[n]
 
-    moved: list[Node] = []
     try:
         for n in bg.nodes:
             if n.op == "iter":
@@ -266,7 +265,6 @@ def accums_pushed_down(bg: BlockGraph) -> BlockGraph:
             if n.op == "matmul" and kind[n] == "post":
                 inner = make_op(n.op, [stripped(s) for s in n.src], n.attr_dict, BLOCK)
                 new[n] = make_op("accum", [inner], {"kind": "sum", "fold": None}, BLOCK)
-                moved.append(n)
             else:
                 new[n] = make_op(n.op, [new[s] for s in n.src], n.attr_dict, BLOCK)
         out = BlockGraph(bg.grid, bg.threads, bg.forloop, bg.inputs,
