@@ -543,12 +543,13 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         staged: list[Node] = []
         # (a loop-free kernel: its gemv B tiles, whose loads then go out before every other
         # step instead of after them)
-        if self.opts.prefetch and (bg.forloop > 1 or self.gemv_b) and not tma:
+        if self.opts.prefetch and not tma:
             budget = self.opts.prefetch_regs
-            loads = [s.node for s in steps[p:q] if isinstance(s, Load)]
+            loads = [s.node for s in steps[p:q] if isinstance(s, Load)
+                     and (bg.forloop > 1 or s.node in self.gemv_b)]
             # streamed gemv B tiles first: they have no other way to get ahead of their use
             for x in sorted(loads, key=lambda x: x not in self.gemv_b):
-                if self.vec_load(x) and (bg.forloop > 1 or x in self.gemv_b):
+                if self.vec_load(x):
                     r = self.prefetch_regs(x)
                     if r <= budget:
                         staged.append(x)

@@ -43,7 +43,14 @@ from mirage_formal.codegen.stream_k import longest_segment
 from mirage_formal.codegen.tma import BOX_COLS, box_rows, tma_tile_ok
 from mirage_formal.errors import GraphError, UnsupportedOpError
 from mirage_formal.ir.dtypes import DType
-from mirage_formal.ir.graph import ITER, BlockGraph, block_phases, elementwise_tree, loop_invariant
+from mirage_formal.ir.graph import (
+    ITER,
+    BlockGraph,
+    block_phases,
+    elementwise_tree,
+    invariant_mean,
+    loop_invariant,
+)
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY
 
@@ -560,8 +567,8 @@ class KernelLayout:
         over blocks (a split, stream-K): there each block's partial is its iterations' count
         times the tile, which the combine sums and the finalize divides by the loop's range."""
         o = self.opts
-        return (a.attr("kind") == "mean" and a.attr("fold") is None and o.split == 1
-                and not o.stream_k and self._invariant_accum(a))
+        return (invariant_mean(a) and o.split == 1 and not o.stream_k
+                and self._invariant_accum(a))
 
     def _reg_acc_ok(self, n: Node) -> bool:
         return (self.opts.mma_registers and self.bg.forloop > 1 and n not in self.gemv

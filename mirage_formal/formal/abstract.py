@@ -27,7 +27,15 @@ from typing import Any
 
 from mirage_formal.errors import GraphError, UnsupportedOpError
 from mirage_formal.formal.term import SIZED_OPS, Raw, Term, app, num, parse_raw, term, tsum
-from mirage_formal.ir.graph import GET, INPUT, ITER, KERNEL_OP, BlockGraph, KernelGraph
+from mirage_formal.ir.graph import (
+    GET,
+    INPUT,
+    ITER,
+    KERNEL_OP,
+    BlockGraph,
+    KernelGraph,
+    invariant_mean,
+)
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY, accum_terms
 
@@ -104,11 +112,9 @@ def accum_expr(n: Node, x: Term, forloop: int) -> Term:
     expression: every iteration adds the same tile, so the mean is the identity (an epilogue
     operand such as a bias; ``sum(F, x) / F`` would need a cancellation axiom that the
     pruning must not have, see axioms/eq.toml)."""
-    src = n.src[0]
-    if (n.attr("kind") == "mean" and n.attr("fold") is None and src.op == ITER
-            and src.attr("fmap") == -1):
+    if invariant_mean(n):
         return x
-    count = accum_terms(forloop, src.shape[-1], n.attr("fold"))
+    count = accum_terms(forloop, n.src[0].shape[-1], n.attr("fold"))
     kind = n.attr("kind")
     if kind == "rms":
         x = app("mul", x, x)

@@ -231,6 +231,15 @@ def loop_invariant(bg: BlockGraph) -> set[Node]:
     return out
 
 
+def invariant_mean(n: Node) -> bool:
+    """``n`` is a plain mean accumulator (no fold) of a loop-invariant iterator tile (``fmap``
+    -1): every iteration adds the same tile, so its value is that tile (an epilogue operand,
+    such as a bias added after the loop)."""
+    x = n.src[0] if n.src else None
+    return (n.op == "accum" and n.attr("kind") == "mean" and n.attr("fold") is None
+            and x is not None and x.op == ITER and x.attr("fmap") == -1)
+
+
 def elementwise_tree(bg: BlockGraph, n: Node) -> tuple[list[Node], list[Node]] | None:
     """The expression of elementwise ops (each with a C expression) rooted at block node
     ``n``, every node of ``n``'s shape and, below ``n``, read only inside the expression: its

@@ -25,7 +25,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mirage_formal.ir.graph import GET, INPUT, ITER, KERNEL_OP, BlockGraph, KernelGraph
+from mirage_formal.ir.graph import (
+    GET,
+    INPUT,
+    ITER,
+    KERNEL_OP,
+    BlockGraph,
+    KernelGraph,
+    invariant_mean,
+)
 from mirage_formal.ir.node import Node
 
 Atom = tuple[Any, ...]
@@ -256,9 +264,7 @@ class Abstract:
             return t_mul(r, a[1]) if len(a) == 2 else r
         if op == "accum":
             fold = n.attr("fold")
-            x = n.src[0]
-            if (n.attr("kind") == "mean" and fold is None and x.op == "iter"
-                    and x.attr("fmap") == -1):
+            if invariant_mean(n):
                 return a[0]  # (every iteration adds the same tile: the mean is the tile)
             count = forloop * (n.src[0].shape[-1] // fold if fold is not None else 1)
             kind = n.attr("kind")
