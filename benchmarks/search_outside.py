@@ -13,6 +13,8 @@ Programs (fp16):
 - ``exp_bmm``: exp(A·B)·C, batched matmuls with an exp between them.
 - ``sum_matmul``: (X + Y) · W, an elementwise op of two activations before a matmul.
 - ``gated_down``: (silu(X) ⊙ Y) · W, an MLP's gated down projection.
+- ``prefill_matmul``, ``prefill_attention``, ``wide_rmsnorm``: 512-row products and 4096-row
+  norms, where the other programs have at most 32 rows.
 
     PYTHONPATH=. python3 benchmarks/search_outside.py [--budget 300] [--workers 2] [--programs ...]
 
@@ -202,6 +204,38 @@ def residual_rmsnorm(b: int = 1) -> KernelGraph:
     return g.build()
 
 
+def prefill_matmul(b: int = 1) -> KernelGraph:
+    """X · W, X (512b, 2048), W (2048, 2048): a prompt's projection, compute-bound (no other
+    program here has more than 32 rows; thirty-second session)."""
+    g = mf.Graph()
+    x = g.input((512 * b, 2048), "f16", "X")
+    w = g.input((2048, 2048), "f16", "W")
+    g.output(g.matmul(x, w))
+    return g.build()
+
+
+def prefill_attention(b: int = 1) -> KernelGraph:
+    """softmax(Q·K) · V over 512 queries and 512 keys a head, 8b heads of 64: attention over a
+    prompt, where the products are large (thirty-second session)."""
+    g = mf.Graph()
+    q = g.input((8 * b, 512, 64), "f16", "Q")
+    k = g.input((8 * b, 64, 512), "f16", "K")
+    v = g.input((8 * b, 512, 64), "f16", "V")
+    e = g.exp(g.matmul(q, k))
+    g.output(g.div(g.matmul(e, v), g.sum(e, axis=-1, keepdims=True)))
+    return g.build()
+
+
+def wide_rmsnorm(b: int = 1) -> KernelGraph:
+    """rms_norm(X, G), X (4096b, 4096): a norm over many rows, bound by memory bandwidth
+    (32 MB in, 32 MB out; thirty-second session)."""
+    g = mf.Graph()
+    x = g.input((4096 * b, 4096), "f16", "X")
+    gain = g.input((4096,), "f16", "G")
+    g.output(g.rms_norm(x, gain))
+    return g.build()
+
+
 PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "scaled_attention": scaled_attention, "layernorm_matmul": layernorm_matmul,
     "norm_gain_matmul": norm_gain_matmul, "swish_matmul": swish_matmul,
@@ -209,7 +243,8 @@ PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "partial_tile_attention": partial_tile_attention, "lora_residual": lora_residual,
     "rms_rows24_matmul": rms_rows24_matmul, "sum_matmul": sum_matmul, "gated_down": gated_down,
     "softmax_matmul": softmax_matmul, "bias_gelu_matmul": bias_gelu_matmul,
-    "residual_rmsnorm": residual_rmsnorm,
+    "residual_rmsnorm": residual_rmsnorm, "prefill_matmul": prefill_matmul,
+    "prefill_attention": prefill_attention, "wide_rmsnorm": wide_rmsnorm,
 }
 
 
