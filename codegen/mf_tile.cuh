@@ -535,4 +535,63 @@ template <int N> __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(N) : "memory");
 }
 
+// Warpgroup MMA (wgmma, sm_90a: Schedule.wgmma). A shared-memory matrix descriptor of a tile
+// in the TMA ring's layout: rows of 128 bytes whose 16-byte chunks the copy engine's 128-byte
+// swizzle placed at c ^ (r & 7), 8-row groups 1024 bytes apart (stride 64 in 16-byte units),
+// the leading offset unused (1), the 128-byte swizzle mode (1 in bits 62-63); the start
+// address in 16-byte units. The tile's 1024-byte periods start on 1024-byte boundaries.
+__device__ __forceinline__ unsigned long long wgmma_desc(unsigned addr) {
+  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) |
+         (1ull << 62);
+}
+// Order this thread's earlier register writes of the accumulators before the warpgroup's
+// next wgmma reads them.
+__device__ __forceinline__ void wgmma_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
+// Wait until every committed wgmma group of this warpgroup has completed (its accumulators
+// may be read, its shared-memory operands reused).
+__device__ __forceinline__ void wgmma_wait_all() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#endif
+}
+// Wait until at most the latest committed wgmma group of this warpgroup is still running:
+// the one before it has completed (its shared-memory operands may be reused).
+__device__ __forceinline__ void wgmma_wait_one() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+#endif
+}
+// d (32 floats of this thread: for 8-column tile j, d[4j..4j+3] at rows g, g, g+8, g+8 and
+// columns 8j+2q, +1, 8j+2q, +1 of the warp's 16 rows, as mma_16816's C) += A (64 x 16,
+// K-major, descriptor da) x B (16 x 64, N-major: each 128-byte row one k, descriptor db).
+__device__ __forceinline__ void wgmma_m64n64k16(float* d, unsigned long long da, unsigned long long db) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+      "%32, %33, p, 1, 1, 0, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db));
+#else
+  __trap();
+#endif
+}
+
 }  // namespace mf

@@ -5,7 +5,8 @@ it finds faster ones), and the re-ranking by measured time (``_gpu_rank``). Ever
 measures is verified and re-checked in float64 first; the tuner (``codegen.autotune``)
 validates every kernel against the program before timing it.
 
-Imports ``ir``, ``search``, ``verify``, ``optimized`` and, lazily, ``codegen.autotune``.
+Imports ``ir``, ``search``, ``verify``, ``optimized`` and, lazily, ``codegen.autotune`` and
+``codegen.schedule``.
 """
 
 from __future__ import annotations
@@ -218,6 +219,41 @@ def grid_filling_variants(config: SearchConfig, accepted: Sequence[Optimized],
     return found[:limit]
 
 
+#: the GPU stage also measures this many structures at the size whose products run as
+#: warpgroup MMAs (Schedule.wgmma) on the most blocks one wave holds: the cost model knows
+#: only mma.sync, and ranks those sizes far down (the outside prefill_matmul, 512 x 2048 x
+#: 2048: its cheapest size ran 23.6 µs; 64 x 128 tiles as wgmma 15.8, H100 s32 c4)
+GPU_WGMMA_SIZES = 2
+
+
+def _wgmma_sizes(g: KernelGraph) -> bool:
+    """Every looping graph-defined kernel of ``g`` (at least one) has a product that
+    :attr:`Schedule.wgmma` can run (``codegen.schedule.wgmma_threads``)."""
+    from mirage_formal.codegen.schedule import wgmma_threads
+
+    loops = [n.attr("graph") for n in g.nodes if n.op == KERNEL_OP and n.attr("graph").forloop > 1]
+    return bool(loops) and all(wgmma_threads(bg) is not None for bg in loops)
+
+
+def wgmma_variants(config: SearchConfig, accepted: Sequence[Optimized],
+                   limit: int = GPU_WGMMA_SIZES, pool: int = GPU_GRID_FILLING_POOL,
+                   n_sm: int = H100_SMS) -> list[tuple[Optimized, KernelGraph, Cost]]:
+    """Up to ``limit`` (structure, size variant, cost): among the first ``pool`` structures of
+    ``accepted``, each one's size variant whose products all run as warpgroup MMAs
+    (:func:`_wgmma_sizes`) with the most blocks up to ``n_sm`` (one wave), the cost model's
+    cheapest among those; the ones with the most blocks first, then the cheapest."""
+    found: list[tuple[Optimized, KernelGraph, Cost]] = []
+    for a in accepted[:pool]:
+        best: tuple[Optimized, KernelGraph, Cost] | None = None
+        for v, c in ranked_variants(config, a.graph):  # cheapest first
+            if _blocks(v) <= n_sm and _wgmma_sizes(v) and (best is None or _blocks(v) > _blocks(best[1])):
+                best = (a, v, c)
+        if best is not None:
+            found.append(best)
+    found.sort(key=lambda t: (-_blocks(t[1]), t[2].seconds, t[1].key))
+    return found[:limit]
+
+
 #: bytes of one L2 line (and DRAM burst) on the GPUs we target
 LINE_BYTES = 128
 
@@ -367,6 +403,10 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
         hedges = grid_filling_variants(ctx.config, accepted, n_sm=ctx.n_sm)
         for a, v, c in hedges:
             measure(a, [(v, c)], "grid-filling size")
+        wgmma = wgmma_variants(ctx.config, accepted, n_sm=ctx.n_sm)
+        for a, v, c in wgmma:
+            measure(a, [(v, c)], "warpgroup-MMA size")
+        hedges += wgmma
         # the fastest structures' size variants in turns (each one's first, then each one's
         # second...): a budget that ends early still measured the most likely sizes of each
         queues = [(a, variants_to_measure(ctx.config, a.graph, n_sm=ctx.n_sm))

@@ -462,16 +462,25 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         and each warp gives the stage back on its "empty" barrier once done reading it."""
         S = self.stages
         self.slot_counters = True  # (stage_offset: iteration it's slot is mf_s)
-        lines = ["  int mf_slot = 0;", "  unsigned mf_ph = 0;",
+        # warpgroup MMAs (Schedule.wgmma) are left running at the end of an iteration: the
+        # stage given back is the previous iteration's, whose products have completed
+        lag = bool(self.wg)
+        lines = ["  int mf_slot = 0;", "  unsigned mf_ph = 0;", *(["  int mf_prev = 0;"] if lag else []),
                  f"  for (int it = 0; it < {self.FL}; ++it) {{",
                  "    const int mf_s = mf_slot;",
                  "    mf::mbar_wait(&mf_full[mf_s], mf_ph);"]
         lines += with_barriers([(self.emit_step(s, "    "), self.reads_only(s)) for s in body],
                                extents, "    ", close=False, close_if_written=True)
-        lines += ["    __syncwarp();",
-                  "    if ((threadIdx.x & 31) == 0) mf::mbar_arrive(&mf_empty[mf_s]);",
-                  f"    if (++mf_slot == {S}) {{", "      mf_slot = 0;", "      mf_ph ^= 1;", "    }",
+        lines += ["    __syncwarp();"]
+        if lag:
+            lines += ["    if ((threadIdx.x & 31) == 0 && it > 0) mf::mbar_arrive(&mf_empty[mf_prev]);",
+                      "    mf_prev = mf_s;"]
+        else:
+            lines += ["    if ((threadIdx.x & 31) == 0) mf::mbar_arrive(&mf_empty[mf_s]);"]
+        lines += [f"    if (++mf_slot == {S}) {{", "      mf_slot = 0;", "      mf_ph ^= 1;", "    }",
                   "  }"]
+        if lag:  # (the last iteration's products, before anything reads the accumulators)
+            lines.append("  mf::wgmma_wait_all();")
         self.slot_counters = False
         return lines
 

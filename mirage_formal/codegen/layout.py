@@ -198,6 +198,7 @@ class KernelLayout:
         #: tensor-core matmuls whose plain accumulator lives in registers through the loop
         #: (Schedule.mma_registers; stored to the accumulator's tile after the loop)
         self.reg_acc = {n for n in self.fused if self._reg_acc_ok(n)}
+        self.wg: set[Node] = set()  # (set by set_layout, which knows the ring)
         #: block outputs written straight from register accumulators (Schedule.reg_epilogue):
         #: output index -> the register products it is computed from
         self.reg_saves = self._register_saves()
@@ -271,12 +272,18 @@ class KernelLayout:
         self.frag_fold = {a: m for a in self.nodes if (m := self._fragment_product(a)) is not None}
         self.reg_fold = {n: fm for n in self.nodes
                          if n not in self.frag_fold and (fm := self._fold_map(n)) is not None}
+        #: products that run as warpgroup MMAs (Schedule.wgmma): both operands in the TMA
+        #: ring, summed in registers, nothing else reading their fragments
+        self.wg = {n for n in self.reg_acc if self.tma and self.wgmma_shape(n)
+                   and n.src[0] in self.swz and n.src[1] in self.swz and n not in self.kslice
+                   and n not in self.chain_wm and n.src[0] not in self.frag_op
+                   and n not in self.frag_fold.values()}
 
     def kpair(self, n: Node) -> bool:
         """Tensor-core matmul ``n`` sums its even and odd k-steps into two register
         accumulator sets (Schedule.mma_kpair): a register accumulator of the plain loop
         (no hoisted A) with at least two k-steps."""
-        return (self.opts.mma_kpair and n in self.reg_acc and n not in self.hoist_a
+        return (self.opts.mma_kpair and n in self.reg_acc and n not in self.hoist_a and n not in self.wg
                 and n.src[0].shape[-1] >= 32 * self.kslice.get(n, 1))
 
     def _tma_ok(self) -> bool:
@@ -424,9 +431,25 @@ class KernelLayout:
         if wm is not None:  # a register chain's matmul: whole rows per kw warps
             kw = self.chain_kw[n]
             return wm, (NT if n in self.chains else NT // kw), NB * (MT // wm) * kw
+        if self.wgmma_shape(n):  # one 16-row tile a warp, all the columns (Schedule.wgmma)
+            return 1, -(-n.shape[-1] // 8), -(-n.shape[-2] // 16)
         kw = self.kslice.get(n, 1)
         WM, WN, tiles = self._plain_blocking(n, self.T // 32 // kw)
         return WM, WN, tiles * kw
+
+    def wgmma_shape(self, n: Node) -> bool:
+        """Schedule.wgmma's blocking applies to ``n``: the block's only matmul, 2-D, of a
+        multiple of 64 rows and of 64 columns with a k of a multiple of 64, fp16 operands that
+        are iterator tiles changing every iteration of a real loop, and one thread block warp
+        per 16 rows. (Whether the product really runs as warpgroup MMAs depends on the ring
+        too: :attr:`wg`.)"""
+        if not self.opts.wgmma or n.op != "matmul" or len(n.shape) != 2 or self.bg.forloop < 2:
+            return False
+        A, B = n.src
+        M, N, K = n.shape[0], n.shape[1], A.shape[-1]
+        return (M % 64 == 0 and N % 64 == 0 and K % 64 == 0 and self.T == 2 * M
+                and all(s.op == ITER and s.attr("fmap") != -1 and s.dtype is DType.F16 for s in n.src)
+                and A is not B and sum(1 for x in self.nodes if x.op == "matmul") == 1)
 
     def _plain_blocking(self, n: Node, warps: int) -> tuple[int, int, int]:
         """(WM, WN) and the warp tiles of matmul ``n`` (no register chain) on ``warps`` warps."""

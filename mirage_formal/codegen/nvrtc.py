@@ -179,6 +179,18 @@ def store_cubin(cdir: Path, key: str, source: str, cubin: bytes, arch: str) -> N
     _atomic_write(cdir / f"{key}.json", json.dumps(rec, sort_keys=True).encode())
 
 
+#: a call of this in a source needs the architecture-specific target (sm_90a): warpgroup MMA
+#: (Schedule.wgmma) exists only there
+WGMMA_MARK = "mf::wgmma_m64n64k16("
+
+
+def feature_arch(source: str, arch: str) -> str:
+    """The target ``source`` compiles for on ``arch``: ``sm_90a`` where it issues warpgroup
+    MMAs on an sm_90 GPU (a cubin for sm_90a loads only on sm_90 itself, which is where the
+    tuner proposes them), else ``arch``."""
+    return f"{arch}a" if arch == "sm_90" and WGMMA_MARK in source else arch
+
+
 def compile_cubin(source: str, arch: str = DEFAULT_ARCH, lib: str | Path | None = None,
                   cache: str | Path | None = None, name: str = "mirage_formal.cu",
                   include_dirs: Sequence[str | Path] = ()) -> bytes:
@@ -186,6 +198,7 @@ def compile_cubin(source: str, arch: str = DEFAULT_ARCH, lib: str | Path | None 
     ``include_dirs``: more header folders, searched after the device library (the emitter
     needs none; a probe compiling against CUTLASS does)."""
     nvrtc = _nvrtc()
+    arch = feature_arch(source, arch)
     libd = library_dir(lib)
     cdir = cache_dir(cache)
     extra = [str(d) for d in include_dirs]

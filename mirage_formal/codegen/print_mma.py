@@ -50,6 +50,8 @@ class MmaPrinter(TilePrinter):
         second product of a register chain (:meth:`emit_chain`, which declares the warp tile
         and the registers): the first into ``cs<id>``, the second with its A fragments from
         ``ea<id>``."""
+        if n in self.wg and mode == "loop":
+            return self.emit_wgmma(n, ind)
         A, B = n.src
         a, b = self.buf.get(A, ""), self.buf[B]
         M, N, K = n.shape[-2], n.shape[-1], A.shape[-1]
@@ -288,6 +290,40 @@ class MmaPrinter(TilePrinter):
             *head, *pa_lines, pb_line, *zero, *product,
             *([] if racc else store),
             f"{ind}}}"]
+
+    def emit_wgmma(self, n: Node, ind: str) -> list[str]:
+        """One iteration of warpgroup MMA ``n`` (Schedule.wgmma, :attr:`KernelLayout.wg`):
+        warpgroup w / 4 multiplies A's rows 64 (w / 4) ... + 63 by all of B, one m64n64k16 per
+        64-column box of B and 16-deep k-step, straight from the current ring stage through
+        shared-memory descriptors (A K-major: 32 bytes further along its 128-byte rows per
+        k-step, the next 64-column box every four; B N-major: 16 rows of 128 bytes further
+        per k-step). It leaves them running and waits only for the previous iteration's,
+        whose stage the loop then gives back (:meth:`emit_tma_loop`): the tensor cores
+        work on one stage while the warps wait for the next. Warp w's 32
+        accumulators of each box are its 16-row tile w's mma.sync fragments of those 8
+        8-column tiles (``ra<id>[0][8 nb + j]``), which the loop's epilogue reads as such."""
+        A, B = n.src
+        N, K = n.shape[-1], A.shape[-1]
+        pa = f"{self.buf[A]} + {self.stage_offset(A)}"
+        pb = f"{self.buf[B]} + {self.stage_offset(B)}"
+        a_box, b_box = 2 * self.tma_box_halves(A), 2 * self.tma_box_halves(B)
+        i2, i3 = ind + "  ", ind + "    "
+        return [f"{ind}{{  // warpgroup MMA: this warp's 16 rows are rows 16 (w % 4) of its warpgroup's 64",
+                f"{i2}const unsigned mf_wa = mf::smem_u32({pa}) + (threadIdx.x / 128) * 8192;",
+                f"{i2}const unsigned mf_wb = mf::smem_u32({pb});",
+                f"{i2}mf::wgmma_fence();",
+                f"{i2}#pragma unroll",
+                f"{i2}for (int ks = 0; ks < {K // 16}; ++ks) {{",
+                f"{i3}const unsigned long long mf_da = mf::wgmma_desc(mf_wa + (ks >> 2) * {a_box} "
+                "+ (ks & 3) * 32);",
+                f"{i3}#pragma unroll",
+                f"{i3}for (int nb = 0; nb < {N // 64}; ++nb)",
+                f"{i3}  mf::wgmma_m64n64k16(&ra{self.ids[n]}[0][nb * 8][0], mf_da, "
+                f"mf::wgmma_desc(mf_wb + nb * {b_box} + ks * 2048));",
+                f"{i2}}}",
+                f"{i2}mf::wgmma_commit();",
+                f"{i2}mf::wgmma_wait_one();",
+                f"{ind}}}"]
 
     def mma_head(self, n: Node, ind: str) -> list[str]:
         """Declarations of tensor-core matmul ``n``'s warp tile ``tile`` (a variable in scope):

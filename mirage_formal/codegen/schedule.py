@@ -29,6 +29,7 @@ from typing import Any
 from mirage_formal.codegen.coarsen import coarsenable, coarsened, narrow_axes
 from mirage_formal.codegen.tma import BOX_COLS, box_rows, tma_tile_ok
 from mirage_formal.errors import GraphError
+from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import BlockGraph, elementwise_tree, streams_weights
 from mirage_formal.ir.occupancy import loop_splits
 from mirage_formal.ir.ops import REGISTRY
@@ -53,12 +54,12 @@ def gemv_rows_ok(rows: int, threads: int) -> bool:
 #: hand-edited file is refused, not silently taken)
 _CHECKED_FLAGS = ("cluster_combine", "fold_registers", "ring_first", "row_registers", "evict_first",
                   "dense_rows", "mma_kpair", "reg_epilogue", "fold_fragments", "one_barrier",
-                  "tma_ring", "a_op_fragments")
+                  "tma_ring", "a_op_fragments", "wgmma")
 
 
 #: the fields a schedule's text key holds only when they differ from their default
 _KEYED_WHEN_SET = ("stream_k", "dense_rows", "mma_kpair", "mma_kslice", "reg_epilogue",
-                   "fold_fragments", "one_barrier", "tma_ring", "a_op_fragments")
+                   "fold_fragments", "one_barrier", "tma_ring", "a_op_fragments", "wgmma")
 
 
 @dataclass(frozen=True)
@@ -238,6 +239,17 @@ class Schedule:
     #: 29-52 µs against 22.4 for the add as its own kernel beside the ring matmul (H100, s29
     #: c13)
     a_op_fragments: bool = False
+    #: (with the TMA ring) the block's one product runs as warpgroup MMAs (``wgmma``,
+    #: sm_90a): each warpgroup of four consumer warps multiplies 64 rows of A by all of B
+    #: straight from the ring's swizzled boxes, one m64n64k16 instruction per 64-column box of
+    #: B and 16-deep k-step, accumulating in registers laid out as the mma.sync warp tiles of
+    #: one 16-row tile a warp (so the epilogue, the combine and the register outputs are the
+    #: same). It needs a 2-D product of a multiple of 64 rows and columns whose A and B both
+    #: stream through the ring, and one consumer warp per 16 rows (``threads`` = 2 x rows);
+    #: other kernels print as without it. There is no fragment load and no ``mma.sync``: on
+    #: the 512 x 2048 x 2048 product the mma.sync kernels spent their time on shared-memory
+    #: fragment reads (the outside prefill_matmul, 0.57x of cuBLAS, H100 s32 c1)
+    wgmma: bool = False
 
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):
@@ -373,6 +385,9 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
         if (best.async_copy and not best.tma_ring and not best.cluster_combine
                 and not best.stream_k and _tma_ring_fits(bg)):
             policies += _tma_trials(best, bg)
+        wg = _wgmma_trial(best, bg)
+        if wg is not None and best.async_copy:
+            policies.append(wg)
         if not best.a_op_fragments and best.async_copy and _op_of_loop_tiles_as_a(bg):
             # an op of two loop tiles computed on the product's A fragments, both tiles raw
             policies.append(replace(best, a_op_fragments=True, dense_rows=True))
@@ -504,6 +519,46 @@ def half_warps(bg: BlockGraph, threads: int) -> Schedule | None:
                * (-(-n.shape[-1] // 8) // 2) <= warps for n in mms):
             return Schedule(threads=threads // 2, warp_m=0 if wm == 1 else wm, warp_n=2)
     return None
+
+
+def wgmma_threads(bg: BlockGraph) -> int | None:
+    """The thread count of :attr:`Schedule.wgmma` for ``bg`` (one warp per 16 rows of its
+    product), or None where it cannot apply: ``bg`` loops, its one matmul is 2-D, of a
+    multiple of 64 rows (at most 448: the consumers and the producer warp in 1024 threads)
+    and 64 columns (at most 256: 128 accumulators a thread), with a k of a multiple of 64,
+    and both operands are fp16 tiles that change every iteration and that a tensor map can
+    copy (:func:`_tma_ring_fits`). The layout has the last word (:attr:`KernelLayout.wg`)."""
+    mms = [n for n in bg.nodes if n.op == "matmul"]
+    if bg.forloop < 2 or len(mms) != 1 or len(mms[0].shape) != 2 or not _tma_ring_fits(bg):
+        return None
+    n = mms[0]
+    M, N, K = n.shape[0], n.shape[1], n.src[0].shape[-1]
+    ok = (M % 64 == 0 and M <= 448 and N % 64 == 0 and N <= 256 and K % 64 == 0
+          and n.src[0] is not n.src[1]
+          and all(x.op == "iter" and x.attr("fmap") != -1 and bg.inputs[x.attr("input")][1] is DType.F16
+                  for x in n.src))
+    return 2 * M if ok else None
+
+
+def _wgmma_trial(best: Schedule, bg: BlockGraph) -> Schedule | None:
+    """``best`` with its product as warpgroup MMAs on the TMA ring (:func:`wgmma_threads`),
+    its outputs from the registers unless its loop is split; None where that cannot apply."""
+    t = wgmma_threads(bg)
+    if t is None or best.wgmma or best.stream_k or best.cluster_combine:
+        return None
+    return replace(best, tma_ring=True, dense_rows=True, min_blocks=1, wgmma=True, threads=t,
+                   warp_m=0, warp_n=0, mma=True, gemv=False, mma_kpair=False, mma_kslice=1,
+                   fold_fragments=False, a_op_fragments=False, reg_epilogue=best.split == 1,
+                   async_stages=max(best.async_stages, WGMMA_STAGES),
+                   async_stage_bytes=max(best.async_stage_bytes, WGMMA_RING_BYTES))
+
+
+#: the ring a wgmma candidate asks for: up to 6 stages in up to 200 KB (the layout takes
+#: fewer where the loop is shorter or shared memory runs out). On the 512 x 2048 x 2048
+#: product 2 stages of 24 KB ran 24.2 µs, 4 stages 17.3, 6 stages 16.5 (128 x 64 tiles,
+#: k 64; H100 s32 c2)
+WGMMA_STAGES = 6
+WGMMA_RING_BYTES = 200 * 1024
 
 
 def _tma_trials(best: Schedule, bg: BlockGraph) -> list[Schedule]:
@@ -973,6 +1028,15 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
             # outside (silu(X) ⊙ Y)·W at split 4: 43.6 µs against 20.0, H100 s30 c2; the
             # second round still tries any op on its winner)
             extra.append(replace(tma, a_op_fragments=True))
+    wg = _wgmma_trial(replace(base, split=splits[0]), bg)
+    if wg is not None:
+        # the product as warpgroup MMAs on the TMA ring, first among the others (a product of
+        # 64 rows or more: the mma.sync kernels spend their time reading fragments from
+        # shared memory), and again at the split that fills a wave where the grid is at most
+        # half the SMs (partials through the global combine)
+        extra.insert(0, wg)
+        if 2 * blocks <= sm_count and len(splits) > 1:
+            extra.insert(1, replace(wg, split=splits[1], reg_epilogue=False))
     if streamed and _op_of_loop_tiles_as_a(bg, half2_only=True):
         # (the same on the cp.async ring of dense rows)
         extra.append(replace(ring, a_op_fragments=True, min_blocks=1))

@@ -18,6 +18,7 @@ BAD: list[tuple[str, Any]] = [
     ("chain_rows", 3), ("ring_first", 1), ("min_blocks", -1), ("min_blocks", 33),
     ("coarsen", 0), ("coarsen_axis", 3), ("dense_rows", 1), ("mma_kpair", 1),
     ("reg_epilogue", 1), ("fold_fragments", 1), ("one_barrier", 1), ("tma_ring", 1),
+    ("wgmma", 1),
 ]
 
 
@@ -33,7 +34,7 @@ def test_every_field_survives_the_text_key_and_unknown_fields_are_refused() -> N
     s = Schedule(threads=256, split=4, gemv=True, l2_fetch=256, chain_warps=2, warp_m=2,
                  evict_first=True, coarsen=2, coarsen_axis=1, dense_rows=True, mma_kpair=True,
                  mma_kslice=4, reg_epilogue=True, fold_fragments=True, one_barrier=True,
-                 tma_ring=True, a_op_fragments=True)
+                 tma_ring=True, a_op_fragments=True, wgmma=True)
     assert Schedule.from_dict(s.to_dict()) == s
     t = Schedule(stream_k=132, gemv=True)  # (stream-K comes without a split)
     assert Schedule.from_dict(t.to_dict()) == t

@@ -516,3 +516,49 @@ def test_with_a_gpu_the_tail_is_rechecked_beside_the_stage_and_nothing_is_lost(
     assert all(a.float64_error is not None and a.float64_error <= optimized.RECHECK_RTOL for a in out.accepted)
     assert "float64_recheck_beside_gpu" in out.seconds and out.gpu == "stand-in GPU"
     assert out.kernel is not None and not out.not_rechecked
+
+
+def _gemm() -> KernelGraph:
+    g = mf.Graph()
+    x = g.input((256, 1024), "f16", "X")
+    w = g.input((1024, 512), "f16", "W")
+    g.output(g.matmul(x, w))
+    return g.build()
+
+
+#: (the derived space: a smaller one keeps only the program's own library matmul)
+GEMM_SPACE: dict[str, Any] = {}
+
+
+def test_warpgroup_mma_sizes_are_measured_and_can_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Structures with a size whose every looping product runs as warpgroup MMAs are also
+    measured at such a size, the most blocks one wave holds (the cost model knows only
+    mma.sync); a faster one replaces its structure's entry."""
+    from mirage_formal.codegen.schedule import wgmma_threads
+
+    res = superoptimize(_gemm(), budget_s=60, overrides=GEMM_SPACE, gpu=False)
+    cfg = opt.make_config(_gemm(), None, GEMM_SPACE)
+    accepted = [optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+                for a in res.accepted]
+    n_sm = 8
+    found = gs.wgmma_variants(cfg, accepted, n_sm=n_sm)
+    assert found
+    for a, v, _ in found:
+        loops = [n.attr("graph") for n in v.nodes if n.op == "kernel" and n.attr("graph").forloop > 1]
+        assert loops and all(wgmma_threads(bg) is not None for bg in loops)
+        assert structure_key(v) == structure_key(a.graph) and gs._blocks(v) <= n_sm
+        eligible = [w for w, _ in gs.ranked_variants(cfg, a.graph)
+                    if gs._blocks(w) <= n_sm and gs._wgmma_sizes(w)]
+        assert gs._blocks(v) == max(gs._blocks(w) for w in eligible)
+    # (not for a program of 16-row products)
+    assert not gs.wgmma_variants(opt.make_config(program(), "norm", SPACE), [
+        optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+        for a in superoptimize(program(), "norm", budget_s=60, overrides=SPACE, gpu=False).accepted])
+    a, v, _ = found[0]
+    monkeypatch.setattr(gs, "_tune_one", _fake_tune({grids(v): 5.0}))
+    ctx = gs.VariantContext(cfg, Verifier(_gemm(), seed=5), FloatRecheck(_gemm()), n_sm=n_sm)
+    ranked, kernel, notes = gs._gpu_rank(_gemm(), accepted, 1, 0, None, ctx)
+    assert kernel == ("kernel", v.key, False)
+    assert not [n for n in notes if "FAILED" in n or "failed" in n]
+    assert ranked[0] is a and a.graph.key == v.key and a.measured_us == 5.0
+    assert "warpgroup-MMA size variant" in (a.validation or "")

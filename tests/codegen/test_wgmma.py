@@ -1,0 +1,134 @@
+"""Warpgroup MMA products (Schedule.wgmma): a block's one product of at least 64 rows, both
+operands streamed through the TMA ring, multiplied by ``wgmma`` straight from the ring.
+
+- on any machine: the tuner proposes it exactly where it applies (:func:`wgmma_threads`),
+  first in the first round and as a second-round trial; the kernel it prints issues one
+  m64n64k16 per 64-column box of B and k-step, no ldmatrix and no mma.sync; a kernel it does
+  not apply to prints as without it; every such kernel compiles (for sm_90a, which
+  ``compile_cubin`` picks from the source);
+- on the GPU: the kernels validate against the float64 program at several shapes, with an
+  epilogue op, and with the loop split over blocks (global combine).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+import mirage_formal as mf
+from mirage_formal.codegen import candidate_schedules, compile_graph, gpu_available, launches
+from mirage_formal.codegen.nvrtc import WGMMA_MARK, feature_arch
+from mirage_formal.codegen.schedule import Schedule, refinements, wgmma_threads
+from mirage_formal.codegen.validate import validate
+from mirage_formal.ir.graph import KernelGraph
+
+
+def gemm_program(m: int, k: int, n: int, forloop: int, gm: int = 1, gn: int = 2,
+                 epilogue: str | None = None) -> KernelGraph:
+    """X (gm*m, k*F) · W (k*F, gn*n) as one graph-defined kernel of gn x gm blocks, each
+    summing ``forloop`` products of an m x k tile of X by a k x n tile of W; ``epilogue``: a
+    unary elementwise op applied to the sum before it is saved."""
+    g = mf.Graph()
+    x = g.input((gm * m, k * forloop), "f16", "X")
+    w = g.input((k * forloop, gn * n), "f16", "W")
+    kern = g.kernel([x, w], grid=(gn, gm, 1), forloop=forloop)
+    a = kern.iter(x, imap=(-1, 0, -1), fmap=1)
+    b = kern.iter(w, imap=(1, -1, -1), fmap=0)
+    out = kern.accum(kern.op("matmul", a, b), kind="sum")
+    if epilogue is not None:
+        out = kern.op(epilogue, out)
+    kern.output(out, omap=(1, 0, -1))
+    (y,) = kern.build()
+    g.output(y)
+    return g.build()
+
+
+def _block(prog: KernelGraph):  # type: ignore[no-untyped-def]
+    (la,) = launches(prog, 128)
+    return la.graph
+
+
+#: (m, k, n, forloop, gm, gn, epilogue): 1-4 warpgroups, 1-4 boxes of B, 1-2 boxes of A a stage
+SHAPES = {
+    "64x64x64": (64, 64, 64, 4, 1, 2, None),
+    "128x64x128": (128, 64, 128, 6, 2, 2, None),
+    "256x128x64": (256, 128, 64, 4, 1, 2, None),
+    "64x128x256 relu": (64, 128, 256, 3, 2, 1, "relu"),
+    "192x64x192 gelu": (192, 64, 192, 5, 1, 2, "gelu"),
+}
+
+
+def test_wgmma_is_proposed_exactly_where_it_applies() -> None:
+    for name, (m, k, n, f, gm, gn, epi) in SHAPES.items():
+        bg = _block(gemm_program(m, k, n, f, gm, gn, epi))
+        assert wgmma_threads(bg) == 2 * m, name
+        first = candidate_schedules(bg)
+        assert first[1].wgmma and first[1].threads == 2 * m and first[1].tma_ring, name
+        assert not first[1].mma_kpair and first[1].reg_epilogue
+        # a cp.async winner's second round tries it too; a wgmma winner's keeps it in its
+        # own trials (ring depths, L2 policies)
+        assert any(s.wgmma for s in refinements(first[0], first[:1], bg)), name
+        assert all(s.wgmma for s in refinements(first[1], first[:2], bg)[:3]), name
+    # not: rows or columns off a multiple of 64, too many rows for the block, a fixed A tile,
+    # no loop, two products
+    assert wgmma_threads(_block(gemm_program(48, 64, 64, 4))) is None
+    assert wgmma_threads(_block(gemm_program(64, 64, 96, 4))) is None
+    assert wgmma_threads(_block(gemm_program(512, 64, 64, 4))) is None
+    assert wgmma_threads(_block(gemm_program(64, 64, 64, 1))) is None
+    g = mf.Graph()
+    x = g.input((64, 64), "f16", "X")
+    w = g.input((64 * 4, 128), "f16", "W")
+    kern = g.kernel([x, w], grid=(2, 1, 1), forloop=4)
+    a = kern.iter(x, imap=(-1, -1, -1), fmap=-1)
+    b = kern.iter(w, imap=(1, -1, -1), fmap=0)
+    kern.output(kern.accum(kern.op("matmul", a, b), kind="sum"), omap=(1, -1, -1))
+    (y,) = kern.build()
+    g.output(y)
+    assert wgmma_threads(_block(g.build())) is None
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_wgmma_kernels_print_warpgroup_products_and_compile(name: str) -> None:
+    m, k, n, f, gm, gn, epi = SHAPES[name]
+    prog = gemm_program(m, k, n, f, gm, gn, epi)
+    bg = _block(prog)
+    for sched in [s for s in candidate_schedules(bg) if s.wgmma]:
+        (kern,) = compile_graph(prog, schedules={bg.key: sched}, arch="sm_90", load=False).kernels
+        src = kern.source
+        assert src.count(WGMMA_MARK) == 1 and f"nb < {n // 64}" in src and f"ks < {k // 16}" in src
+        assert "mma_16816" not in src and "ldsm" not in src
+        assert "wgmma_wait_all();" in src and "wgmma_fence();" in src
+        assert feature_arch(src, "sm_90") == "sm_90a"
+    assert feature_arch("mf::mma_16816(", "sm_90") == "sm_90"
+
+
+def test_kernels_wgmma_does_not_apply_to_print_as_without_it() -> None:
+    """The field on a kernel whose ring the TMA path does not take (a cluster combine) or whose
+    thread count is not one warp per 16 rows prints the mma.sync kernel, no wgmma."""
+    prog = gemm_program(64, 64, 64, 4)
+    bg = _block(prog)
+    for sched in (Schedule(wgmma=True, tma_ring=True, dense_rows=True, threads=128, split=2,
+                           cluster_combine=True),
+                  Schedule(wgmma=True, tma_ring=True, dense_rows=True, threads=256)):
+        (kern,) = compile_graph(prog, schedules={bg.key: sched}, arch="sm_90", load=False).kernels
+        assert WGMMA_MARK not in kern.source and "mma_16816" in kern.source
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a GPU")
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_wgmma_kernels_validate(name: str) -> None:
+    """Every wgmma candidate (with register outputs), and the same with the loop split over 2
+    blocks where it can be (the split candidate's path: partials through the global
+    combine), against the float64 program on fresh random inputs."""
+    m, k, n, f, gm, gn, epi = SHAPES[name]
+    prog = gemm_program(m, k, n, f, gm, gn, epi)
+    bg = _block(prog)
+    scheds = [s for s in candidate_schedules(bg) if s.wgmma]
+    scheds += [replace(s, split=2, reg_epilogue=False) for s in scheds if f % 2 == 0]
+    for sched in scheds:
+        cg = compile_graph(prog, schedules={bg.key: sched})
+        assert WGMMA_MARK in cg.kernels[0].source
+        rep = validate(cg, low=-0.5, high=0.5, trials=2)
+        assert rep.ok, f"{name} {sched.short()}: {rep}"
