@@ -13,8 +13,8 @@ Programs (fp16):
 - ``exp_bmm``: exp(A·B)·C, batched matmuls with an exp between them.
 - ``sum_matmul``: (X + Y) · W, an elementwise op of two activations before a matmul.
 - ``gated_down``: (silu(X) ⊙ Y) · W, an MLP's gated down projection.
-- ``prefill_matmul``, ``prefill_attention``, ``wide_rmsnorm``: 512-row products and 4096-row
-  norms, where the other programs have at most 32 rows.
+- ``prefill_matmul``, ``prefill_bias_gelu``, ``prefill_attention``, ``wide_rmsnorm``: 512-row
+  products and 4096-row norms, where the other programs have at most 32 rows.
 
     PYTHONPATH=. python3 benchmarks/search_outside.py [--budget 300] [--workers 2] [--programs ...]
 
@@ -226,6 +226,17 @@ def prefill_attention(b: int = 1) -> KernelGraph:
     return g.build()
 
 
+def prefill_bias_gelu(b: int = 1) -> KernelGraph:
+    """gelu(X · W + c), X (512b, 2048), W (2048, 2048), c (2048,): bias_gelu_matmul over a
+    prompt's 512 rows, a compute-bound product with its epilogue (thirty-second session)."""
+    g = mf.Graph()
+    x = g.input((512 * b, 2048), "f16", "X")
+    w = g.input((2048, 2048), "f16", "W")
+    c = g.input((2048,), "f16", "C")
+    g.output(g.gelu(g.add(g.matmul(x, w), c)))
+    return g.build()
+
+
 def wide_rmsnorm(b: int = 1) -> KernelGraph:
     """rms_norm(X, G), X (4096b, 4096): a norm over many rows, bound by memory bandwidth
     (32 MB in, 32 MB out; thirty-second session)."""
@@ -245,6 +256,7 @@ PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "softmax_matmul": softmax_matmul, "bias_gelu_matmul": bias_gelu_matmul,
     "residual_rmsnorm": residual_rmsnorm, "prefill_matmul": prefill_matmul,
     "prefill_attention": prefill_attention, "wide_rmsnorm": wide_rmsnorm,
+    "prefill_bias_gelu": prefill_bias_gelu,
 }
 
 

@@ -22,6 +22,7 @@ from mirage_formal.codegen.nvrtc import WGMMA_MARK, feature_arch
 from mirage_formal.codegen.schedule import Schedule, refinements, wgmma_threads
 from mirage_formal.codegen.validate import validate
 from mirage_formal.ir.graph import KernelGraph
+from mirage_formal.ir.text import parse_text
 
 
 def gemm_program(m: int, k: int, n: int, forloop: int, gm: int = 1, gn: int = 2,
@@ -113,6 +114,52 @@ def test_kernels_wgmma_does_not_apply_to_print_as_without_it() -> None:
                   Schedule(wgmma=True, tma_ring=True, dense_rows=True, threads=256)):
         (kern,) = compile_graph(prog, schedules={bg.key: sched}, arch="sm_90", load=False).kernels
         assert WGMMA_MARK not in kern.source and "mma_16816" in kern.source
+
+
+def biased_gemm_program(m: int = 64, k: int = 128, n: int = 128, forloop: int = 8,
+                        gm: int = 2, gn: int = 2) -> KernelGraph:
+    """gelu(X·W + c) in one kernel, the bias row c through a plain mean of its loop-invariant
+    tile (as the search builds an epilogue operand)."""
+    return parse_text(
+        "ugraph {\n"
+        f"  %0 = input() {{name='X'}} : f16[{gm * m}, {k * forloop}]\n"
+        f"  %1 = input() {{name='W'}} : f16[{k * forloop}, {gn * n}]\n"
+        f"  %2 = input() {{name='C'}} : f16[{gn * n}]\n"
+        f"  %3 = kernel(%0, %1, %2) {{forloop={forloop}, grid=({gn}, {gm}, 1), threads=128}} {{\n"
+        f"    %b0 = iter() {{fmap=1, imap=(-1, 0, -1), input=0}} : f16[{m}, {k}]\n"
+        f"    %b1 = iter() {{fmap=0, imap=(1, -1, -1), input=1}} : f16[{k}, {n}]\n"
+        f"    %b2 = iter() {{fmap=-1, imap=(0, -1, -1), input=2}} : f16[{n}]\n"
+        f"    %b3 = matmul(%b0, %b1) : f16[{m}, {n}]\n"
+        f"    %b4 = accum(%b3) {{fold=None, kind='sum'}} : f16[{m}, {n}]\n"
+        f"    %b5 = accum(%b2) {{fold=None, kind='mean'}} : f16[{n}]\n"
+        f"    %b6 = add(%b4, %b5) : f16[{m}, {n}]\n"
+        f"    %b7 = gelu(%b6) : f16[{m}, {n}]\n"
+        "    save %b7 {omap=(1, 0, -1)}\n"
+        "  }\n"
+        f"  %4 = get(%3) {{index=0}} : f16[{gm * m}, {gn * n}]\n"
+        "  return %4\n"
+        "}\n")
+
+
+def test_an_epilogue_operand_keeps_the_warpgroup_product() -> None:
+    prog = biased_gemm_program()
+    bg = _block(prog)
+    scheds = [s for s in candidate_schedules(bg) if s.wgmma]
+    assert scheds and wgmma_threads(bg) == 128
+    for sched in scheds:
+        (kern,) = compile_graph(prog, schedules={bg.key: sched}, arch="sm_90", load=False).kernels
+        assert WGMMA_MARK in kern.source and "in2[" in kern.source
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a GPU")
+def test_a_wgmma_kernel_with_an_epilogue_operand_validates() -> None:
+    prog = biased_gemm_program()
+    bg = _block(prog)
+    for sched in [s for s in candidate_schedules(bg) if s.wgmma]:
+        cg = compile_graph(prog, schedules={bg.key: sched})
+        rep = validate(cg, low=-0.5, high=0.5, trials=2)
+        assert rep.ok, f"{sched.short()}: {rep}"
 
 
 @pytest.mark.gpu
