@@ -182,15 +182,20 @@ def softmax_matmul(b: int = 1) -> KernelGraph:
     return g.build()
 
 
+def _bias_gelu(rows: int, k: int, n: int) -> KernelGraph:
+    """gelu(X · W + c), X (rows, k), W (k, n), c (n,) a bias row."""
+    g = mf.Graph()
+    x = g.input((rows, k), "f16", "X")
+    w = g.input((k, n), "f16", "W")
+    c = g.input((n,), "f16", "C")
+    g.output(g.gelu(g.add(g.matmul(x, w), c)))
+    return g.build()
+
+
 def bias_gelu_matmul(b: int = 1) -> KernelGraph:
     """gelu(X · W + c), X (16b, 4096), W (4096, 4096), c (4096,) a bias row: an MLP's up
     projection with its epilogue (thirty-first session)."""
-    g = mf.Graph()
-    x = g.input((16 * b, 4096), "f16", "X")
-    w = g.input((4096, 4096), "f16", "W")
-    c = g.input((4096,), "f16", "C")
-    g.output(g.gelu(g.add(g.matmul(x, w), c)))
-    return g.build()
+    return _bias_gelu(16 * b, 4096, 4096)
 
 
 def residual_rmsnorm(b: int = 1) -> KernelGraph:
@@ -229,12 +234,7 @@ def prefill_attention(b: int = 1) -> KernelGraph:
 def prefill_bias_gelu(b: int = 1) -> KernelGraph:
     """gelu(X · W + c), X (512b, 2048), W (2048, 2048), c (2048,): bias_gelu_matmul over a
     prompt's 512 rows, a compute-bound product with its epilogue (thirty-second session)."""
-    g = mf.Graph()
-    x = g.input((512 * b, 2048), "f16", "X")
-    w = g.input((2048, 2048), "f16", "W")
-    c = g.input((2048,), "f16", "C")
-    g.output(g.gelu(g.add(g.matmul(x, w), c)))
-    return g.build()
+    return _bias_gelu(512 * b, 2048, 2048)
 
 
 def wide_rmsnorm(b: int = 1) -> KernelGraph:
