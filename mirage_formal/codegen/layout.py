@@ -26,6 +26,7 @@ from mirage_formal.codegen.schedule import (
     split_ok,
     stream_k_ok,
     warp_tiles,
+    wgmma_threads,
 )
 from mirage_formal.codegen.steps import (
     DEFINING,
@@ -438,18 +439,10 @@ class KernelLayout:
         return WM, WN, tiles * kw
 
     def wgmma_shape(self, n: Node) -> bool:
-        """Schedule.wgmma's blocking applies to ``n``: the block's only matmul, 2-D, of a
-        multiple of 64 rows and of 64 columns with a k of a multiple of 64, fp16 operands that
-        are iterator tiles changing every iteration of a real loop, and one thread block warp
-        per 16 rows. (Whether the product really runs as warpgroup MMAs depends on the ring
-        too: :attr:`wg`.)"""
-        if not self.opts.wgmma or n.op != "matmul" or len(n.shape) != 2 or self.bg.forloop < 2:
-            return False
-        A, B = n.src
-        M, N, K = n.shape[0], n.shape[1], A.shape[-1]
-        return (M % 64 == 0 and N % 64 == 0 and K % 64 == 0 and self.T == 2 * M
-                and all(s.op == ITER and s.attr("fmap") != -1 and s.dtype is DType.F16 for s in n.src)
-                and A is not B and sum(1 for x in self.nodes if x.op == "matmul") == 1)
+        """Schedule.wgmma's blocking applies to ``n``: the block's one product, of a shape the
+        field takes (:func:`schedule.wgmma_threads`), on one thread block warp per 16 of its
+        rows. (Whether it really runs as warpgroup MMAs depends on the ring too: :attr:`wg`.)"""
+        return self.opts.wgmma and n.op == "matmul" and wgmma_threads(self.bg) == self.T
 
     def _plain_blocking(self, n: Node, warps: int) -> tuple[int, int, int]:
         """(WM, WN) and the warp tiles of matmul ``n`` (no register chain) on ``warps`` warps."""
