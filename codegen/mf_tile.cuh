@@ -539,10 +539,11 @@ template <int N> __device__ __forceinline__ void consumer_sync() {
 // in the TMA ring's layout: rows of 128 bytes whose 16-byte chunks the copy engine's 128-byte
 // swizzle placed at c ^ (r & 7), 8-row groups 1024 bytes apart (stride 64 in 16-byte units),
 // the leading offset unused (1), the 128-byte swizzle mode (1 in bits 62-63); the start
-// address in 16-byte units. The tile's 1024-byte periods start on 1024-byte boundaries.
-__device__ __forceinline__ unsigned long long wgmma_desc(unsigned addr) {
-  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) |
-         (1ull << 62);
+// address in 16-byte units. The tile's 1024-byte periods start on 1024-byte boundaries. An
+// N-major operand of more than 64 columns spans boxes: ``lbo`` is then the boxes' distance.
+__device__ __forceinline__ unsigned long long wgmma_desc(unsigned addr, unsigned lbo = 1) {
+  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
+         (static_cast<unsigned long long>(lbo) << 16) | (64ull << 32) | (1ull << 62);
 }
 // Order this thread's earlier register writes of the accumulators before the warpgroup's
 // next wgmma reads them.
@@ -572,26 +573,45 @@ __device__ __forceinline__ void wgmma_wait_one() {
   asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
 #endif
 }
-// d (32 floats of this thread: for 8-column tile j, d[4j..4j+3] at rows g, g, g+8, g+8 and
+// d (N/2 floats of this thread: for 8-column tile j, d[4j..4j+3] at rows g, g, g+8, g+8 and
 // columns 8j+2q, +1, 8j+2q, +1 of the warp's 16 rows, as mma_16816's C) += A (64 x 16,
-// K-major, descriptor da) x B (16 x 64, N-major: each 128-byte row one k, descriptor db).
-__device__ __forceinline__ void wgmma_m64n64k16(float* d, unsigned long long da, unsigned long long db) {
+// K-major, descriptor da) x B (16 x N, N-major: each 128-byte row one k and 64 columns, the
+// next 64 columns LBO further: descriptor db). N is 64, 128 or 256.
+#define MF_ACC8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), \
+                   "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+template <int N>
+__device__ __forceinline__ void wgmma_m64nNk16(float* d, unsigned long long da, unsigned long long db) {
+  static_assert(N == 64 || N == 128 || N == 256, "wgmma_m64nNk16: N must be 64, 128 or 256");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
-      "%32, %33, p, 1, 1, 0, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(da), "l"(db));
+  if constexpr (N == 64) {
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+        "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+        "}, %32, %33, p, 1, 1, 0, 1;\n}\n"
+        : MF_ACC8(0), MF_ACC8(8), MF_ACC8(16), MF_ACC8(24)
+        : "l"(da), "l"(db));
+  } else if constexpr (N == 128) {
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+        "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+        "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
+        : MF_ACC8(0), MF_ACC8(8), MF_ACC8(16), MF_ACC8(24), MF_ACC8(32), MF_ACC8(40), MF_ACC8(48), MF_ACC8(56)
+        : "l"(da), "l"(db));
+  } else {
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
+        "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+        "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+        : MF_ACC8(0), MF_ACC8(8), MF_ACC8(16), MF_ACC8(24), MF_ACC8(32), MF_ACC8(40), MF_ACC8(48), MF_ACC8(56), MF_ACC8(64), MF_ACC8(72), MF_ACC8(80), MF_ACC8(88), MF_ACC8(96), MF_ACC8(104), MF_ACC8(112), MF_ACC8(120)
+        : "l"(da), "l"(db));
+  }
 #else
   __trap();
 #endif
 }
+#undef MF_ACC8
 
 }  // namespace mf

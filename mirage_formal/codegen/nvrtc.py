@@ -181,7 +181,7 @@ def store_cubin(cdir: Path, key: str, source: str, cubin: bytes, arch: str) -> N
 
 #: a call of this in a source needs the architecture-specific target (sm_90a): warpgroup MMA
 #: (Schedule.wgmma) exists only there
-WGMMA_MARK = "mf::wgmma_m64n64k16("
+WGMMA_MARK = "mf::wgmma_m64nNk16<"
 
 
 def feature_arch(source: str, arch: str) -> str:

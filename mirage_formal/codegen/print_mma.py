@@ -25,6 +25,10 @@ from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY
 
+#: the widest warpgroup MMA instruction (Schedule.wgmma) the printer issues: 64, 128 or 256
+#: columns of B
+WGMMA_MAX_N = 256
+
 
 class MmaPrinter(TilePrinter):
     """Prints matmul steps, register chains and their after-loop sums."""
@@ -293,8 +297,8 @@ class MmaPrinter(TilePrinter):
 
     def emit_wgmma(self, n: Node, ind: str) -> list[str]:
         """One iteration of warpgroup MMA ``n`` (Schedule.wgmma, :attr:`KernelLayout.wg`):
-        warpgroup w / 4 multiplies A's rows 64 (w / 4) ... + 63 by all of B, one m64n64k16 per
-        64-column box of B and 16-deep k-step, straight from the current ring stage through
+        warpgroup w / 4 multiplies A's rows 64 (w / 4) ... + 63 by all of B, one m64nNk16 per
+        16-deep k-step and N columns of B (the widest of 256, 128 and 64 that divides them), straight from the current ring stage through
         shared-memory descriptors (A K-major: 32 bytes further along its 128-byte rows per
         k-step, the next 64-column box every four; B N-major: 16 rows of 128 bytes further
         per k-step). It leaves them running and waits only for the previous iteration's,
@@ -307,6 +311,10 @@ class MmaPrinter(TilePrinter):
         pa = f"{self.buf[A]} + {self.stage_offset(A)}"
         pb = f"{self.buf[B]} + {self.stage_offset(B)}"
         a_box, b_box = 2 * self.tma_box_halves(A), 2 * self.tma_box_halves(B)
+        # the widest instruction that divides the columns: one over several 64-column boxes
+        # of B names the next box by the descriptor's leading offset (16-byte units)
+        width = next(w for w in (256, 128, 64) if w <= WGMMA_MAX_N and N % w == 0)
+        lbo = b_box // 16 if width > 64 else 1
         i2, i3 = ind + "  ", ind + "    "
         return [f"{ind}{{  // warpgroup MMA: this warp's 16 rows are rows 16 (w % 4) of its warpgroup's 64",
                 f"{i2}const unsigned mf_wa = mf::smem_u32({pa}) + (threadIdx.x / 128) * 8192;",
@@ -317,9 +325,9 @@ class MmaPrinter(TilePrinter):
                 f"{i3}const unsigned long long mf_da = mf::wgmma_desc(mf_wa + (ks >> 2) * {a_box} "
                 "+ (ks & 3) * 32);",
                 f"{i3}#pragma unroll",
-                f"{i3}for (int nb = 0; nb < {N // 64}; ++nb)",
-                f"{i3}  mf::wgmma_m64n64k16(&ra{self.ids[n]}[0][nb * 8][0], mf_da, "
-                f"mf::wgmma_desc(mf_wb + nb * {b_box} + ks * 2048));",
+                f"{i3}for (int nb = 0; nb < {N // width}; ++nb)",
+                f"{i3}  mf::wgmma_m64nNk16<{width}>(&ra{self.ids[n]}[0][nb * {width // 8}][0], mf_da, "
+                f"mf::wgmma_desc(mf_wb + nb * {width // 64 * b_box} + ks * 2048, {lbo}));",
                 f"{i2}}}",
                 f"{i2}mf::wgmma_commit();",
                 f"{i2}mf::wgmma_wait_one();",
