@@ -13,8 +13,9 @@ Programs (fp16):
 - ``exp_bmm``: exp(A·B)·C, batched matmuls with an exp between them.
 - ``sum_matmul``: (X + Y) · W, an elementwise op of two activations before a matmul.
 - ``gated_down``: (silu(X) ⊙ Y) · W, an MLP's gated down projection.
-- ``prefill_matmul``, ``prefill_bias_gelu``, ``prefill_attention``, ``wide_rmsnorm``: 512-row
-  products and 4096-row norms, where the other programs have at most 32 rows.
+- ``prefill_matmul``, ``prefill_bias_gelu``, ``prefill_attention``, ``grouped_matmul``,
+  ``wide_rmsnorm``: 128- to 512-row products (one batched) and 4096-row norms, where the
+  other programs have at most 32 rows.
 
     PYTHONPATH=. python3 benchmarks/search_outside.py [--budget 300] [--workers 2] [--programs ...]
 
@@ -237,6 +238,16 @@ def prefill_bias_gelu(b: int = 1) -> KernelGraph:
     return _bias_gelu(512 * b, 2048, 2048)
 
 
+def grouped_matmul(b: int = 1) -> KernelGraph:
+    """X · W batched over 8 experts, X (8, 128b, 1024), W (8, 1024, 512): a mixture of experts'
+    projections of the tokens routed to each, one batched GEMM (thirty-second session)."""
+    g = mf.Graph()
+    x = g.input((8, 128 * b, 1024), "f16", "X")
+    w = g.input((8, 1024, 512), "f16", "W")
+    g.output(g.matmul(x, w))
+    return g.build()
+
+
 def wide_rmsnorm(b: int = 1) -> KernelGraph:
     """rms_norm(X, G), X (4096b, 4096): a norm over many rows, bound by memory bandwidth
     (32 MB in, 32 MB out; thirty-second session)."""
@@ -256,7 +267,7 @@ PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "softmax_matmul": softmax_matmul, "bias_gelu_matmul": bias_gelu_matmul,
     "residual_rmsnorm": residual_rmsnorm, "prefill_matmul": prefill_matmul,
     "prefill_attention": prefill_attention, "wide_rmsnorm": wide_rmsnorm,
-    "prefill_bias_gelu": prefill_bias_gelu,
+    "prefill_bias_gelu": prefill_bias_gelu, "grouped_matmul": grouped_matmul,
 }
 
 

@@ -241,14 +241,15 @@ class Schedule:
     a_op_fragments: bool = False
     #: (with the TMA ring) the block's one product runs as warpgroup MMAs (``wgmma``,
     #: sm_90a): each warpgroup of four consumer warps multiplies 64 rows of A by all of B
-    #: straight from the ring's swizzled boxes, one m64n64k16 instruction per 64-column box of
-    #: B and 16-deep k-step, accumulating in registers laid out as the mma.sync warp tiles of
+    #: straight from the ring's swizzled boxes, one instruction per 16-deep k-step and up
+    #: to 256 columns of B, accumulating in registers laid out as the mma.sync warp tiles of
     #: one 16-row tile a warp (so the epilogue, the combine and the register outputs are the
-    #: same). It needs a 2-D product of a multiple of 64 rows and columns whose A and B both
-    #: stream through the ring, and one consumer warp per 16 rows (``threads`` = 2 x rows);
-    #: other kernels print as without it. There is no fragment load and no ``mma.sync``: on
-    #: the 512 x 2048 x 2048 product the mma.sync kernels spent their time on shared-memory
-    #: fragment reads (the outside prefill_matmul, 0.57x of cuBLAS, H100 s32 c1)
+    #: same). It needs a 2-D product (or one slice of a batched one) of a multiple of 64 rows
+    #: and columns whose A and B both stream through the ring, and one consumer warp per 16
+    #: rows (``threads`` = 2 x rows); other kernels print as without it. There is no fragment
+    #: load and no ``mma.sync``: on the 512 x 2048 x 2048 product the mma.sync kernels spent
+    #: their time on shared-memory fragment reads (the outside prefill_matmul, 0.57x of
+    #: cuBLAS, H100 s32 c1)
     wgmma: bool = False
 
     def __post_init__(self) -> None:
@@ -523,16 +524,18 @@ def half_warps(bg: BlockGraph, threads: int) -> Schedule | None:
 
 def wgmma_threads(bg: BlockGraph) -> int | None:
     """The thread count of :attr:`Schedule.wgmma` for ``bg`` (one warp per 16 rows of its
-    product), or None where it cannot apply: ``bg`` loops, its one matmul is 2-D, of a
+    product), or None where it cannot apply: ``bg`` loops, its one matmul is 2-D (or one
+    slice of a batched product: every leading extent 1, as a batched GEMM's block takes), of a
     multiple of 64 rows (at most 448: the consumers and the producer warp in 1024 threads)
     and 64 columns (at most 256: 128 accumulators a thread), with a k of a multiple of 64,
     and both operands are fp16 tiles that change every iteration and that a tensor map can
     copy (:func:`_tma_ring_fits`). The layout has the last word (:attr:`KernelLayout.wg`)."""
     mms = [n for n in bg.nodes if n.op == "matmul"]
-    if bg.forloop < 2 or len(mms) != 1 or len(mms[0].shape) != 2 or not _tma_ring_fits(bg):
+    if (bg.forloop < 2 or len(mms) != 1 or any(d != 1 for d in mms[0].shape[:-2])
+            or not _tma_ring_fits(bg)):
         return None
     n = mms[0]
-    M, N, K = n.shape[0], n.shape[1], n.src[0].shape[-1]
+    M, N, K = n.shape[-2], n.shape[-1], n.src[0].shape[-1]
     ok = (M % 64 == 0 and M <= 448 and N % 64 == 0 and N <= 256 and K % 64 == 0
           and n.src[0] is not n.src[1]
           and all(x.op == "iter" and x.attr("fmap") != -1 and bg.inputs[x.attr("input")][1] is DType.F16

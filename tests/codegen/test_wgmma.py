@@ -7,7 +7,8 @@ operands streamed through the TMA ring, multiplied by ``wgmma`` straight from th
   not apply to prints as without it; every such kernel compiles (for sm_90a, which
   ``compile_cubin`` picks from the source);
 - on the GPU: the kernels validate against the float64 program at several shapes, with an
-  epilogue op, and with the loop split over blocks (global combine).
+  epilogue op, a bias operand, one slice of a batched product a block, and with the loop
+  split over blocks (global combine).
 """
 
 from __future__ import annotations
@@ -43,6 +44,26 @@ def gemm_program(m: int, k: int, n: int, forloop: int, gm: int = 1, gn: int = 2,
     (y,) = kern.build()
     g.output(y)
     return g.build()
+
+
+def batched_gemm_program(batch: int = 2, m: int = 64, k: int = 128, n: int = 128,
+                         forloop: int = 4, gm: int = 2, gn: int = 2) -> KernelGraph:
+    """X (batch, gm*m, k*F) · W (batch, k*F, gn*n), one slice of both a block (grid batch x
+    gm x gn), as the search builds a batched GEMM."""
+    return parse_text(
+        "ugraph {\n"
+        f"  %0 = input() {{name='X'}} : f16[{batch}, {gm * m}, {k * forloop}]\n"
+        f"  %1 = input() {{name='W'}} : f16[{batch}, {k * forloop}, {gn * n}]\n"
+        f"  %2 = kernel(%0, %1) {{forloop={forloop}, grid=({batch}, {gm}, {gn}), threads=128}} {{\n"
+        f"    %b0 = iter() {{fmap=2, imap=(0, 1, -1), input=0}} : f16[1, {m}, {k}]\n"
+        f"    %b1 = iter() {{fmap=1, imap=(0, -1, 2), input=1}} : f16[1, {k}, {n}]\n"
+        f"    %b2 = matmul(%b0, %b1) : f16[1, {m}, {n}]\n"
+        f"    %b3 = accum(%b2) {{fold=None, kind='sum'}} : f16[1, {m}, {n}]\n"
+        "    save %b3 {omap=(0, 1, 2)}\n"
+        "  }\n"
+        f"  %3 = get(%2) {{index=0}} : f16[{batch}, {gm * m}, {gn * n}]\n"
+        "  return %3\n"
+        "}\n")
 
 
 def _block(prog: KernelGraph):  # type: ignore[no-untyped-def]
@@ -141,6 +162,29 @@ def biased_gemm_program(m: int = 64, k: int = 128, n: int = 128, forloop: int = 
         f"  %4 = get(%3) {{index=0}} : f16[{gm * m}, {gn * n}]\n"
         "  return %4\n"
         "}\n")
+
+
+def test_one_slice_of_a_batched_product_takes_it() -> None:
+    prog = batched_gemm_program()
+    bg = _block(prog)
+    assert wgmma_threads(bg) == 128
+    assert wgmma_threads(_block(batched_gemm_program(m=48))) is None
+    for sched in [s for s in candidate_schedules(bg) if s.wgmma]:
+        (kern,) = compile_graph(prog, schedules={bg.key: sched}, arch="sm_90", load=False).kernels
+        assert WGMMA_MARK in kern.source and "mma_16816" not in kern.source
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a GPU")
+def test_a_batched_wgmma_kernel_validates() -> None:
+    for prog in (batched_gemm_program(), batched_gemm_program(batch=3, m=128, k=64, n=64, forloop=6)):
+        bg = _block(prog)
+        scheds = [s for s in candidate_schedules(bg) if s.wgmma]
+        assert scheds
+        for sched in [*scheds, replace(scheds[0], split=2, reg_epilogue=False)]:
+            cg = compile_graph(prog, schedules={bg.key: sched})
+            rep = validate(cg, low=-0.5, high=0.5, trials=2)
+            assert rep.ok, f"{sched.short()}: {rep}"
 
 
 def test_an_epilogue_operand_keeps_the_warpgroup_product() -> None:
