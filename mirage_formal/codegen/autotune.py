@@ -341,13 +341,13 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
     for k in keys:
         if late():
             break
-        rules = candidate_schedules(bgs[k], sms)[:max_per_kernel]  # None: every rule's schedule
+        rules = runs_here(candidate_schedules(bgs[k], sms), rt.arch)[:max_per_kernel]  # None: all
         cands = [s for s in rules if s != current[k]]
         if start is None and cands:
             best_us, current = keep_fastest([{**current, k: s} for s in cands], best_us, current)
         # second round: the other kinds of choice on the winner's threads and split
-        more = (refinements(current[k], [Schedule(), *rules], bgs[k], sms)[:REFINE_MAX]
-                if refine else [])
+        more = (runs_here(refinements(current[k], [Schedule(), *rules], bgs[k], sms), rt.arch)
+                [:REFINE_MAX] if refine else [])
         if more and not late():
             best_us, current = keep_fastest([{**current, k: s} for s in more], best_us, current)
     if best_us is None:
@@ -355,6 +355,13 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
     if not late():
         cache.store(graph, tc, current, best_us)
     return Tuned(best_compiled[_skey(current)], current, best_us, default_us, trials, False)
+
+
+def runs_here(schedules: list[Schedule], arch: str) -> list[Schedule]:
+    """``schedules`` less those the GPU of ``arch`` cannot run: warpgroup MMA
+    (:attr:`Schedule.wgmma`) exists on sm_90 only (its helpers trap elsewhere, and a trap
+    leaves the context unusable for the trials after it)."""
+    return [s for s in schedules if not s.wgmma or arch == "sm_90"]
 
 
 #: the most second-round schedules measured per kernel (see schedule.refinements)

@@ -127,6 +127,19 @@ def test_wgmma_kernels_print_warpgroup_products_and_compile(name: str) -> None:
     assert feature_arch("mf::mma_16816(", "sm_90") == "sm_90"
 
 
+def test_the_tuner_proposes_it_only_to_sm_90() -> None:
+    """A GPU without warpgroup MMA (here sm_100, sm_80) never runs the schedules: their helpers
+    trap, and a trap leaves the context unusable for the trials after it."""
+    from mirage_formal.codegen.autotune import runs_here
+
+    cands = candidate_schedules(_block(gemm_program(64, 64, 64, 4)))
+    assert any(s.wgmma for s in runs_here(cands, "sm_90"))
+    for arch in ("sm_100", "sm_80"):
+        kept = runs_here(cands, arch)
+        assert kept and not any(s.wgmma for s in kept)
+        assert kept == [s for s in cands if not s.wgmma]
+
+
 def test_kernels_wgmma_does_not_apply_to_print_as_without_it() -> None:
     """The field on a kernel whose ring the TMA path does not take (a cluster combine) or whose
     thread count is not one warp per 16 rows prints the mma.sync kernel, no wgmma."""
