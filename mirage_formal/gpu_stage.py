@@ -432,7 +432,9 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
                     break
 
         walkers = _fastest_measured(accepted, program)
-        walkers += [a for a, _, _ in hedges if a.measured_us is not None and all(a is not w for w in walkers)]
+        for a, _, _ in hedges:  # (a structure may be both a grid-filling and a wgmma hedge)
+            if a.measured_us is not None and all(a is not w for w in walkers):
+                walkers.append(a)
         for a in walkers:
             walk(a)
         # with time left, the next fastest structures get size variants and a walk too, one

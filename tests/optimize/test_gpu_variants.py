@@ -562,3 +562,28 @@ def test_warpgroup_mma_sizes_are_measured_and_can_win(monkeypatch: pytest.Monkey
     assert not [n for n in notes if "FAILED" in n or "failed" in n]
     assert ranked[0] is a and a.graph.key == v.key and a.measured_us == 5.0
     assert "warpgroup-MMA size variant" in (a.validation or "")
+
+
+def test_a_structure_that_is_two_kinds_of_hedge_is_walked_once(
+        result: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A structure both a grid-filling and a warpgroup-MMA hedge walks its sizes once."""
+    cfg = opt.make_config(program(), "norm", SPACE)
+    accepted = [optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+                for a in result.accepted]
+    a = next(x for x in accepted if gs.ranked_variants(cfg, x.graph))
+    v, c = next((w, cw) for w, cw in gs.ranked_variants(cfg, a.graph) if w.key != a.graph.key)
+    monkeypatch.setattr(gs, "grid_filling_variants", lambda *args, **kw: [(a, v, c)])
+    monkeypatch.setattr(gs, "wgmma_variants", lambda *args, **kw: [(a, v, c)])
+    monkeypatch.setattr(gs, "_fastest_measured", lambda *args, **kw: [])
+    walked: list[str] = []
+    step = gs.walk_step
+
+    def counting_step(config: Any, graph: KernelGraph, *args: Any, **kw: Any) -> Any:
+        walked.append(structure_key(graph))
+        return step(config, graph, *args, **kw)
+
+    monkeypatch.setattr(gs, "walk_step", counting_step)
+    monkeypatch.setattr(gs, "_tune_one", _fake_tune({}))
+    ctx = gs.VariantContext(cfg, Verifier(program(), seed=5), FloatRecheck(program()), n_sm=4)
+    gs._gpu_rank(program(), accepted, 1, 0, None, ctx)
+    assert walked.count(structure_key(a.graph)) == 1
