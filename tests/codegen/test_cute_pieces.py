@@ -14,8 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import cute_pieces_probe as probe
 
+import mirage_formal as mf
 from mirage_formal import workloads
-from mirage_formal.codegen import Schedule, compile_graph, launches
+from mirage_formal.codegen import Schedule, candidate_schedules, compile_graph, launches
 
 CUTLASS, CCCL = probe.default_includes()
 #: the fused rmsnorm b=8 kernel on the TMA ring, as the table's winner is scheduled
@@ -65,3 +66,42 @@ def test_cute_atoms_compile_to_the_same_machine_code() -> None:
     sb = probe.sass_instructions(bars)
     assert sb is not None and any("NANOSLEEP" in i for i in sb)
     assert not any("NANOSLEEP" in i for i in so)
+
+
+@pytest.mark.skipif(CUTLASS is None or CCCL is None,
+                    reason="nvidia-cutlass / nvidia-cuda-cccl not installed")
+def test_cute_gmma_atoms_compile_to_the_same_machine_code() -> None:
+    """A warpgroup MMA kernel (Schedule.wgmma, sm_90a) through CuTe's GMMA atoms and
+    warpgroup fence / commit / wait: the same HGMMA and warpgroup instructions as ours, and
+    no fewer instructions in all (CuTe's atom takes its accumulate flag in a register, so
+    each instruction's predicate is computed at run time; ours is an immediate)."""
+    assert CUTLASS is not None and CCCL is not None
+    from mirage_formal.codegen.nvrtc import feature_arch
+
+    g = mf.Graph()
+    x = g.input((128, 512), "f16", "X")
+    w = g.input((512, 256), "f16", "W")
+    kern = g.kernel([x, w], grid=(2, 2, 1), forloop=4)
+    a = kern.iter(x, imap=(-1, 0, -1), fmap=1)
+    b = kern.iter(w, imap=(1, -1, -1), fmap=0)
+    kern.output(kern.accum(kern.op("matmul", a, b), kind="sum"), omap=(1, 0, -1))
+    (y,) = kern.build()
+    g.output(y)
+    prog = g.build()
+    (la,) = launches(prog, 128)
+    sched = next(s for s in candidate_schedules(la.graph) if s.wgmma)
+    src = compile_graph(prog, schedules={la.graph.key: sched}, arch="sm_90", load=False).source
+    arch = feature_arch(src, "sm_90")
+    assert arch == "sm_90a"
+    out, counts = probe.with_cute(src, probe.VARIANTS["cute atoms"])
+    assert counts["wgmma_m64nNk16"] == 1 and counts["wgmma_fence"] == 1
+    includes = [CUTLASS, CCCL, str(Path(CCCL) / "cccl")]
+    ours, _ = probe.nvrtc_compile(src, arch, [])
+    atoms, _ = probe.nvrtc_compile(out, arch, includes)
+    so, sa = probe.sass_instructions(ours), probe.sass_instructions(atoms)
+    if so is None or sa is None:
+        pytest.skip("nvdisasm missing")
+    def key_ops(sass: list[str]) -> list[str]:
+        return [i for i in sass if i.startswith(("HGMMA", "WARPGROUP"))]
+
+    assert key_ops(so) and key_ops(sa) == key_ops(so) and len(so) <= len(sa)
