@@ -7,7 +7,9 @@ whose blocks each compute one tile of out_shape:
   to 64 rows), z over the outermost batch dimension; the for-loop runs over K in chunks of up
   to 64; the tile product is accumulated (sum) and saved. Column tiles narrow to 32 or 16
   while there are fewer than ``MIN_BLOCKS`` blocks (small-M products are memory-bound and
-  need many blocks in flight).
+  need many blocks in flight). An fp16 product of a multiple of 64 rows and columns with
+  enough such blocks takes the tiles warpgroup MMA runs instead (:func:`_warpgroup_tiles`:
+  64 x 128 tiles, k 128).
 - *anything else* (elementwise with broadcasting, sum/mean over an axis, rms_norm over the
   last axis): up to three output dimensions the op treats independently are split over the
   grid until a tile has at most ``TILE_ELEMS`` elements and there are ``MIN_BLOCKS`` blocks
@@ -37,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mirage_formal.errors import GraphError
+from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import (
     GET,
     INPUT,
@@ -154,6 +157,27 @@ def _elementwise_like(n: Node, threads: int) -> BlockGraph:
     return BlockGraph(grid, threads, 1, sig, (BlockOutput(acc, (om[0], om[1], om[2])),))  # type: ignore[arg-type]
 
 
+#: a product lowered to warpgroup-MMA tiles (:func:`_warpgroup_tiles`) has at least this many
+#: blocks: half the SMs of an H100 (fewer, and the narrow column tiles' wider grid wins)
+WGMMA_MIN_BLOCKS = 64
+
+
+def _warpgroup_tiles(M: int, N: int, K: int, batch: int, f16: bool) -> tuple[int, int, int] | None:
+    """(rows, columns, k) of a product's block tile that runs as warpgroup MMAs on sm_90
+    (``codegen.schedule.wgmma_threads``: 64 rows on 128 threads, 128 or 64 columns, k 128 or
+    64, at least two iterations) where an fp16 product has the rows, columns and k for them
+    and at least :data:`WGMMA_MIN_BLOCKS` such blocks; else None. The narrow column tiles
+    (``MIN_BLOCKS``) are for products of a few rows, which stream their weights; a product
+    of many rows is bound by its tensor cores, where mma.sync's fragment reads cost most
+    (X (512, 2048) · W (2048, 2048): the narrow-tile lowering 34.0 µs, 64 x 128 tiles of k 128
+    as wgmma 14.9-15.8, cuBLAS 13.6; H100 s32 c2, c4, c7, c8)."""
+    if not (f16 and M % 64 == 0 and N % 64 == 0 and K % 64 == 0 and K >= 128):
+        return None
+    tn = 128 if N % 128 == 0 else 64
+    tk = 128 if K % 128 == 0 and K >= 256 else 64
+    return (64, tn, tk) if (M // 64) * (N // tn) * batch >= WGMMA_MIN_BLOCKS else None
+
+
 def _matmul(n: Node, threads: int) -> BlockGraph:
     A, B = n.src
     out_shape = n.shape
@@ -169,6 +193,9 @@ def _matmul(n: Node, threads: int) -> BlockGraph:
             tn = cand
             if (N // cand) * (M // tm) * batch >= MIN_BLOCKS:
                 break
+    wide = _warpgroup_tiles(M, N, K, batch, A.dtype is B.dtype is DType.F16)
+    if wide is not None:
+        tm, tn, tk = wide
     grid = [N // tn, M // tm, 1]
     am = [-1, ra - 2 if M // tm > 1 else -1, -1]
     bm = [rb - 1 if N // tn > 1 else -1, -1, -1]

@@ -61,3 +61,45 @@ def test_plan_never_overlaps_live_buffers(spec: list[tuple[int, int, int]], limi
         for y in bufs[i + 1:]:
             if x.space == y.space and x.overlaps(y):
                 assert x.offset + x.size <= y.offset or y.offset + y.size <= x.offset
+
+
+@pytest.mark.parametrize(("lead", "m", "k", "n", "tiles"), [
+    ((), 512, 256, 1024, (64, 128, 128)),       # 8 x 8 blocks of 64 x 128, k 128
+    ((8,), 128, 512, 512, (64, 128, 128)),      # a batched GEMM: 8 x 2 x 4 blocks
+    ((), 512, 128, 960, (64, 64, 64)),          # 960 columns: tiles of 64, k 64
+])
+def test_large_fp16_products_lower_to_warpgroup_mma_tiles(
+        lead: tuple[int, ...], m: int, k: int, n: int, tiles: tuple[int, int, int]) -> None:
+    """A product of many rows lowers to the tiles warpgroup MMA runs (one wave or more of them,
+    the tuner's wgmma schedule applies), and the lowering still computes the product."""
+    import mirage_formal as mf
+    from mirage_formal.codegen.schedule import wgmma_threads
+
+    g = mf.Graph()
+    x = g.input((*lead, m, k), "f16", "X")
+    w = g.input((*lead, k, n), "f16", "W")
+    g.output(g.matmul(x, w))
+    prog = g.build()
+    (la,) = launches(prog)
+    bg = la.graph
+    (mm,) = [x for x in bg.nodes if x.op == "matmul"]
+    assert (mm.shape[-2], mm.shape[-1], mm.src[0].shape[-1]) == tiles
+    assert wgmma_threads(bg) == 2 * tiles[0] == bg.threads
+    xs = random_inputs(prog, 5, -0.5, 0.5)
+    _same(run_reference(lowered_graph(prog), xs), run_reference(prog, xs))
+
+
+def test_small_or_bf16_products_keep_the_narrow_column_tiles() -> None:
+    """Few rows (a weight stream), too few wgmma blocks, or bf16: the narrow-tile rule."""
+    import mirage_formal as mf
+
+    for shape_x, shape_w, dt in (((16, 4096), (4096, 4096), "f16"),
+                                 ((128, 512), (512, 256), "f16"),
+                                 ((512, 256), (256, 1024), "bf16")):
+        g = mf.Graph()
+        x = g.input(shape_x, dt, "X")
+        w = g.input(shape_w, dt, "W")
+        g.output(g.matmul(x, w))
+        (la,) = launches(g.build())
+        (mm,) = [x for x in la.graph.nodes if x.op == "matmul"]
+        assert mm.shape[-1] <= 64 and mm.src[0].shape[-1] <= 64
