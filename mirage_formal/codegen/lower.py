@@ -160,18 +160,24 @@ def _elementwise_like(n: Node, threads: int) -> BlockGraph:
 #: a product lowered to warpgroup-MMA tiles (:func:`_warpgroup_tiles`) has at least this many
 #: blocks: half the SMs of an H100 (fewer, and the narrow column tiles' wider grid wins)
 WGMMA_MIN_BLOCKS = 64
+#: ... and at least this many multiply-adds per element it reads or writes (M·N·K over
+#: M·K + K·N + M·N; about where an H100's fp16 tensor cores, not its DRAM, set the time): X
+#: (512, 2048) · W (2048, 2048) has 341; attention's P·V at b=8 (256 x 4096 · 4096 x 64 a
+#: head) 50, a weight stream whose narrow tiles keep more blocks reading
+WGMMA_MIN_INTENSITY = 128
 
 
 def _warpgroup_tiles(M: int, N: int, K: int, batch: int, f16: bool) -> tuple[int, int, int] | None:
     """(rows, columns, k) of a product's block tile that runs as warpgroup MMAs on sm_90
     (``codegen.schedule.wgmma_threads``: 64 rows on 128 threads, 128 or 64 columns, k 128 or
-    64, at least two iterations) where an fp16 product has the rows, columns and k for them
-    and at least :data:`WGMMA_MIN_BLOCKS` such blocks; else None. The narrow column tiles
+    64, at least two iterations) where an fp16 product has the rows, columns and k for them,
+    at least :data:`WGMMA_MIN_BLOCKS` such blocks and :data:`WGMMA_MIN_INTENSITY`; else None. The narrow column tiles
     (``MIN_BLOCKS``) are for products of a few rows, which stream their weights; a product
     of many rows is bound by its tensor cores, where mma.sync's fragment reads cost most
     (X (512, 2048) · W (2048, 2048): the narrow-tile lowering 34.0 µs, 64 x 128 tiles of k 128
     as wgmma 14.9-15.8, cuBLAS 13.6; H100 s32 c2, c4, c7, c8)."""
-    if not (f16 and M % 64 == 0 and N % 64 == 0 and K % 64 == 0 and K >= 128):
+    if not (f16 and M % 64 == 0 and N % 64 == 0 and K % 64 == 0 and K >= 128
+            and M * N * K >= WGMMA_MIN_INTENSITY * (M * K + K * N + M * N)):
         return None
     tn = 128 if N % 128 == 0 else 64
     tk = 128 if K % 128 == 0 and K >= 256 else 64

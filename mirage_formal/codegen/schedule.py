@@ -459,6 +459,8 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
                 seen.add(r.key)
                 out.append(r)
     for s in tried:
+        if s.wgmma:  # (its thread count is its product's: it does not combine with another)
+            continue
         r = replace(s, threads=best.threads, split=best.split, coarsen=best.coarsen,
                     coarsen_axis=best.coarsen_axis, stream_k=best.stream_k)
         if r.key in seen or not split_ok(bg, r.split):

@@ -65,8 +65,8 @@ def test_plan_never_overlaps_live_buffers(spec: list[tuple[int, int, int]], limi
 
 @pytest.mark.parametrize(("lead", "m", "k", "n", "tiles"), [
     ((), 512, 256, 1024, (64, 128, 128)),       # 8 x 8 blocks of 64 x 128, k 128
-    ((8,), 128, 512, 512, (64, 128, 128)),      # a batched GEMM: 8 x 2 x 4 blocks
-    ((), 512, 128, 960, (64, 64, 64)),          # 960 columns: tiles of 64, k 64
+    ((8,), 256, 1024, 512, (64, 128, 128)),     # a batched GEMM: 8 x 4 x 4 blocks
+    ((), 512, 512, 960, (64, 64, 128)),         # 960 columns: tiles of 64
 ])
 def test_large_fp16_products_lower_to_warpgroup_mma_tiles(
         lead: tuple[int, ...], m: int, k: int, n: int, tiles: tuple[int, int, int]) -> None:
@@ -90,11 +90,13 @@ def test_large_fp16_products_lower_to_warpgroup_mma_tiles(
 
 
 def test_small_or_bf16_products_keep_the_narrow_column_tiles() -> None:
-    """Few rows (a weight stream), too few wgmma blocks, or bf16: the narrow-tile rule."""
+    """Few rows (a weight stream), too few wgmma blocks, too few multiply-adds per element
+    moved (attention's P·V at b=8), or bf16: the narrow-tile rule."""
     import mirage_formal as mf
 
     for shape_x, shape_w, dt in (((16, 4096), (4096, 4096), "f16"),
                                  ((128, 512), (512, 256), "f16"),
+                                 ((16, 256, 4096), (16, 4096, 64), "f16"),
                                  ((512, 256), (256, 1024), "bf16")):
         g = mf.Graph()
         x = g.input(shape_x, dt, "X")
