@@ -274,10 +274,10 @@ class KernelLayout:
         self.reg_fold = {n: fm for n in self.nodes
                          if n not in self.frag_fold and (fm := self._fold_map(n)) is not None}
         #: products that run as warpgroup MMAs (Schedule.wgmma): both operands in the TMA
-        #: ring, summed in registers, nothing else reading their fragments
+        #: ring, summed in registers, nothing else reading their fragments (wgmma_shape
+        #: already leaves out register chains and ops on A: its operands are iterators)
         self.wg = {n for n in self.reg_acc if self.tma and self.wgmma_shape(n)
                    and n.src[0] in self.swz and n.src[1] in self.swz and n not in self.kslice
-                   and n not in self.chain_wm and n.src[0] not in self.frag_op
                    and n not in self.frag_fold.values()}
 
     def kpair(self, n: Node) -> bool:

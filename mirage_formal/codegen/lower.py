@@ -171,9 +171,10 @@ def _warpgroup_tiles(M: int, N: int, K: int, batch: int, f16: bool) -> tuple[int
     """(rows, columns, k) of a product's block tile that runs as warpgroup MMAs on sm_90
     (``codegen.schedule.wgmma_threads``: 64 rows on 128 threads, 128 or 64 columns, k 128 or
     64, at least two iterations) where an fp16 product has the rows, columns and k for them,
-    at least :data:`WGMMA_MIN_BLOCKS` such blocks and :data:`WGMMA_MIN_INTENSITY`; else None. The narrow column tiles
-    (``MIN_BLOCKS``) are for products of a few rows, which stream their weights; a product
-    of many rows is bound by its tensor cores, where mma.sync's fragment reads cost most
+    at least :data:`WGMMA_MIN_BLOCKS` such blocks and :data:`WGMMA_MIN_INTENSITY`; else
+    None. The narrow column tiles (``MIN_BLOCKS``) are for products of a few rows, which
+    stream their weights; a product of many rows is bound by its tensor cores, where
+    mma.sync's fragment reads cost most
     (X (512, 2048) · W (2048, 2048): the narrow-tile lowering 34.0 µs, 64 x 128 tiles of k 128
     as wgmma 14.9-15.8, cuBLAS 13.6; H100 s32 c2, c4, c7, c8)."""
     if not (f16 and M % 64 == 0 and N % 64 == 0 and K % 64 == 0 and K >= 128
