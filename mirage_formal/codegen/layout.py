@@ -439,8 +439,8 @@ class KernelLayout:
         return WM, WN, tiles * kw
 
     def wgmma_shape(self, n: Node) -> bool:
-        """Schedule.wgmma's blocking applies to ``n``: the block's one product, of a shape the
-        field takes (:func:`schedule.wgmma_threads`), on one thread block warp per 16 of its
+        """Schedule.wgmma's blocking applies to ``n``: a product of a block whose products the
+        field takes (:func:`schedule.wgmma_threads`), on one thread block warp per 16 of their
         rows. (Whether it really runs as warpgroup MMAs depends on the ring too: :attr:`wg`.)"""
         return self.opts.wgmma and n.op == "matmul" and wgmma_threads(self.bg) == self.T
 

@@ -31,6 +31,7 @@ from mirage_formal.codegen.tma import BOX_COLS, box_rows, tma_tile_ok
 from mirage_formal.errors import GraphError
 from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import BlockGraph, elementwise_tree, streams_weights
+from mirage_formal.ir.node import Node
 from mirage_formal.ir.occupancy import loop_splits
 from mirage_formal.ir.ops import REGISTRY
 
@@ -239,17 +240,18 @@ class Schedule:
     #: 29-52 µs against 22.4 for the add as its own kernel beside the ring matmul (H100, s29
     #: c13)
     a_op_fragments: bool = False
-    #: (with the TMA ring) the block's one product runs as warpgroup MMAs (``wgmma``,
-    #: sm_90a): each warpgroup of four consumer warps multiplies 64 rows of A by all of B
-    #: straight from the ring's swizzled boxes, one instruction per 16-deep k-step and up
-    #: to 256 columns of B, accumulating in registers laid out as the mma.sync warp tiles of
-    #: one 16-row tile a warp (so the epilogue, the combine and the register outputs are the
-    #: same). It needs a 2-D product (or one slice of a batched one) of a multiple of 64 rows
-    #: and columns whose A and B both stream through the ring, and one consumer warp per 16
-    #: rows (``threads`` = 2 x rows); other kernels print as without it. There is no fragment
-    #: load and no ``mma.sync``: on the 512 x 2048 x 2048 product the mma.sync kernels spent
-    #: their time on shared-memory fragment reads (the outside prefill_matmul, 0.57x of
-    #: cuBLAS, H100 s32 c1)
+    #: (with the TMA ring) the block's products run as warpgroup MMAs (``wgmma``, sm_90a):
+    #: each warpgroup of four consumer warps multiplies 64 rows of A by all of B straight
+    #: from the ring's swizzled boxes, one instruction per 16-deep k-step and up to 256
+    #: columns of B, accumulating in registers laid out as the mma.sync warp tiles of one
+    #: 16-row tile a warp (so the epilogue, the combine and the register outputs are the
+    #: same). It needs 2-D products (or slices of batched ones) of the same multiple of 64
+    #: rows and of multiples of 64 columns whose A and B all stream through the ring (a gated
+    #: MLP's two products of X), and one consumer warp per 16 rows (``threads`` = 2 x rows:
+    #: :func:`wgmma_threads`); other kernels print as without it. There is no fragment load
+    #: and no ``mma.sync``: on the 512 x 2048 x 2048 product the mma.sync kernels spent their
+    #: time on shared-memory fragment reads (the outside prefill_matmul, 0.57x of cuBLAS,
+    #: H100 s32 c1)
     wgmma: bool = False
 
     def __post_init__(self) -> None:
@@ -526,23 +528,34 @@ def half_warps(bg: BlockGraph, threads: int) -> Schedule | None:
 
 def wgmma_threads(bg: BlockGraph) -> int | None:
     """The thread count of :attr:`Schedule.wgmma` for ``bg`` (one warp per 16 rows of its
-    product), or None where it cannot apply: ``bg`` loops, its one matmul is 2-D (or one
-    slice of a batched product: every leading extent 1, as a batched GEMM's block takes), of a
-    multiple of 64 rows (at most 448: the consumers and the producer warp in 1024 threads)
-    and 64 columns (at most 256: 128 accumulators a thread), with a k of a multiple of 64,
-    and both operands are fp16 tiles that change every iteration and that a tensor map can
-    copy (:func:`_tma_ring_fits`). The layout has the last word (:attr:`KernelLayout.wg`)."""
+    products), or None where it cannot apply: ``bg`` loops, and each of its matmuls is 2-D
+    (or one slice of a batched product: every leading extent 1, as a batched GEMM's block
+    takes), of the same multiple of 64 rows (at most 448: the consumers and the producer
+    warp in 1024 threads) and of a multiple of 64 columns, with a k of a multiple of 64, both
+    operands fp16 tiles that change every iteration and that a tensor map can copy
+    (:func:`_tma_ring_fits`); their accumulators together at most
+    :data:`WGMMA_MAX_ACCUMULATORS` a thread (a gated MLP's two products of 128 columns: 128).
+    The layout has the last word (:attr:`KernelLayout.wg`)."""
     mms = [n for n in bg.nodes if n.op == "matmul"]
-    if (bg.forloop < 2 or len(mms) != 1 or any(d != 1 for d in mms[0].shape[:-2])
-            or not _tma_ring_fits(bg)):
+    if bg.forloop < 2 or not mms or not _tma_ring_fits(bg):
         return None
-    n = mms[0]
-    M, N, K = n.shape[-2], n.shape[-1], n.src[0].shape[-1]
-    ok = (M % 64 == 0 and M <= 448 and N % 64 == 0 and N <= 256 and K % 64 == 0
-          and n.src[0] is not n.src[1]
-          and all(x.op == "iter" and x.attr("fmap") != -1 and bg.inputs[x.attr("input")][1] is DType.F16
-                  for x in n.src))
+    M = mms[0].shape[-2]
+
+    def fits(n: Node) -> bool:
+        N, K = n.shape[-1], n.src[0].shape[-1]
+        return (all(d == 1 for d in n.shape[:-2]) and n.shape[-2] == M and N % 64 == 0
+                and K % 64 == 0 and n.src[0] is not n.src[1]
+                and all(x.op == "iter" and x.attr("fmap") != -1
+                        and bg.inputs[x.attr("input")][1] is DType.F16 for x in n.src))
+
+    ok = (M % 64 == 0 and M <= 448 and all(fits(n) for n in mms)
+          and sum(n.shape[-1] // 2 for n in mms) <= WGMMA_MAX_ACCUMULATORS)
     return 2 * M if ok else None
+
+
+#: fp32 accumulators a thread holds for Schedule.wgmma's products (N/2 each: a warp's 16 rows
+#: of N columns)
+WGMMA_MAX_ACCUMULATORS = 128
 
 
 def _wgmma_trial(best: Schedule, bg: BlockGraph) -> Schedule | None:

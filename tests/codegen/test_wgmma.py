@@ -66,6 +66,26 @@ def batched_gemm_program(batch: int = 2, m: int = 64, k: int = 128, n: int = 128
         "}\n")
 
 
+def gated_program(m: int = 64, k: int = 128, n: int = 128, forloop: int = 4, gm: int = 2,
+                  gn: int = 2) -> KernelGraph:
+    """silu(X·W1) ⊙ (X·W2) in one kernel: two products of the same X tile, as the search fuses
+    a gated MLP."""
+    g = mf.Graph()
+    x = g.input((gm * m, k * forloop), "f16", "X")
+    w1 = g.input((k * forloop, gn * n), "f16", "W1")
+    w2 = g.input((k * forloop, gn * n), "f16", "W2")
+    kern = g.kernel([x, w1, w2], grid=(gn, gm, 1), forloop=forloop)
+    a = kern.iter(x, imap=(-1, 0, -1), fmap=1)
+    b1 = kern.iter(w1, imap=(1, -1, -1), fmap=0)
+    b2 = kern.iter(w2, imap=(1, -1, -1), fmap=0)
+    h1 = kern.accum(kern.op("matmul", a, b1), kind="sum")
+    h2 = kern.accum(kern.op("matmul", a, b2), kind="sum")
+    kern.output(kern.op("mul", kern.op("silu", h1), h2), omap=(1, 0, -1))
+    (y,) = kern.build()
+    g.output(y)
+    return g.build()
+
+
 def _block(prog: KernelGraph):  # type: ignore[no-untyped-def]
     (la,) = launches(prog, 128)
     return la.graph
@@ -191,6 +211,32 @@ def test_one_slice_of_a_batched_product_takes_it() -> None:
 @pytest.mark.skipif(not gpu_available(), reason="needs a GPU")
 def test_a_batched_wgmma_kernel_validates() -> None:
     for prog in (batched_gemm_program(), batched_gemm_program(batch=3, m=128, k=64, n=64, forloop=6)):
+        bg = _block(prog)
+        scheds = [s for s in candidate_schedules(bg) if s.wgmma]
+        assert scheds
+        for sched in [*scheds, replace(scheds[0], split=2, reg_epilogue=False)]:
+            cg = compile_graph(prog, schedules={bg.key: sched})
+            rep = validate(cg, low=-0.5, high=0.5, trials=2)
+            assert rep.ok, f"{sched.short()}: {rep}"
+
+
+def test_two_products_of_one_tile_take_it_within_the_accumulator_budget() -> None:
+    """A gated MLP's two products (128 accumulators a thread at 128 columns each) run as
+    warpgroup MMAs, each its own instruction stream; at 256 columns each (256 a thread) they
+    do not."""
+    prog = gated_program()
+    bg = _block(prog)
+    assert wgmma_threads(bg) == 128
+    assert wgmma_threads(_block(gated_program(n=256))) is None
+    for sched in [s for s in candidate_schedules(bg) if s.wgmma]:
+        (kern,) = compile_graph(prog, schedules={bg.key: sched}, arch="sm_90", load=False).kernels
+        assert kern.source.count(WGMMA_MARK) == 2 and "mma_16816" not in kern.source
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a GPU")
+def test_a_gated_wgmma_kernel_validates() -> None:
+    for prog in (gated_program(), gated_program(m=128, k=64, n=64, forloop=6, gm=1)):
         bg = _block(prog)
         scheds = [s for s in candidate_schedules(bg) if s.wgmma]
         assert scheds
