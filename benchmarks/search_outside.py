@@ -14,8 +14,8 @@ Programs (fp16):
 - ``sum_matmul``: (X + Y) · W, an elementwise op of two activations before a matmul.
 - ``gated_down``: (silu(X) ⊙ Y) · W, an MLP's gated down projection.
 - ``prefill_matmul``, ``prefill_bias_gelu``, ``prefill_attention``, ``grouped_matmul``,
-  ``wide_rmsnorm``: 128- to 512-row products (one batched) and 4096-row norms, where the
-  other programs have at most 32 rows.
+  ``prefill_gated_mlp``, ``wide_rmsnorm``: 128- to 512-row products (one batched) and 4096-row
+  norms, where the other programs have at most 32 rows.
 
     PYTHONPATH=. python3 benchmarks/search_outside.py [--budget 300] [--workers 2] [--programs ...]
 
@@ -248,6 +248,18 @@ def grouped_matmul(b: int = 1) -> KernelGraph:
     return g.build()
 
 
+def prefill_gated_mlp(b: int = 1) -> KernelGraph:
+    """silu(X·W1) ⊙ (X·W2), X (512b, 2048), W1 and W2 (2048, 2048): a gated MLP's up
+    projection over a prompt's 512 rows, two compute-bound products of the same X (thirty-third
+    session)."""
+    g = mf.Graph()
+    x = g.input((512 * b, 2048), "f16", "X")
+    w1 = g.input((2048, 2048), "f16", "W1")
+    w2 = g.input((2048, 2048), "f16", "W2")
+    g.output(g.mul(g.op("silu", g.matmul(x, w1)), g.matmul(x, w2)))
+    return g.build()
+
+
 def wide_rmsnorm(b: int = 1) -> KernelGraph:
     """rms_norm(X, G), X (4096b, 4096): a norm over many rows, bound by memory bandwidth
     (32 MB in, 32 MB out; thirty-second session)."""
@@ -268,6 +280,7 @@ PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "residual_rmsnorm": residual_rmsnorm, "prefill_matmul": prefill_matmul,
     "prefill_attention": prefill_attention, "wide_rmsnorm": wide_rmsnorm,
     "prefill_bias_gelu": prefill_bias_gelu, "grouped_matmul": grouped_matmul,
+    "prefill_gated_mlp": prefill_gated_mlp,
 }
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from mirage_formal.codegen.barriers import Extent, touches, with_barriers
 from mirage_formal.codegen.cindex import lin, multi_index
 from mirage_formal.codegen.plan import plan_buffers
-from mirage_formal.codegen.print_combine import CombinePrinter
+from mirage_formal.codegen.print_combine import CLUSTER_COMBINE_BARRIERS, CombinePrinter
 from mirage_formal.codegen.print_mma import MmaPrinter
 from mirage_formal.codegen.print_row_registers import RowRegisterPrinter
 from mirage_formal.codegen.print_rows import RowPrinter
@@ -414,11 +414,13 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                 terms.append(f"({' + '.join(parts[d])})*{math.prod(shape[d + 1:-1])}")
         return " + ".join(parts[-1]) or "0", " + ".join(terms) or "0"
 
-    def emit_tma_producer(self, raw: list[Node]) -> list[str]:
+    def emit_tma_producer(self, raw: list[Node], cluster: bool) -> list[str]:
         """The ring's barriers and the producer warp (thread ``T``): stage after stage, wait
         until the consumers gave the slot back, announce its bytes on the slot's "full"
-        barrier and issue one tensor-map copy per 64-column box of each tile; then it leaves.
-        It waits for the previous kernel first unless every tile is of a graph input."""
+        barrier and issue one tensor-map copy per 64-column box of each tile; then it leaves
+        (``cluster``: after the cluster combine's barriers, which count every thread of the
+        cluster). It waits for the previous kernel first unless every tile is of a graph
+        input."""
         S, T, F = self.stages, self.T, self.FL
         nbytes = sum(math.prod(n.shape) * 2 for n in raw)
         pol = "true" if self.opts.evict_first else "false"
@@ -453,7 +455,10 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                     lines.append(f"        mf::tma_load_2d<{pol}>({dst}, &tm{j}, {col}, {row}, "
                                  f"&mf_full[s], {pol_arg});")
         lines += [f"        if (++s == {S}) {{", "          s = 0;", "          ph ^= 1;", "        }",
-                  "      }", "    }", "    return;", "  }"]
+                  "      }", "    }"]
+        if cluster:
+            lines += ["    __syncwarp();", *["    mf::cluster_sync();"] * CLUSTER_COMBINE_BARRIERS]
+        lines += ["    return;", "  }"]
         return lines
 
     def emit_tma_loop(self, body: list[Step], extents: dict[str, Extent]) -> list[str]:
@@ -547,7 +552,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         S = self.stages
         consumers_from = len(lines)
         if tma:  # the producer warp's loop, then only the consumer warps go on
-            lines += self.emit_tma_producer(raw)
+            lines += self.emit_tma_producer(raw, cluster)
             consumers_from = len(lines)
         staged: list[Node] = []
         # (a loop-free kernel: its gemv B tiles, whose loads then go out before every other

@@ -289,9 +289,9 @@ class KernelLayout:
 
     def _tma_ok(self) -> bool:
         """Whether :attr:`Schedule.tma_ring` applies, and warps are left to spare for the
-        producer. It needs a real loop of this block: no stream-K, and a split only with the
-        global combine (the producer warp has left by the time a cluster barrier would need
-        it). Every tile of the ring must:
+        producer. It needs a real loop of this block and no stream-K (a split combines through
+        global memory or through the cluster: the producer warp then waits at the cluster's
+        barriers before it leaves). Every tile of the ring must:
         - keep swizzled dense rows;
         - be a 2-D tile, or one slice of a batched input (:func:`tma.tma_tile_ok`: the map
           then views the input as 2-D, its leading dimensions flattened into the rows);
@@ -302,7 +302,6 @@ class KernelLayout:
         iterations (``itb + it``); its combine's block barriers are the consumer warps' own,
         like every barrier after the producer's branch."""
         if not (self.opts.tma_ring and self.raw and self.swz == self.raw and self.FL > 1
-                and not (self.split > 1 and self.opts.cluster_combine)
                 and not self.stream_k and self.T % 32 == 0 and self.T + 32 <= 1024):
             return False
         for n in self.raw:

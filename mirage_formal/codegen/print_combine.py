@@ -23,6 +23,10 @@ from mirage_formal.ir.occupancy import combine_groups
 
 #: registers a thread of a cluster combine fills with remote partials before it sums them
 CLUSTER_LOAD_REGS = 32
+#: cluster barriers every thread of a cluster-combined kernel passes (the one before block 0
+#: reads the partials, the one that keeps them alive until it has): a TMA ring's producer
+#: warp, done with its copies, passes them too
+CLUSTER_COMBINE_BARRIERS = 2
 
 
 class CombinePrinter(TilePrinter):
@@ -103,7 +107,7 @@ class CombinePrinter(TilePrinter):
                           f"          {b}[i] = s;",
                           "        }",
                           "      }"]
-        lines += ["    }", "    mf::cluster_sync();", "    if (mf_split != 0) return;", "  }"]
+        lines += ["    }", "    mf::cluster_sync();", "    if (mf_split != 0) return;", "  }"]  # (CLUSTER_COMBINE_BARRIERS)
         return lines
 
     def emit_split_combine(self, accs: Sequence[Node], ws_base: int) -> tuple[list[str], int]:

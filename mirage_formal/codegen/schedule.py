@@ -562,7 +562,7 @@ def _wgmma_trial(best: Schedule, bg: BlockGraph) -> Schedule | None:
     """``best`` with its product as warpgroup MMAs on the TMA ring (:func:`wgmma_threads`),
     its outputs from the registers unless its loop is split; None where that cannot apply."""
     t = wgmma_threads(bg)
-    if t is None or best.wgmma or best.stream_k or best.cluster_combine:
+    if t is None or best.wgmma or best.stream_k:
         return None
     return replace(best, tma_ring=True, dense_rows=True, min_blocks=1, wgmma=True, threads=t,
                    warp_m=0, warp_n=0, mma=True, gemv=False, mma_kpair=False, mma_kslice=1,
@@ -1051,10 +1051,14 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         # the product as warpgroup MMAs on the TMA ring, first among the others (a product of
         # 64 rows or more: the mma.sync kernels spend their time reading fragments from
         # shared memory), and again at the split that fills a wave where the grid is at most
-        # half the SMs (partials through the global combine)
+        # half the SMs: partials through the global combine, and (a split the cluster takes)
+        # through the cluster's shared memory (a 128 x 128 tile's 64 KB of fp32 partials
+        # took 8 µs to combine through global memory after a 7.4 µs loop: H100 s32 c3)
         extra.insert(0, wg)
         if 2 * blocks <= sm_count and len(splits) > 1:
             extra.insert(1, replace(wg, split=splits[1], reg_epilogue=False))
+            if splits[1] <= CLUSTER_MAX:
+                extra.insert(2, replace(wg, split=splits[1], reg_epilogue=False, cluster_combine=True))
     if streamed and _op_of_loop_tiles_as_a(bg, half2_only=True):
         # (the same on the cp.async ring of dense rows)
         extra.append(replace(ring, a_op_fragments=True, min_blocks=1))

@@ -21,6 +21,7 @@ from mirage_formal.codegen import Schedule, compile_graph, emit_graph, launches
 from mirage_formal.codegen.barriers import with_barriers
 from mirage_formal.codegen.layout import KernelLayout
 from mirage_formal.codegen.plan import Buffer, plan_buffers
+from mirage_formal.codegen.print_combine import CLUSTER_COMBINE_BARRIERS
 from mirage_formal.codegen.schedule import candidate_schedules, half_warps, refinements
 from mirage_formal.codegen.tma import BOX_COLS, box_rows
 from mirage_formal.ir.dtypes import DType
@@ -109,15 +110,12 @@ def _two_slice_matmul_program() -> mf.KernelGraph:
 
 @pytest.mark.parametrize("prog, sched", [
     (matmul_loop_program(16, 64, 64, 8), Schedule(tma_ring=True)),  # (no dense rows)
-    (matmul_loop_program(16, 64, 64, 8),
-     Schedule(tma_ring=True, dense_rows=True, split=2, cluster_combine=True)),
     (_two_slice_matmul_program(), Schedule(tma_ring=True, dense_rows=True)),
     (matmul_loop_program(16, 64, 32, 8), Schedule(tma_ring=True, dense_rows=True)),  # 32 columns
-], ids=["no dense rows", "clustered split", "two slices a tile", "narrow"])
+], ids=["no dense rows", "two slices a tile", "narrow"])
 def test_tma_ring_falls_back_where_it_does_not_apply(prog: object, sched: Schedule) -> None:
-    """Where the TMA ring does not apply (no swizzled dense rows, a split combined through the
-    cluster, a tile of two slices of a batched input, a narrow tile), the kernel prints as
-    without it."""
+    """Where the TMA ring does not apply (no swizzled dense rows, a tile of two slices of a
+    batched input, a narrow tile), the kernel prints as without it."""
     src, _, kernels = emit_graph(prog, opts=sched)  # type: ignore[arg-type]
     plain, _, _ = emit_graph(prog, opts=replace(sched, tma_ring=False))  # type: ignore[arg-type]
     assert not any(k.tensor_maps for k in kernels)
@@ -356,3 +354,21 @@ def test_half_warp_tma_schedules_keep_every_product_in_registers(rows: int) -> N
         lay = KernelLayout(bg, "k", 227 * 1024, sched)
         (mm,) = [n for n in bg.nodes if n.op == "matmul"]
         assert mm in lay.reg_acc and lay.static_warp_tiles(mm)
+
+
+@pytest.mark.parametrize("split", [2, 4])
+def test_a_clustered_split_keeps_the_ring_and_its_producer_passes_the_cluster_barriers(
+        split: int, cache: Path) -> None:
+    """A split combined through the cluster keeps the TMA ring: the producer warp, done with
+    its copies, passes the cluster combine's barriers before it leaves (they count every
+    thread of the cluster), as many as the consumers pass; it compiles for sm_90."""
+    prog = matmul_loop_program(16, 64, 64, 8)
+    sched = Schedule(tma_ring=True, dense_rows=True, split=split, cluster_combine=True)
+    cg = compile_graph(prog, opts=sched, arch="sm_90", cache=cache, load=False)
+    (k,) = cg.kernels
+    assert k.tensor_maps and f"__cluster_dims__({split}, 1, 1)" in k.source
+    producer, consumers = k.source.split("    return;\n  }\n", 1)
+    assert "mf::tma_load_2d" in producer and "mf::tma_load_2d" not in consumers
+    assert producer.count("mf::cluster_sync();") == CLUSTER_COMBINE_BARRIERS
+    assert consumers.count("mf::cluster_sync();") == CLUSTER_COMBINE_BARRIERS
+    assert "mf_ticket" not in k.source

@@ -5,6 +5,7 @@ new input arrays encodes tensor maps for their addresses (no stale map reads old
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -110,3 +111,22 @@ def test_the_split_tma_candidate_of_a_small_grid_validates() -> None:
             assert any(k.tensor_maps for k in cg.kernels)
             rep = validate(cg, low=low, high=high, trials=2)
             assert rep.ok, f"{sched.short()}: {rep}"
+
+
+@pytest.mark.parametrize("split", [2, 4])
+def test_a_clustered_tma_split_validates_and_equals_the_global_combine(split: int) -> None:
+    """The TMA ring with its split combined through the cluster (the producer warp passing
+    the cluster barriers) computes the function, with a fold beside the product too, and
+    equals the global combine bit for bit (both sum the partials in split order)."""
+    for prog, (low, high) in ((matmul_loop_program(16, 64, 64, 16), (-0.5, 0.5)),
+                              (fold_loop_program(16, 128, 8, "rms", 1, n=64), (0.5, 1.5))):
+        base = Schedule(tma_ring=True, dense_rows=True, min_blocks=1, split=split)
+        clustered = compile_graph(prog, opts=replace(base, cluster_combine=True))
+        plain = compile_graph(prog, opts=base)
+        assert all(k.tensor_maps for k in (*clustered.kernels, *plain.kernels))
+        assert "__cluster_dims__" in clustered.source and "__cluster_dims__" not in plain.source
+        rep = validate(clustered, low=low, high=high, trials=2)
+        assert rep.ok, f"split {split}: {rep}"
+        rng = np.random.default_rng(3)
+        xs = [rng.uniform(low, high, n.shape).astype(np.float16) for n in prog.inputs]
+        assert all(np.array_equal(a, b) for a, b in zip(plain(*xs), clustered(*xs), strict=True))

@@ -161,15 +161,27 @@ def test_the_tuner_proposes_it_only_to_sm_90() -> None:
 
 
 def test_kernels_wgmma_does_not_apply_to_print_as_without_it() -> None:
-    """The field on a kernel whose ring the TMA path does not take (a cluster combine) or whose
+    """The field on a kernel whose ring the TMA path does not take (no dense rows) or whose
     thread count is not one warp per 16 rows prints the mma.sync kernel, no wgmma."""
     prog = gemm_program(64, 64, 64, 4)
     bg = _block(prog)
-    for sched in (Schedule(wgmma=True, tma_ring=True, dense_rows=True, threads=128, split=2,
-                           cluster_combine=True),
+    for sched in (Schedule(wgmma=True, tma_ring=True, threads=128),
                   Schedule(wgmma=True, tma_ring=True, dense_rows=True, threads=256)):
         (kern,) = compile_graph(prog, schedules={bg.key: sched}, arch="sm_90", load=False).kernels
         assert WGMMA_MARK not in kern.source and "mma_16816" in kern.source
+
+
+def test_a_small_grid_gets_split_candidates_through_global_memory_and_the_cluster() -> None:
+    """Where the grid is at most half the SMs, the wgmma candidate comes again at the split
+    that fills a wave, once with the global combine and once through the cluster; the
+    clustered one keeps the warpgroup products and compiles for sm_90a."""
+    prog = gemm_program(64, 64, 128, 8)
+    bg = _block(prog)
+    wg = [s for s in candidate_schedules(bg, sm_count=8) if s.wgmma]
+    assert [(s.split, s.cluster_combine) for s in wg] == [(1, False), (4, False), (4, True)]
+    (kern,) = compile_graph(prog, schedules={bg.key: wg[2]}, arch="sm_90", load=False).kernels
+    assert WGMMA_MARK in kern.source and "__cluster_dims__(4, 1, 1)" in kern.source
+    assert kern.tensor_maps and feature_arch(kern.source, "sm_90") == "sm_90a"
 
 
 def biased_gemm_program(m: int = 64, k: int = 128, n: int = 128, forloop: int = 8,
@@ -214,7 +226,8 @@ def test_a_batched_wgmma_kernel_validates() -> None:
         bg = _block(prog)
         scheds = [s for s in candidate_schedules(bg) if s.wgmma]
         assert scheds
-        for sched in [*scheds, replace(scheds[0], split=2, reg_epilogue=False)]:
+        for sched in [*scheds, *(replace(scheds[0], split=2, reg_epilogue=False, cluster_combine=c)
+                                 for c in (False, True))]:
             cg = compile_graph(prog, schedules={bg.key: sched})
             rep = validate(cg, low=-0.5, high=0.5, trials=2)
             assert rep.ok, f"{sched.short()}: {rep}"
@@ -240,7 +253,8 @@ def test_a_gated_wgmma_kernel_validates() -> None:
         bg = _block(prog)
         scheds = [s for s in candidate_schedules(bg) if s.wgmma]
         assert scheds
-        for sched in [*scheds, replace(scheds[0], split=2, reg_epilogue=False)]:
+        for sched in [*scheds, *(replace(scheds[0], split=2, reg_epilogue=False, cluster_combine=c)
+                                 for c in (False, True))]:
             cg = compile_graph(prog, schedules={bg.key: sched})
             rep = validate(cg, low=-0.5, high=0.5, trials=2)
             assert rep.ok, f"{sched.short()}: {rep}"
@@ -278,7 +292,8 @@ def test_wgmma_kernels_validate(name: str) -> None:
     prog = gemm_program(m, k, n, f, gm, gn, epi)
     bg = _block(prog)
     scheds = [s for s in candidate_schedules(bg) if s.wgmma]
-    scheds += [replace(s, split=2, reg_epilogue=False) for s in scheds if f % 2 == 0]
+    scheds += [replace(s, split=2, reg_epilogue=False, cluster_combine=c) for s in scheds
+               for c in (False, True) if f % 2 == 0]
     for sched in scheds:
         cg = compile_graph(prog, schedules={bg.key: sched})
         assert WGMMA_MARK in cg.kernels[0].source
