@@ -529,6 +529,49 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, int
   __trap();
 #endif
 }
+// Schedule.tma_multicast: a pair of blocks (a cluster of two) sharing a tile. The copy lands
+// at the same shared-memory offset in every block of ``mask`` (cluster ranks) and completes
+// on the mbarrier at ``bar``'s offset in each; the producer waits for a slot with cluster
+// scope (the peer's consumers give it back too), and a consumer gives a slot back to the
+// block of cluster rank ``rank`` (its own or its peer's).
+template <bool POL>
+__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TensorMap* map, int x, int y,
+                                                      unsigned long long* bar, unsigned short mask,
+                                                      unsigned long long pol) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (POL) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+        ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5, %6;" ::"r"(smem_u32(dst)), "l"(map), "r"(x),
+        "r"(y), "r"(smem_u32(bar)), "h"(mask), "l"(pol) : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(smem_u32(dst)), "l"(map), "r"(x), "r"(y),
+        "r"(smem_u32(bar)), "h"(mask) : "memory");
+  }
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void mbar_wait_cluster(unsigned long long* bar, unsigned parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n .reg .pred p;\n MF_WAITC_%=:\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra MF_WAITC_%=;\n}\n" ::"r"(smem_u32(bar)), "r"(parity) : "memory");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned long long* bar, unsigned rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned m;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(m) : "r"(smem_u32(bar)), "r"(rank));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(m) : "memory");
+#else
+  __trap();
+#endif
+}
 // A barrier of the first N threads of the block (the consumer warps of a TMA ring kernel;
 // the producer warp does not take part): named barrier 1.
 template <int N> __device__ __forceinline__ void consumer_sync() {

@@ -591,3 +591,43 @@ def defined_on_positive_inputs(prog: object) -> bool:
     with np.errstate(all="ignore"):
         outs = run_reference(g, xs)  # type: ignore[arg-type]
     return all(np.all(np.isfinite(o)) for o in outs)
+
+
+def gemm_program(m: int, k: int, n: int, forloop: int, gm: int = 1, gn: int = 2,
+                 epilogue: str | None = None) -> mf.KernelGraph:
+    """X (gm*m, k*F) · W (k*F, gn*n) as one graph-defined kernel of gn x gm blocks, each
+    summing ``forloop`` products of an m x k tile of X by a k x n tile of W; ``epilogue``: a
+    unary elementwise op applied to the sum before it is saved."""
+    g = mf.Graph()
+    x = g.input((gm * m, k * forloop), "f16", "X")
+    w = g.input((k * forloop, gn * n), "f16", "W")
+    kern = g.kernel([x, w], grid=(gn, gm, 1), forloop=forloop)
+    a = kern.iter(x, imap=(-1, 0, -1), fmap=1)
+    b = kern.iter(w, imap=(1, -1, -1), fmap=0)
+    out = kern.accum(kern.op("matmul", a, b), kind="sum")
+    if epilogue is not None:
+        out = kern.op(epilogue, out)
+    kern.output(out, omap=(1, 0, -1))
+    (y,) = kern.build()
+    g.output(y)
+    return g.build()
+
+
+def gated_program(m: int = 64, k: int = 128, n: int = 128, forloop: int = 4, gm: int = 2,
+                  gn: int = 2) -> mf.KernelGraph:
+    """silu(X·W1) ⊙ (X·W2) in one kernel: two products of the same X tile, as the search fuses
+    a gated MLP."""
+    g = mf.Graph()
+    x = g.input((gm * m, k * forloop), "f16", "X")
+    w1 = g.input((k * forloop, gn * n), "f16", "W1")
+    w2 = g.input((k * forloop, gn * n), "f16", "W2")
+    kern = g.kernel([x, w1, w2], grid=(gn, gm, 1), forloop=forloop)
+    a = kern.iter(x, imap=(-1, 0, -1), fmap=1)
+    b1 = kern.iter(w1, imap=(1, -1, -1), fmap=0)
+    b2 = kern.iter(w2, imap=(1, -1, -1), fmap=0)
+    h1 = kern.accum(kern.op("matmul", a, b1), kind="sum")
+    h2 = kern.accum(kern.op("matmul", a, b2), kind="sum")
+    kern.output(kern.op("mul", kern.op("silu", h1), h2), omap=(1, 0, -1))
+    (y,) = kern.build()
+    g.output(y)
+    return g.build()

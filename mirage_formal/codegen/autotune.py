@@ -360,8 +360,9 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
 def runs_here(schedules: list[Schedule], arch: str) -> list[Schedule]:
     """``schedules`` less those the GPU of ``arch`` cannot run: warpgroup MMA
     (:attr:`Schedule.wgmma`) exists on sm_90 only (its helpers trap elsewhere, and a trap
-    leaves the context unusable for the trials after it)."""
-    return [s for s in schedules if not s.wgmma or arch == "sm_90"]
+    leaves the context unusable for the trials after it); multicast copies
+    (:attr:`Schedule.tma_multicast`) compile for sm_90a and are only measured there."""
+    return [s for s in schedules if not (s.wgmma or s.tma_multicast) or arch == "sm_90"]
 
 
 #: the most second-round schedules measured per kernel (see schedule.refinements)

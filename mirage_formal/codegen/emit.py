@@ -425,39 +425,56 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         nbytes = sum(math.prod(n.shape) * 2 for n in raw)
         pol = "true" if self.opts.evict_first else "false"
         pol_arg = "mf_pol" if self.opts.evict_first else "0ull"
+        pair = self.mcast_axis is not None  # (Schedule.tma_multicast)
+        givers = T // 32 * (2 if pair else 1)
         lines = [f"  __shared__ __align__(8) unsigned long long mf_full[{S}], mf_empty[{S}];",
                  "  if (threadIdx.x == 0) {",
                  f"    for (int s = 0; s < {S}; ++s) {{",
                  f"      mf::mbar_init(&mf_full[s], 1);  // the producer's arrival, then {nbytes} bytes",
-                 f"      mf::mbar_init(&mf_empty[s], {T // 32});  // one arrival per consumer warp",
-                 "    }", "    mf::mbar_init_fence();", "  }", "  __syncthreads();",
-                 f"  if (threadIdx.x >= {T}) {{  // the producer warp: every copy of the ring",
-                 f"    if (threadIdx.x == {T}) {{"]
+                 f"      mf::mbar_init(&mf_empty[s], {givers});  // one arrival per consumer warp"
+                 + (" of either block" if pair else ""),
+                 "    }", "    mf::mbar_init_fence();", "  }",
+                 # (a pair's copies and arrivals reach the other block's barriers: both
+                 # initialised first)
+                 "  mf::cluster_sync();" if pair else "  __syncthreads();"]
+        if pair:
+            lines.append(f"  const unsigned mf_rank = blockIdx.{'xyz'[self.mcast_axis or 0]} & 1u;")
+        lines += [f"  if (threadIdx.x >= {T}) {{  // the producer warp: every copy of the ring",
+                  f"    if (threadIdx.x == {T}) {{"]
         lines += [f"      mf::tensormap_prefetch(&tm{j});" for j in range(len(raw))]
         if any(n.attr("input") not in self.early for n in raw):
             lines.append("      mf::grid_dep_wait();")
+        wait = "mf::mbar_wait_cluster" if pair else "mf::mbar_wait"
         lines += ["      int s = 0;", "      unsigned ph = 0;",
                   f"      for (int it = 0; it < {F}; ++it) {{",
-                  f"        if (it >= {S}) mf::mbar_wait(&mf_empty[s], ph ^ 1);",
+                  f"        if (it >= {S}) {wait}(&mf_empty[s], ph ^ 1);",
                   f"        mf::mbar_expect_tx(&mf_full[s], {nbytes});"]
+        halves: tuple[list[str], list[str]] = ([], [])  # a pair's shared boxes, by the rank copying
         # the largest tile first: the weight stream's box is requested before the small
         # activation tiles every block also reads (rmsnorm b=8's fused kernel 24.6 -> 24.4 µs,
         # b=1's on tensor cores 26.1 -> 25.4: H100, s28 c8)
         for j, n in sorted(enumerate(raw), key=lambda jn: -math.prod(jn[1].shape)):
             col0, row0 = self.tma_coordinates(n)
             rb = self.tensor_map_spec(n).box_rows  # (a tile taller than one box: several)
-            for b in range(n.shape[-1] // BOX_COLS):
-                for r in range(0, n.shape[-2], rb):
-                    off = b * self.tma_box_halves(n) + r * BOX_COLS
-                    dst = f"{self.buf[n]} + s * {self.stage_halves(n)}" + (f" + {off}" if off else "")
-                    col = f"{col0} + {b * BOX_COLS}" if b else col0
-                    row = f"{row0} + {r}" if r else row0
+            boxes = [(b, r) for b in range(n.shape[-1] // BOX_COLS) for r in range(0, n.shape[-2], rb)]
+            for i, (b, r) in enumerate(boxes):
+                off = b * self.tma_box_halves(n) + r * BOX_COLS
+                dst = f"{self.buf[n]} + s * {self.stage_halves(n)}" + (f" + {off}" if off else "")
+                col = f"{col0} + {b * BOX_COLS}" if b else col0
+                row = f"{row0} + {r}" if r else row0
+                if n in self.mcast:  # (into both blocks of the pair)
+                    halves[i % 2].append(f"          mf::tma_load_2d_multicast<{pol}>({dst}, &tm{j}, "
+                                         f"{col}, {row}, &mf_full[s], 3, {pol_arg});")
+                else:
                     lines.append(f"        mf::tma_load_2d<{pol}>({dst}, &tm{j}, {col}, {row}, "
                                  f"&mf_full[s], {pol_arg});")
+        if pair:
+            lines += ["        if (mf_rank == 0) {", *halves[0], "        } else {", *halves[1], "        }"]
         lines += [f"        if (++s == {S}) {{", "          s = 0;", "          ph ^= 1;", "        }",
                   "      }", "    }"]
-        if cluster:
-            lines += ["    __syncwarp();", *["    mf::cluster_sync();"] * CLUSTER_COMBINE_BARRIERS]
+        if cluster or pair:  # (cluster barriers count every thread of the cluster)
+            n_sync = CLUSTER_COMBINE_BARRIERS if cluster else 1
+            lines += ["    __syncwarp();", *["    mf::cluster_sync();"] * n_sync]
         lines += ["    return;", "  }"]
         return lines
 
@@ -477,15 +494,29 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         lines += with_barriers([(self.emit_step(s, "    "), self.reads_only(s)) for s in body],
                                extents, "    ", close=False, close_if_written=True)
         lines += ["    __syncwarp();"]
+        pair = self.mcast_axis is not None
+
+        def give_back(slot: str) -> str:
+            """The warp's arrival on ``slot``'s "empty" barrier (a pair: both blocks')."""
+            if pair:
+                return (f"{{ mf::mbar_arrive_cluster(&mf_empty[{slot}], 0u); "
+                        f"mf::mbar_arrive_cluster(&mf_empty[{slot}], 1u); }}")
+            return f"mf::mbar_arrive(&mf_empty[{slot}]);"
+
         if lag:
-            lines += ["    if ((threadIdx.x & 31) == 0 && it > 0) mf::mbar_arrive(&mf_empty[mf_prev]);",
+            lines += [f"    if ((threadIdx.x & 31) == 0 && it > 0) {give_back('mf_prev')}",
                       "    mf_prev = mf_s;"]
         else:
-            lines += ["    if ((threadIdx.x & 31) == 0) mf::mbar_arrive(&mf_empty[mf_s]);"]
+            lines += [f"    if ((threadIdx.x & 31) == 0) {give_back('mf_s')}"]
         lines += [f"    if (++mf_slot == {S}) {{", "      mf_slot = 0;", "      mf_ph ^= 1;", "    }",
                   "  }"]
         if lag:  # (the last iteration's products, before anything reads the accumulators)
             lines.append("  mf::wgmma_wait_all();")
+        if pair:
+            # every copy into this block and every arrival on the other's barriers is done:
+            # past this barrier neither block touches the other's shared memory again, so
+            # either may leave
+            lines.append("  mf::cluster_sync();")
         self.slot_counters = False
         return lines
 
@@ -503,7 +534,12 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
             plan = plan_buffers(list(bufs.values()), self.smem_limit // 4)
         bg = self.bg
         cluster = self.cluster_combine(bufs)
-        lines = self.signature(f"__cluster_dims__({self.split}, 1, 1) " if cluster else "")
+        dims = ""
+        if cluster:
+            dims = f"__cluster_dims__({self.split}, 1, 1) "
+        elif self.mcast_axis is not None:  # (Schedule.tma_multicast: pairs along that axis)
+            dims = f"__cluster_dims__({', '.join('2' if a == self.mcast_axis else '1' for a in range(3))}) "
+        lines = self.signature(dims)
         SP, SK = self.split, self.stream_k
         gx, gy, gz = bg.grid
         if SP > 1:

@@ -245,6 +245,9 @@ class KernelLayout:
         #: Schedule.tma_ring applies: a producer warp fills the ring with tensor-map copies,
         #: and every raw tile is stored as the copies write it (see :meth:`raw_offset`)
         self.tma = self._tma_ok()
+        #: Schedule.tma_multicast: the grid axis whose pairs of blocks form a cluster, and the
+        #: ring tiles both blocks of a pair read (copied once for both), or None and nothing
+        self.mcast_axis, self.mcast = self._multicast()
         per_stage = sum(2 * math.prod(n.shape[:-1]) * (n.shape[-1] + self.raw_pad(n)) for n in raw)
         #: cp.async pipeline depth: iterations in flight (stages of every raw tile)
         self.stages = max(2, min(self.opts.async_stages, self.FL,
@@ -310,6 +313,25 @@ class KernelLayout:
                     or n.shape[-1] % BOX_COLS or box_rows(n.shape[-2]) is None):
                 return False
         return True
+
+    def _multicast(self) -> tuple[int | None, frozenset[Node]]:
+        """Where :attr:`Schedule.tma_multicast` applies: a TMA ring kernel without a split or
+        stream-K, and a grid axis of even extent that the map of at least one ring tile
+        leaves out (that tile is the same for both blocks of a pair along it). The axis whose
+        shared tiles hold the most bytes, the lowest first on a tie; (None, {}) if none."""
+        if not (self.opts.tma_multicast and self.tma and self.split == 1 and not self.stream_k):
+            return None, frozenset()
+        best: tuple[int, int] | None = None  # (bytes, -axis)
+        for a in range(3):
+            if self.bg.grid[a] % 2:
+                continue
+            shared = sum(math.prod(n.shape) for n in self.raw if n.attr("imap")[a] == -1)
+            if shared and (best is None or shared > best[0]):
+                best = (shared, a)
+        if best is None:
+            return None, frozenset()
+        axis = best[1]
+        return axis, frozenset(n for n in self.raw if n.attr("imap")[axis] == -1)
 
     def tma_box_halves(self, n: Node) -> int:
         """Halves between the 64-column boxes of one stage of raw tile ``n`` in a TMA ring:

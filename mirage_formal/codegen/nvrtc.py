@@ -182,13 +182,17 @@ def store_cubin(cdir: Path, key: str, source: str, cubin: bytes, arch: str) -> N
 #: a call of this in a source needs the architecture-specific target (sm_90a): warpgroup MMA
 #: (Schedule.wgmma) exists only there
 WGMMA_MARK = "mf::wgmma_m64nNk16<"
+#: what a kernel printed with multicast tensor-map copies calls (Schedule.tma_multicast): the
+#: PTX manual tunes ``.multicast::cluster`` for sm_90a
+MULTICAST_MARK = "mf::tma_load_2d_multicast<"
 
 
 def feature_arch(source: str, arch: str) -> str:
     """The target ``source`` compiles for on ``arch``: ``sm_90a`` where it issues warpgroup
     MMAs on an sm_90 GPU (a cubin for sm_90a loads only on sm_90 itself, which is where the
     tuner proposes them), else ``arch``."""
-    return f"{arch}a" if arch == "sm_90" and WGMMA_MARK in source else arch
+    return (f"{arch}a" if arch == "sm_90" and (WGMMA_MARK in source or MULTICAST_MARK in source)
+            else arch)
 
 
 def compile_cubin(source: str, arch: str = DEFAULT_ARCH, lib: str | Path | None = None,

@@ -55,12 +55,13 @@ def gemv_rows_ok(rows: int, threads: int) -> bool:
 #: hand-edited file is refused, not silently taken)
 _CHECKED_FLAGS = ("cluster_combine", "fold_registers", "ring_first", "row_registers", "evict_first",
                   "dense_rows", "mma_kpair", "reg_epilogue", "fold_fragments", "one_barrier",
-                  "tma_ring", "a_op_fragments", "wgmma")
+                  "tma_ring", "a_op_fragments", "wgmma", "tma_multicast")
 
 
 #: the fields a schedule's text key holds only when they differ from their default
 _KEYED_WHEN_SET = ("stream_k", "dense_rows", "mma_kpair", "mma_kslice", "reg_epilogue",
-                   "fold_fragments", "one_barrier", "tma_ring", "a_op_fragments", "wgmma")
+                   "fold_fragments", "one_barrier", "tma_ring", "a_op_fragments", "wgmma",
+                   "tma_multicast")
 
 
 @dataclass(frozen=True)
@@ -253,6 +254,16 @@ class Schedule:
     #: time on shared-memory fragment reads (the outside prefill_matmul, 0.57x of cuBLAS,
     #: H100 s32 c1)
     wgmma: bool = False
+    #: (with the TMA ring) pairs of blocks that read the same tile every iteration (blocks
+    #: along a grid axis the tile's map does not use, such as the row tiles of X·W sharing
+    #: W's column tile) run as a cluster of two: each copies half of the shared tile's boxes
+    #: into both blocks' shared memory at once (``.multicast::cluster``), so L2 sends the tile
+    #: once per pair. A stage is refilled only after both blocks' consumers gave it back. It
+    #: needs a grid axis of even extent that some ring tile's map leaves out, no split and no
+    #: stream-K (:attr:`KernelLayout.mcast_axis`); other kernels print as without it. (A
+    #: 512 x 2048 x 2048 product on 64 x 128 tiles reads 98 MB from L2 in ~10 µs, near what
+    #: L2 delivers: H100 s32/s33)
+    tma_multicast: bool = False
 
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):
@@ -404,6 +415,10 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
             policies += [replace(best, async_stages=k,
                                  async_stage_bytes=max(best.async_stage_bytes, 150 * 1024))
                          for k in TMA_RING_DEPTHS if k != best.async_stages]
+        if (best.tma_ring and not best.tma_multicast and best.split == 1 and not best.stream_k
+                and multicast_share(bg) >= MULTICAST_MIN_SHARE):
+            # a TMA ring winner whose pairs of blocks read the same tile: copied once per pair
+            policies.append(replace(best, tma_multicast=True))
         if best.l2_fetch == 0:
             policies.append(replace(best, l2_fetch=256))
         if not best.evict_first:
@@ -551,6 +566,25 @@ def wgmma_threads(bg: BlockGraph) -> int | None:
     ok = (M % 64 == 0 and M <= 448 and all(fits(n) for n in mms)
           and sum(n.shape[-1] // 2 for n in mms) <= WGMMA_MAX_ACCUMULATORS)
     return 2 * M if ok else None
+
+
+def multicast_share(bg: BlockGraph) -> float:
+    """The share of a TMA ring stage's bytes that :attr:`Schedule.tma_multicast` would copy
+    once for a pair of blocks: over the grid axes of even extent, the most bytes of streamed
+    fp16 tiles whose maps leave that axis out, over all streamed fp16 tiles' bytes (0 where
+    none; the layout has the last word: :meth:`KernelLayout._multicast`)."""
+    tiles = [n for n in bg.nodes if n.op == "iter" and n.attr("fmap") != -1
+             and bg.inputs[n.attr("input")][1].itemsize == 2]
+    total = sum(math.prod(n.shape) for n in tiles)
+    shared = [sum(math.prod(n.shape) for n in tiles if n.attr("imap")[a] == -1)
+              for a in range(3) if bg.grid[a] % 2 == 0]
+    return max(shared, default=0) / total if total else 0.0
+
+
+#: the least share of a ring stage a pair of blocks must share for the tuner to try
+#: Schedule.tma_multicast (a weight stream beside a small activation tile shares too little
+#: to pay for the pair's coupling)
+MULTICAST_MIN_SHARE = 0.25
 
 
 #: fp32 accumulators a thread holds for Schedule.wgmma's products (N/2 each: a warp's 16 rows
@@ -1055,6 +1089,9 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         # through the cluster's shared memory (a 128 x 128 tile's 64 KB of fp32 partials
         # took 8 µs to combine through global memory after a 7.4 µs loop: H100 s32 c3)
         extra.insert(0, wg)
+        if wg.split == 1 and multicast_share(bg) >= MULTICAST_MIN_SHARE:
+            # ... its pairs of blocks that read the same tile as clusters copying it once
+            extra.insert(1, replace(wg, tma_multicast=True))
         if 2 * blocks <= sm_count and len(splits) > 1:
             extra.insert(1, replace(wg, split=splits[1], reg_epilogue=False))
             if splits[1] <= CLUSTER_MAX:
