@@ -531,9 +531,8 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, int
 }
 // Schedule.tma_multicast: a pair of blocks (a cluster of two) sharing a tile. The copy lands
 // at the same shared-memory offset in every block of ``mask`` (cluster ranks) and completes
-// on the mbarrier at ``bar``'s offset in each; the producer waits for a slot with cluster
-// scope (the peer's consumers give it back too), and a consumer gives a slot back to the
-// block of cluster rank ``rank`` (its own or its peer's).
+// on the mbarrier at ``bar``'s offset in each; a consumer gives a slot back to the block of
+// cluster rank ``rank`` (its own or its peer's: a stage is refilled once both gave it back).
 template <bool POL>
 __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TensorMap* map, int x, int y,
                                                       unsigned long long* bar, unsigned short mask,
@@ -554,20 +553,15 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TensorMap
   __trap();
 #endif
 }
-__device__ __forceinline__ void mbar_wait_cluster(unsigned long long* bar, unsigned parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "{\n .reg .pred p;\n MF_WAITC_%=:\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
-      " @!p bra MF_WAITC_%=;\n}\n" ::"r"(smem_u32(bar)), "r"(parity) : "memory");
-#else
-  __trap();
-#endif
-}
+// (The arrival keeps mbarrier.arrive's default release at CTA scope, and the producer's wait
+// its default acquire, as CUTLASS's cluster barriers do; the slot's reads it orders are the
+// arriving thread's own. With both at cluster scope the pair's kernels ran 2-4x slower:
+// H100 s33 c3.)
 __device__ __forceinline__ void mbar_arrive_cluster(unsigned long long* bar, unsigned rank) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   unsigned m;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(m) : "r"(smem_u32(bar)), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(m) : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(m) : "memory");
 #else
   __trap();
 #endif

@@ -444,10 +444,9 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         lines += [f"      mf::tensormap_prefetch(&tm{j});" for j in range(len(raw))]
         if any(n.attr("input") not in self.early for n in raw):
             lines.append("      mf::grid_dep_wait();")
-        wait = "mf::mbar_wait_cluster" if pair else "mf::mbar_wait"
         lines += ["      int s = 0;", "      unsigned ph = 0;",
                   f"      for (int it = 0; it < {F}; ++it) {{",
-                  f"        if (it >= {S}) {wait}(&mf_empty[s], ph ^ 1);",
+                  f"        if (it >= {S}) mf::mbar_wait(&mf_empty[s], ph ^ 1);",
                   f"        mf::mbar_expect_tx(&mf_full[s], {nbytes});"]
         halves: tuple[list[str], list[str]] = ([], [])  # a pair's shared boxes, by the rank copying
         # the largest tile first: the weight stream's box is requested before the small

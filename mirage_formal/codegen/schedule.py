@@ -260,9 +260,11 @@ class Schedule:
     #: into both blocks' shared memory at once (``.multicast::cluster``), so L2 sends the tile
     #: once per pair. A stage is refilled only after both blocks' consumers gave it back. It
     #: needs a grid axis of even extent that some ring tile's map leaves out, no split and no
-    #: stream-K (:attr:`KernelLayout.mcast_axis`); other kernels print as without it. (A
-    #: 512 x 2048 x 2048 product on 64 x 128 tiles reads 98 MB from L2 in ~10 µs, near what
-    #: L2 delivers: H100 s32/s33)
+    #: stream-K (:attr:`KernelLayout.mcast_axis`); other kernels print as without it. A 512 x
+    #: 2048 x 2048 product on 64 x 128 tiles reads ~98 MB from L2 in ~10 µs, but the pairs
+    #: measured slower (15.0 -> 16.6 µs, the same with each block copying all its boxes: the
+    #: coupling costs, L2 was not the limit; H100 s33 c3), so the tuner only tries it in the
+    #: second round
     tma_multicast: bool = False
 
     def __post_init__(self) -> None:
@@ -418,6 +420,8 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
         if (best.tma_ring and not best.tma_multicast and best.split == 1 and not best.stream_k
                 and multicast_share(bg) >= MULTICAST_MIN_SHARE):
             # a TMA ring winner whose pairs of blocks read the same tile: copied once per pair
+            # (second round only: on 512 x 2048 x 2048 wgmma kernels the pair's coupling cost
+            # 1.6-2.0 µs and the halved L2 reads gained nothing, 15.0 -> 16.6 µs, H100 s33 c3)
             policies.append(replace(best, tma_multicast=True))
         if best.l2_fetch == 0:
             policies.append(replace(best, l2_fetch=256))
@@ -1089,9 +1093,6 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         # through the cluster's shared memory (a 128 x 128 tile's 64 KB of fp32 partials
         # took 8 µs to combine through global memory after a 7.4 µs loop: H100 s32 c3)
         extra.insert(0, wg)
-        if wg.split == 1 and multicast_share(bg) >= MULTICAST_MIN_SHARE:
-            # ... its pairs of blocks that read the same tile as clusters copying it once
-            extra.insert(1, replace(wg, tma_multicast=True))
         if 2 * blocks <= sm_count and len(splits) > 1:
             extra.insert(1, replace(wg, split=splits[1], reg_epilogue=False))
             if splits[1] <= CLUSTER_MAX:

@@ -5,8 +5,8 @@
   cluster of two along that axis, each block's producer copies half of the shared tile's
   boxes into both blocks (multicast), every stage waits for both blocks' consumers, and
   producer and consumers pass the same cluster barriers; it compiles for sm_90a; the tuner
-  proposes it beside the wgmma candidate and as a second-round trial of a TMA ring winner
-  where the shared bytes reach ``MULTICAST_MIN_SHARE``, and measures it only on sm_90;
+  proposes it as a second-round trial of a TMA ring winner (wgmma or not) where the shared
+  bytes reach ``MULTICAST_MIN_SHARE``, and measures it only on sm_90;
 - on the GPU: every TMA ring case the layout pairs, and the wgmma kernels of 512-row
   products, validate against the float64 program and equal the unpaired kernel bit for bit.
 """
@@ -73,8 +73,8 @@ def test_the_layout_pairs_along_the_axis_with_the_most_shared_bytes() -> None:
 def test_a_paired_kernel_prints_the_pair_protocol_and_compiles() -> None:
     prog = gemm_program(64, 128, 256, 8, gm=4, gn=2)
     bg = _block(prog)
-    sched = next(s for s in candidate_schedules(bg) if s.tma_multicast)
-    assert sched.wgmma and sched.split == 1
+    sched = replace(next(s for s in candidate_schedules(bg) if s.wgmma), tma_multicast=True)
+    assert sched.split == 1
     (k,) = compile_graph(prog, schedules={bg.key: sched}, arch="sm_90", load=False).kernels
     src = k.source
     assert "__cluster_dims__(1, 2, 1)" in src and "blockIdx.y & 1u" in src
@@ -85,7 +85,7 @@ def test_a_paired_kernel_prints_the_pair_protocol_and_compiles() -> None:
     assert producer.count("mf::tma_load_2d<") == 2  # (X's own two boxes)
     warps = (sched.threads or 128) // 32
     assert f"mf::mbar_init(&mf_empty[s], {2 * warps});" in src
-    assert "mf::mbar_wait_cluster(&mf_empty[s]" in producer
+    assert "mf::mbar_wait(&mf_empty[s]" in producer
     assert consumers.count("mf::mbar_arrive_cluster(") == 2 and "mf::mbar_arrive(" not in consumers
     # one cluster barrier after the barriers' setup (every thread), one after each loop
     assert src.count("mf::cluster_sync();") == 3
@@ -95,12 +95,13 @@ def test_a_paired_kernel_prints_the_pair_protocol_and_compiles() -> None:
 
 def test_the_tuner_proposes_it_where_enough_is_shared_and_measures_it_only_on_sm_90() -> None:
     bg = _block(gemm_program(64, 128, 128, 8, gm=4, gn=2))
-    first = candidate_schedules(bg)
-    assert [s.tma_multicast for s in first[1:3]] == [False, True] and first[2].wgmma
-    assert not any(s.tma_multicast for s in runs_here(first, "sm_100"))
-    assert any(s.tma_multicast for s in runs_here(first, "sm_90"))
+    assert not any(s.tma_multicast for s in candidate_schedules(bg))  # (second round only)
     ring = replace(PAIRED, tma_multicast=False, threads=128)
     assert replace(ring, tma_multicast=True) in refinements(ring, [ring], bg)
+    wg = next(s for s in candidate_schedules(bg) if s.wgmma)
+    assert replace(wg, tma_multicast=True) in refinements(wg, [wg], bg)
+    both = [wg, replace(wg, tma_multicast=True), replace(ring, tma_multicast=True)]
+    assert runs_here(both, "sm_90") == both and runs_here(both, "sm_100") == []
     # rmsnorm's fused kernel: a 2-row X beside the weight stream shares too little
     skinny = _block(matmul_loop_program(2, 256, 64, 8))
     assert multicast_share(skinny) < MULTICAST_MIN_SHARE
@@ -140,7 +141,7 @@ def test_paired_ring_cases_validate_and_equal_the_unpaired_kernels(i: int) -> No
                          ids=["64x128", "128x256 gelu", "gated"])
 def test_paired_wgmma_kernels_validate(prog: KernelGraph) -> None:
     bg = _block(prog)
-    scheds = [s for s in candidate_schedules(bg) if s.tma_multicast]
+    scheds = [replace(s, tma_multicast=True) for s in candidate_schedules(bg) if s.wgmma]
     assert scheds
     for sched in scheds:
         cg = compile_graph(prog, schedules={bg.key: sched})
