@@ -453,8 +453,9 @@ class KernelLayout:
         if wm is not None:  # a register chain's matmul: whole rows per kw warps
             kw = self.chain_kw[n]
             return wm, (NT if n in self.chains else NT // kw), NB * (MT // wm) * kw
-        if self.wgmma_shape(n):  # one 16-row tile a warp, all the columns (Schedule.wgmma)
-            return 1, -(-n.shape[-1] // 8), -(-n.shape[-2] // 16)
+        if self.wgmma_shape(n):  # one 16-row tile a warp, its warpgroup's columns (Schedule.wgmma)
+            C = self.opts.wgmma_cols
+            return 1, -(-n.shape[-1] // 8) // C, -(-n.shape[-2] // 16) * C
         kw = self.kslice.get(n, 1)
         WM, WN, tiles = self._plain_blocking(n, self.T // 32 // kw)
         return WM, WN, tiles * kw
@@ -463,7 +464,8 @@ class KernelLayout:
         """Schedule.wgmma's blocking applies to ``n``: a product of a block whose products the
         field takes (:func:`schedule.wgmma_threads`), on one thread block warp per 16 of their
         rows. (Whether it really runs as warpgroup MMAs depends on the ring too: :attr:`wg`.)"""
-        return self.opts.wgmma and n.op == "matmul" and wgmma_threads(self.bg) == self.T
+        return (self.opts.wgmma and n.op == "matmul"
+                and wgmma_threads(self.bg, self.opts.wgmma_cols) == self.T)
 
     def _plain_blocking(self, n: Node, warps: int) -> tuple[int, int, int]:
         """(WM, WN) and the warp tiles of matmul ``n`` (no register chain) on ``warps`` warps."""

@@ -307,7 +307,8 @@ class MmaPrinter(TilePrinter):
         accumulators of each box are its 16-row tile w's mma.sync fragments of those 8
         8-column tiles (``ra<id>[0][8 nb + j]``), which the loop's epilogue reads as such."""
         A, B = n.src
-        N, K = n.shape[-1], A.shape[-1]
+        C = self.opts.wgmma_cols  # (column groups: warpgroup g takes group g / R)
+        N, K = n.shape[-1] // C, A.shape[-1]
         pa = f"{self.buf[A]} + {self.stage_offset(A)}"
         pb = f"{self.buf[B]} + {self.stage_offset(B)}"
         a_box, b_box = 2 * self.tma_box_halves(A), 2 * self.tma_box_halves(B)
@@ -316,9 +317,16 @@ class MmaPrinter(TilePrinter):
         width = next(w for w in (256, 128, 64) if w <= WGMMA_MAX_N and N % w == 0)
         lbo = b_box // 16 if width > 64 else 1
         i2, i3 = ind + "  ", ind + "    "
+        if C > 1:
+            R = A.shape[-2] // 64
+            where = [f"{i2}const unsigned mf_wa = mf::smem_u32({pa}) + (threadIdx.x / 128) % {R} * 8192;",
+                     f"{i2}const unsigned mf_wb = mf::smem_u32({pb}) + (threadIdx.x / {128 * R}) * "
+                     f"{N // 64 * b_box};"]
+        else:
+            where = [f"{i2}const unsigned mf_wa = mf::smem_u32({pa}) + (threadIdx.x / 128) * 8192;",
+                     f"{i2}const unsigned mf_wb = mf::smem_u32({pb});"]
         return [f"{ind}{{  // warpgroup MMA: this warp's 16 rows are rows 16 (w % 4) of its warpgroup's 64",
-                f"{i2}const unsigned mf_wa = mf::smem_u32({pa}) + (threadIdx.x / 128) * 8192;",
-                f"{i2}const unsigned mf_wb = mf::smem_u32({pb});",
+                *where,
                 f"{i2}mf::wgmma_fence();",
                 f"{i2}#pragma unroll",
                 f"{i2}for (int ks = 0; ks < {K // 16}; ++ks) {{",
@@ -355,6 +363,13 @@ class MmaPrinter(TilePrinter):
                     f"{ind}const int tw = tile / {ksl}, kq = tile % {ksl};",
                     f"{ind}const int tb = tw / {MTW * NTW}, tm0 = (tw / {NTW}) % {MTW} * {WM}, "
                     f"tn0 = tw % {NTW} * {WN};",
+                    *[ind + d for d in decls]]
+        if NTW > 1 and self.wgmma_shape(n):
+            # Schedule.wgmma_cols: a warpgroup's four warps take consecutive 16-row tiles of
+            # one column group (rows fastest)
+            return [f"{ind}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
+                    f"{ind}const int tb = tile / {MTW * NTW}, tm0 = tile % {MTW} * {WM}, "
+                    f"tn0 = (tile / {MTW}) % {NTW} * {WN};",
                     *[ind + d for d in decls]]
         return [f"{ind}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
                 f"{ind}const int tb = tile / {MTW * NTW}, tm0 = (tile / {NTW}) % {MTW} * {WM}, "

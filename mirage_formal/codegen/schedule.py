@@ -61,7 +61,7 @@ _CHECKED_FLAGS = ("cluster_combine", "fold_registers", "ring_first", "row_regist
 #: the fields a schedule's text key holds only when they differ from their default
 _KEYED_WHEN_SET = ("stream_k", "dense_rows", "mma_kpair", "mma_kslice", "reg_epilogue",
                    "fold_fragments", "one_barrier", "tma_ring", "a_op_fragments", "wgmma",
-                   "tma_multicast")
+                   "tma_multicast", "wgmma_cols")
 
 
 @dataclass(frozen=True)
@@ -266,6 +266,11 @@ class Schedule:
     #: coupling costs, L2 was not the limit; H100 s33 c3), so the tuner only tries it in the
     #: second round
     tma_multicast: bool = False
+    #: (with wgmma) the products' columns over this many warpgroups: warpgroup g multiplies
+    #: rows 64 (g % R) .. + 63 (R = rows / 64) by columns group g / R of B, so a 64-row tile
+    #: keeps two warpgroups issuing (one warpgroup a block ran the tensor cores at ~45% of
+    #: their peak on the 512 x 2048 x 2048 product, two on 128-row tiles at ~60%: H100 s33 c2)
+    wgmma_cols: int = 1
 
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):
@@ -295,6 +300,8 @@ class Schedule:
             raise GraphError("schedule: gemv_chunk >= 1 and gemv_depth >= 2 are required")
         if self.warp_m not in (0, 1, 2, 4) or self.warp_n not in (0, 1, 2, 4, 8):
             raise GraphError("schedule: warp_m must be 0, 1, 2 or 4 and warp_n 0, 1, 2, 4 or 8")
+        if self.wgmma_cols not in (1, 2):
+            raise GraphError(f"schedule: wgmma_cols must be 1 or 2, got {self.wgmma_cols}")
         if self.mma_kslice not in (1, 2, 4, 8):
             raise GraphError(f"schedule: mma_kslice must be 1, 2, 4 or 8, got {self.mma_kslice}")
         if self.async_stages < 2 or self.prefetch_depth < 1 or self.prefetch_regs < 0:
@@ -545,14 +552,15 @@ def half_warps(bg: BlockGraph, threads: int) -> Schedule | None:
     return None
 
 
-def wgmma_threads(bg: BlockGraph) -> int | None:
-    """The thread count of :attr:`Schedule.wgmma` for ``bg`` (one warp per 16 rows of its
-    products), or None where it cannot apply: ``bg`` loops, and each of its matmuls is 2-D
-    (or one slice of a batched product: every leading extent 1, as a batched GEMM's block
-    takes), of the same multiple of 64 rows (at most 448: the consumers and the producer
-    warp in 1024 threads) and of a multiple of 64 columns, with a k of a multiple of 64, both
-    operands fp16 tiles that change every iteration and that a tensor map can copy
-    (:func:`_tma_ring_fits`); their accumulators together at most
+def wgmma_threads(bg: BlockGraph, cols: int = 1) -> int | None:
+    """The thread count of :attr:`Schedule.wgmma` for ``bg`` with its products' columns over
+    ``cols`` warpgroups (:attr:`Schedule.wgmma_cols`; one warp per 16 rows of each column
+    group), or None where it cannot apply: ``bg`` loops, and each of its matmuls is 2-D (or
+    one slice of a batched product: every leading extent 1, as a batched GEMM's block takes),
+    of the same multiple of 64 rows and of a multiple of 64 x ``cols`` columns, with a k of a
+    multiple of 64, both operands fp16 tiles that change every iteration and that a tensor
+    map can copy (:func:`_tma_ring_fits`); rows x ``cols`` at most 448 (the consumers and the
+    producer warp in 1024 threads); their accumulators together at most
     :data:`WGMMA_MAX_ACCUMULATORS` a thread (a gated MLP's two products of 128 columns: 128).
     The layout has the last word (:attr:`KernelLayout.wg`)."""
     mms = [n for n in bg.nodes if n.op == "matmul"]
@@ -562,14 +570,14 @@ def wgmma_threads(bg: BlockGraph) -> int | None:
 
     def fits(n: Node) -> bool:
         N, K = n.shape[-1], n.src[0].shape[-1]
-        return (all(d == 1 for d in n.shape[:-2]) and n.shape[-2] == M and N % 64 == 0
+        return (all(d == 1 for d in n.shape[:-2]) and n.shape[-2] == M and N % (64 * cols) == 0
                 and K % 64 == 0 and n.src[0] is not n.src[1]
                 and all(x.op == "iter" and x.attr("fmap") != -1
                         and bg.inputs[x.attr("input")][1] is DType.F16 for x in n.src))
 
-    ok = (M % 64 == 0 and M <= 448 and all(fits(n) for n in mms)
-          and sum(n.shape[-1] // 2 for n in mms) <= WGMMA_MAX_ACCUMULATORS)
-    return 2 * M if ok else None
+    ok = (M % 64 == 0 and M * cols <= 448 and all(fits(n) for n in mms)
+          and sum(n.shape[-1] // 2 // cols for n in mms) <= WGMMA_MAX_ACCUMULATORS)
+    return 2 * M * cols if ok else None
 
 
 def multicast_share(bg: BlockGraph) -> float:
@@ -596,13 +604,15 @@ MULTICAST_MIN_SHARE = 0.25
 WGMMA_MAX_ACCUMULATORS = 128
 
 
-def _wgmma_trial(best: Schedule, bg: BlockGraph) -> Schedule | None:
+def _wgmma_trial(best: Schedule, bg: BlockGraph, cols: int = 1) -> Schedule | None:
     """``best`` with its product as warpgroup MMAs on the TMA ring (:func:`wgmma_threads`),
-    its outputs from the registers unless its loop is split; None where that cannot apply."""
-    t = wgmma_threads(bg)
+    their columns over ``cols`` warpgroups, its outputs from the registers unless its loop is
+    split; None where that cannot apply."""
+    t = wgmma_threads(bg, cols)
     if t is None or best.wgmma or best.stream_k:
         return None
     return replace(best, tma_ring=True, dense_rows=True, min_blocks=1, wgmma=True, threads=t,
+                   wgmma_cols=cols,
                    warp_m=0, warp_n=0, mma=True, gemv=False, mma_kpair=False, mma_kslice=1,
                    fold_fragments=False, a_op_fragments=False, reg_epilogue=best.split == 1,
                    async_stages=max(best.async_stages, WGMMA_STAGES),
@@ -1093,6 +1103,11 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         # through the cluster's shared memory (a 128 x 128 tile's 64 KB of fp32 partials
         # took 8 µs to combine through global memory after a 7.4 µs loop: H100 s32 c3)
         extra.insert(0, wg)
+        wg2 = _wgmma_trial(replace(base, split=splits[0]), bg, cols=2)
+        if wg2 is not None:
+            # ... with the columns over two warpgroups (each 64 rows by half the columns):
+            # twice the warpgroups to keep the tensor cores busy on the same blocks
+            extra.insert(1, wg2)
         if 2 * blocks <= sm_count and len(splits) > 1:
             extra.insert(1, replace(wg, split=splits[1], reg_epilogue=False))
             if splits[1] <= CLUSTER_MAX:

@@ -69,6 +69,11 @@ def test_wgmma_is_proposed_exactly_where_it_applies() -> None:
         first = candidate_schedules(bg)
         assert first[1].wgmma and first[1].threads == 2 * m and first[1].tma_ring, name
         assert not first[1].mma_kpair and first[1].reg_epilogue
+        # (the columns over two warpgroups next, where each takes whole 64-column boxes and
+        # 448 rows x 2 fit the block)
+        two = n % 128 == 0 and 2 * m <= 448
+        assert (first[2].wgmma_cols == 2 and first[2].threads == 4 * m) == two, name
+        assert (wgmma_threads(bg, 2) == 4 * m) == two, name
         # a cp.async winner's second round tries it too; a wgmma winner's keeps it in its
         # own trials (ring depths, L2 policies)
         assert any(s.wgmma for s in refinements(first[0], first[:1], bg)), name
@@ -99,9 +104,10 @@ def test_wgmma_kernels_print_warpgroup_products_and_compile(name: str) -> None:
     for sched in [s for s in candidate_schedules(bg) if s.wgmma]:
         (kern,) = compile_graph(prog, schedules={bg.key: sched}, arch="sm_90", load=False).kernels
         src = kern.source
-        width = max(w for w in (64, 128, 256) if n % w == 0)
+        cols = n // sched.wgmma_cols  # (each warpgroup's)
+        width = max(w for w in (64, 128, 256) if cols % w == 0)
         assert src.count(WGMMA_MARK) == 1 and f"<{width}>" in src and f"ks < {k // 16}" in src
-        assert f"nb < {n // width}" in src
+        assert f"nb < {cols // width}" in src
         assert "mma_16816" not in src and "ldsm" not in src
         assert "wgmma_wait_all();" in src and "wgmma_fence();" in src
         assert feature_arch(src, "sm_90") == "sm_90a"
@@ -138,7 +144,7 @@ def test_a_small_grid_gets_split_candidates_through_global_memory_and_the_cluste
     clustered one keeps the warpgroup products and compiles for sm_90a."""
     prog = gemm_program(64, 64, 128, 8)
     bg = _block(prog)
-    wg = [s for s in candidate_schedules(bg, sm_count=8) if s.wgmma and not s.tma_multicast]
+    wg = [s for s in candidate_schedules(bg, sm_count=8) if s.wgmma and s.wgmma_cols == 1]
     assert [(s.split, s.cluster_combine) for s in wg] == [(1, False), (4, False), (4, True)]
     (kern,) = compile_graph(prog, schedules={bg.key: wg[2]}, arch="sm_90", load=False).kernels
     assert WGMMA_MARK in kern.source and "__cluster_dims__(4, 1, 1)" in kern.source
