@@ -268,8 +268,9 @@ class Schedule:
     tma_multicast: bool = False
     #: (with wgmma) the products' columns over this many warpgroups: warpgroup g multiplies
     #: rows 64 (g % R) .. + 63 (R = rows / 64) by columns group g / R of B, so a 64-row tile
-    #: keeps two warpgroups issuing (one warpgroup a block ran the tensor cores at ~45% of
-    #: their peak on the 512 x 2048 x 2048 product, two on 128-row tiles at ~60%: H100 s33 c2)
+    #: keeps two warpgroups issuing. (One warpgroup a block ran the tensor cores at ~45% of
+    #: their peak on the 512 x 2048 x 2048 product, but two over the columns measured 0.9-3.5
+    #: µs slower at each of six tile sizes: H100 s33 c4. A second-round trial only.)
     wgmma_cols: int = 1
 
     def __post_init__(self) -> None:
@@ -411,6 +412,13 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
         wg = _wgmma_trial(best, bg)
         if wg is not None and best.async_copy:
             policies.append(wg)
+        if best.wgmma and best.wgmma_cols == 1 and not best.stream_k:
+            # a wgmma winner with its columns over two warpgroups (second round only: on the
+            # 512 x 2048 x 2048 product it measured 0.9-3.5 µs slower at each of six tile
+            # sizes, H100 s33 c4)
+            two = wgmma_threads(bg, 2)
+            if two is not None:
+                policies.append(replace(best, wgmma_cols=2, threads=two))
         if not best.a_op_fragments and best.async_copy and _op_of_loop_tiles_as_a(bg):
             # an op of two loop tiles computed on the product's A fragments, both tiles raw
             policies.append(replace(best, a_op_fragments=True, dense_rows=True))
@@ -1103,11 +1111,6 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         # through the cluster's shared memory (a 128 x 128 tile's 64 KB of fp32 partials
         # took 8 µs to combine through global memory after a 7.4 µs loop: H100 s32 c3)
         extra.insert(0, wg)
-        wg2 = _wgmma_trial(replace(base, split=splits[0]), bg, cols=2)
-        if wg2 is not None:
-            # ... with the columns over two warpgroups (each 64 rows by half the columns):
-            # twice the warpgroups to keep the tensor cores busy on the same blocks
-            extra.insert(1, wg2)
         if 2 * blocks <= sm_count and len(splits) > 1:
             extra.insert(1, replace(wg, split=splits[1], reg_epilogue=False))
             if splits[1] <= CLUSTER_MAX:

@@ -69,11 +69,12 @@ def test_wgmma_is_proposed_exactly_where_it_applies() -> None:
         first = candidate_schedules(bg)
         assert first[1].wgmma and first[1].threads == 2 * m and first[1].tma_ring, name
         assert not first[1].mma_kpair and first[1].reg_epilogue
-        # (the columns over two warpgroups next, where each takes whole 64-column boxes and
-        # 448 rows x 2 fit the block)
+        # (the columns over two warpgroups in the second round, where each takes whole
+        # 64-column boxes and 448 rows x 2 fit the block)
         two = n % 128 == 0 and 2 * m <= 448
-        assert (first[2].wgmma_cols == 2 and first[2].threads == 4 * m) == two, name
         assert (wgmma_threads(bg, 2) == 4 * m) == two, name
+        assert any(s.wgmma_cols == 2 and s.threads == 4 * m
+                   for s in refinements(first[1], first[:2], bg)) == two, name
         # a cp.async winner's second round tries it too; a wgmma winner's keeps it in its
         # own trials (ring depths, L2 policies)
         assert any(s.wgmma for s in refinements(first[0], first[:1], bg)), name
@@ -101,7 +102,9 @@ def test_wgmma_kernels_print_warpgroup_products_and_compile(name: str) -> None:
     m, k, n, f, gm, gn, epi = SHAPES[name]
     prog = gemm_program(m, k, n, f, gm, gn, epi)
     bg = _block(prog)
-    for sched in [s for s in candidate_schedules(bg) if s.wgmma]:
+    scheds = [s for s in candidate_schedules(bg) if s.wgmma]
+    two = wgmma_threads(bg, 2)
+    for sched in scheds + ([replace(scheds[0], wgmma_cols=2, threads=two)] if two else []):
         (kern,) = compile_graph(prog, schedules={bg.key: sched}, arch="sm_90", load=False).kernels
         src = kern.source
         cols = n // sched.wgmma_cols  # (each warpgroup's)
@@ -259,6 +262,8 @@ def test_wgmma_kernels_validate(name: str) -> None:
     prog = gemm_program(m, k, n, f, gm, gn, epi)
     bg = _block(prog)
     scheds = [s for s in candidate_schedules(bg) if s.wgmma]
+    two = wgmma_threads(bg, 2)
+    scheds += [replace(scheds[0], wgmma_cols=2, threads=two)] if two else []
     scheds += [replace(s, split=2, reg_epilogue=False, cluster_combine=c) for s in scheds
                for c in (False, True) if f % 2 == 0]
     for sched in scheds:
