@@ -436,7 +436,7 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
                 and multicast_share(bg) >= MULTICAST_MIN_SHARE):
             # a TMA ring winner whose pairs of blocks read the same tile: copied once per pair
             # (second round only: on 512 x 2048 x 2048 wgmma kernels the pair's coupling cost
-            # 1.6-2.0 µs and the halved L2 reads gained nothing, 15.0 -> 16.6 µs, H100 s33 c3)
+            # 1.1-2.0 µs and the halved L2 reads gained nothing, 15.0 -> 16.6 µs, H100 s33 c3)
             policies.append(replace(best, tma_multicast=True))
         if best.l2_fetch == 0:
             policies.append(replace(best, l2_fetch=256))
