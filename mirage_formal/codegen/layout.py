@@ -106,6 +106,12 @@ class FoldMap:
     share: int
 
 
+#: floats added to each row of a register product's sums tile (Schedule.pad_acc_rows): a
+#: column's 8 lanes then fall 8 banks apart, so a half-warp's float2 stores of its 16 rows x
+#: 4 columns cover the 32 banks once
+ACC_ROW_PAD = 8
+
+
 class KernelLayout:
     """The decisions, steps and buffers of one block graph under one schedule."""
 
@@ -271,6 +277,11 @@ class KernelLayout:
             self.ld[n] = n.shape[-1] + 8
         for n in raw:  # (raw tiles that only rms_norms read get the same rows)
             self.ld[n] = n.shape[-1] + self.raw_pad(n)
+        if self.opts.pad_acc_rows:  # (the sums' tiles of register products: Schedule field)
+            for prod in self.reg_acc:
+                sums = self.fused[prod]
+                if sums.shape[-1] % 32 == 0 and sums not in self.ld and sums not in self.half:
+                    self.ld[sums] = sums.shape[-1] + ACC_ROW_PAD
         #: fold accumulators summed from a register product's A fragments
         #: (Schedule.fold_fragments): fold -> that product; they leave the register folds
         self.frag_fold = {a: m for a in self.nodes if (m := self._fragment_product(a)) is not None}

@@ -164,6 +164,18 @@ class MmaPrinter(TilePrinter):
                     return (f"{i4}*reinterpret_cast<__half2*>(&{dst}[{a0}]) = __floats2half2_rn("
                             f"{self.epilogue(dnode, v0)}, {self.epilogue(dnode, v1)});")
                 return [st2("r0", "acc[0]", "acc[1]"), st2("r1", "acc[2]", "acc[3]")]
+            if (self.opts.pad_acc_rows and dnode in self.ld and dnode.shape[-1] % 32 == 0
+                    and not mk and not nk and to == dst and dnode not in self.half):
+                # padded fp32 sums tile (Schedule.pad_acc_rows): each row's two adjacent sums
+                # as one float2 (cc is even, the padded rows keep 8-byte alignment)
+                def stf2(r: str, v0: str, v1: str) -> str:
+                    a0 = self.addr(dnode, [*bidx, r, "cc"])
+                    e0, e1 = self.epilogue(dnode, v0), self.epilogue(dnode, v1)
+                    if op == "=":
+                        return f"{i4}*reinterpret_cast<float2*>(&{dst}[{a0}]) = make_float2({e0}, {e1});"
+                    return (f"{i4}{{ float2* const p2 = reinterpret_cast<float2*>(&{dst}[{a0}]); "
+                            f"p2->x {op} {e0}; p2->y {op} {e1}; }}")
+                return [stf2("r0", "acc[0]", "acc[1]"), stf2("r1", "acc[2]", "acc[3]")]
             return [f"{i4}{st(r, c, f'acc[{e}]', op, to)}"
                     for e, (r, c) in enumerate((("r0", "cc"), ("r0", "(cc + 1)"),
                                                 ("r1", "cc"), ("r1", "(cc + 1)")))]

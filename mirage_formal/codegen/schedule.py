@@ -55,13 +55,13 @@ def gemv_rows_ok(rows: int, threads: int) -> bool:
 #: hand-edited file is refused, not silently taken)
 _CHECKED_FLAGS = ("cluster_combine", "fold_registers", "ring_first", "row_registers", "evict_first",
                   "dense_rows", "mma_kpair", "reg_epilogue", "fold_fragments", "one_barrier",
-                  "tma_ring", "a_op_fragments", "wgmma", "tma_multicast")
+                  "tma_ring", "a_op_fragments", "wgmma", "tma_multicast", "pad_acc_rows")
 
 
 #: the fields a schedule's text key holds only when they differ from their default
 _KEYED_WHEN_SET = ("stream_k", "dense_rows", "mma_kpair", "mma_kslice", "reg_epilogue",
                    "fold_fragments", "one_barrier", "tma_ring", "a_op_fragments", "wgmma",
-                   "tma_multicast", "wgmma_cols")
+                   "tma_multicast", "wgmma_cols", "pad_acc_rows")
 
 
 @dataclass(frozen=True)
@@ -272,6 +272,14 @@ class Schedule:
     #: their peak on the 512 x 2048 x 2048 product, but two over the columns measured 0.9-3.5
     #: µs slower at each of six tile sizes: H100 s33 c4. A second-round trial only.)
     wgmma_cols: int = 1
+    #: the shared tiles that register-summed tensor-core products store their sums into after
+    #: the loop (a split's partials, stream-K's, any accumulator that goes through memory) get
+    #: rows padded by 8 floats, and each lane stores its two adjacent sums as one float2: with
+    #: rows of a multiple of 32 floats the 8 lanes of a column (g = 0..7) hit one bank, an
+    #: 8-way conflict on every store (the 128 x 128 split-2 wgmma kernel spent 5.1-5.8 µs
+    #: after its loop before any partial left the block: H100 s33 c5); padded, each
+    #: half-warp's float2 store covers the 32 banks once
+    pad_acc_rows: bool = False
 
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):
@@ -442,6 +450,11 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
             policies.append(replace(best, l2_fetch=256))
         if not best.evict_first:
             policies.append(replace(best, evict_first=True))
+        if (best.mma and not best.pad_acc_rows and (best.split > 1 or best.stream_k)
+                and _stores_conflicting_sums(bg)):
+            # a split (or stream-K) winner whose register sums go through a shared tile of
+            # rows that put a column's lanes on one bank: those rows padded
+            policies.append(replace(best, pad_acc_rows=True))
         if best.async_copy and not best.dense_rows and _streams_raw_tiles(bg):
             policies.append(replace(best, dense_rows=True))
         if best.mma and not best.mma_kpair and _streams_raw_tiles(bg):
@@ -586,6 +599,15 @@ def wgmma_threads(bg: BlockGraph, cols: int = 1) -> int | None:
     ok = (M % 64 == 0 and M * cols <= 448 and all(fits(n) for n in mms)
           and sum(n.shape[-1] // 2 // cols for n in mms) <= WGMMA_MAX_ACCUMULATORS)
     return 2 * M * cols if ok else None
+
+
+def _stores_conflicting_sums(bg: BlockGraph) -> bool:
+    """A loop whose matmul sums into an accumulator of rows of a multiple of 32 floats (the
+    layout pads such a tile's rows under :attr:`Schedule.pad_acc_rows` where the sums are
+    held in registers through the loop)."""
+    summed = {c.src[0] for c in bg.nodes if c.op == "accum" and c.attr("kind") == "sum"}
+    return bg.forloop > 1 and any(n.op == "matmul" and n.shape[-1] % 32 == 0 and n in summed
+                                  for n in bg.nodes)
 
 
 def multicast_share(bg: BlockGraph) -> float:
