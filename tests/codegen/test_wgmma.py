@@ -179,28 +179,39 @@ def biased_gemm_program(m: int = 64, k: int = 128, n: int = 128, forloop: int = 
         "}\n")
 
 
+def _wgmma_sources(prog: KernelGraph) -> list[str]:
+    """The CUDA of ``prog``'s kernel under each of its wgmma candidates, compiled for sm_90."""
+    bg = _block(prog)
+    return [compile_graph(prog, schedules={bg.key: sched}, arch="sm_90", load=False).kernels[0].source
+            for sched in candidate_schedules(bg) if sched.wgmma]
+
+
 def test_one_slice_of_a_batched_product_takes_it() -> None:
     prog = batched_gemm_program()
-    bg = _block(prog)
-    assert wgmma_threads(bg) == 128
+    assert wgmma_threads(_block(prog)) == 128
     assert wgmma_threads(_block(batched_gemm_program(m=48))) is None
-    for sched in [s for s in candidate_schedules(bg) if s.wgmma]:
-        (kern,) = compile_graph(prog, schedules={bg.key: sched}, arch="sm_90", load=False).kernels
-        assert WGMMA_MARK in kern.source and "mma_16816" not in kern.source
+    for src in _wgmma_sources(prog):
+        assert WGMMA_MARK in src and "mma_16816" not in src
+
+
+def _validate_wgmma_candidates(prog: KernelGraph) -> None:
+    """Every wgmma candidate of ``prog``'s kernel, and the first split 2 ways (global and
+    cluster combine), against the float64 program on fresh random inputs."""
+    bg = _block(prog)
+    scheds = [s for s in candidate_schedules(bg) if s.wgmma]
+    assert scheds
+    for sched in [*scheds, *(replace(scheds[0], split=2, reg_epilogue=False, cluster_combine=c)
+                             for c in (False, True))]:
+        cg = compile_graph(prog, schedules={bg.key: sched})
+        rep = validate(cg, low=-0.5, high=0.5, trials=2)
+        assert rep.ok, f"{sched.short()}: {rep}"
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_available(), reason="needs a GPU")
 def test_a_batched_wgmma_kernel_validates() -> None:
     for prog in (batched_gemm_program(), batched_gemm_program(batch=3, m=128, k=64, n=64, forloop=6)):
-        bg = _block(prog)
-        scheds = [s for s in candidate_schedules(bg) if s.wgmma]
-        assert scheds
-        for sched in [*scheds, *(replace(scheds[0], split=2, reg_epilogue=False, cluster_combine=c)
-                                 for c in (False, True))]:
-            cg = compile_graph(prog, schedules={bg.key: sched})
-            rep = validate(cg, low=-0.5, high=0.5, trials=2)
-            assert rep.ok, f"{sched.short()}: {rep}"
+        _validate_wgmma_candidates(prog)
 
 
 def test_two_products_of_one_tile_take_it_within_the_accumulator_budget() -> None:
@@ -208,26 +219,19 @@ def test_two_products_of_one_tile_take_it_within_the_accumulator_budget() -> Non
     warpgroup MMAs, each its own instruction stream; at 256 columns each (256 a thread) they
     do not."""
     prog = gated_program()
-    bg = _block(prog)
-    assert wgmma_threads(bg) == 128
+    assert wgmma_threads(_block(prog)) == 128
     assert wgmma_threads(_block(gated_program(n=256))) is None
-    for sched in [s for s in candidate_schedules(bg) if s.wgmma]:
-        (kern,) = compile_graph(prog, schedules={bg.key: sched}, arch="sm_90", load=False).kernels
-        assert kern.source.count(WGMMA_MARK) == 2 and "mma_16816" not in kern.source
+    sources = _wgmma_sources(prog)
+    assert sources
+    for src in sources:
+        assert src.count(WGMMA_MARK) == 2 and "mma_16816" not in src
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_available(), reason="needs a GPU")
 def test_a_gated_wgmma_kernel_validates() -> None:
     for prog in (gated_program(), gated_program(m=128, k=64, n=64, forloop=6, gm=1)):
-        bg = _block(prog)
-        scheds = [s for s in candidate_schedules(bg) if s.wgmma]
-        assert scheds
-        for sched in [*scheds, *(replace(scheds[0], split=2, reg_epilogue=False, cluster_combine=c)
-                                 for c in (False, True))]:
-            cg = compile_graph(prog, schedules={bg.key: sched})
-            rep = validate(cg, low=-0.5, high=0.5, trials=2)
-            assert rep.ok, f"{sched.short()}: {rep}"
+        _validate_wgmma_candidates(prog)
 
 
 def test_an_epilogue_operand_keeps_the_warpgroup_product() -> None:
