@@ -71,7 +71,8 @@ def test_plan_never_overlaps_live_buffers(spec: list[tuple[int, int, int]], limi
 def test_large_fp16_products_lower_to_warpgroup_mma_tiles(
         lead: tuple[int, ...], m: int, k: int, n: int, tiles: tuple[int, int, int]) -> None:
     """A product of many rows lowers to the tiles warpgroup MMA runs (one wave or more of them,
-    the tuner's wgmma schedule applies), and the lowering still computes the product."""
+    the tuner's wgmma schedule applies), its row tiles on grid x (the blocks launched together
+    share W's column tile), and the lowering still computes the product."""
     import mirage_formal as mf
     from mirage_formal.codegen.schedule import wgmma_threads
 
@@ -85,6 +86,9 @@ def test_large_fp16_products_lower_to_warpgroup_mma_tiles(
     (mm,) = [x for x in bg.nodes if x.op == "matmul"]
     assert (mm.shape[-2], mm.shape[-1], mm.src[0].shape[-1]) == tiles
     assert wgmma_threads(bg) == 2 * tiles[0] == bg.threads
+    assert bg.grid[:2] == (m // tiles[0], n // tiles[1])
+    a_tile, b_tile = mm.src
+    assert a_tile.attr("imap")[0] == len(lead) and b_tile.attr("imap")[1] == len(lead) + 1
     xs = random_inputs(prog, 5, -0.5, 0.5)
     _same(run_reference(lowered_graph(prog), xs), run_reference(prog, xs))
 
