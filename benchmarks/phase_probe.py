@@ -7,7 +7,9 @@ For each row of ``benchmarks/results/gpu_optimize_latest.json`` (or ``--table``)
 μGraph is compiled with its tuned schedules (``--set`` overrides fields of every kernel's
 schedule), validated, then compiled again with probes: thread 0 of every block records the
 GPU's global timer (ns) and its SM at five points of each kernel — entry, after the wait for the
-previous kernel (``griddepcontrol.wait``), before the main loop, after it, and at exit — into a
+previous kernel (``griddepcontrol.wait``), before the main loop, after it, and at exit (and, in
+a TMA ring kernel, the SM cycles its consumer loop spent waiting for the ring's copies against
+the loop's cycles: ``ring wait share``) — into a
 ``__device__`` array read back after a CUDA-graph replay that follows the same 256 MB L2 flush
 the product's timing uses. Per kernel it prints the span (first entry to last exit), the spread
 of block entries, and the median block's wait, prologue, loop and tail (after-loop reductions,
@@ -44,22 +46,39 @@ from mirage_formal.codegen.timing import device_inputs, time_graph, time_like_ba
 from mirage_formal.codegen.validate import validate  # noqa: E402
 
 SLOTS = ("entry", "waited", "loop", "looped", "exit", "combined")
+#: two more slots a block's thread 0 fills in a TMA ring kernel's consumer loop (SM clock
+#: cycles, not timer ns): the cycles it spent waiting on the ring's "full" barriers, and the
+#: loop's cycles; their ratio says whether the loop waits on the copies or on its own work
+CYCLE_SLOTS = ("ring_wait_cycles", "loop_cycles")
+WIDTH = len(SLOTS) + len(CYCLE_SLOTS) + 1  # (then the SM)
 MAX_BLOCKS = 8192
 
 PROBE_PRELUDE = f"""
-__device__ unsigned long long mf_probe[{{nk}} * {MAX_BLOCKS} * {len(SLOTS) + 1}];
+__device__ unsigned long long mf_probe[{{nk}} * {MAX_BLOCKS} * {WIDTH}];
+__device__ __forceinline__ unsigned long long* mf_slots(int k) {{
+  const unsigned int b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  return b < {MAX_BLOCKS} ? mf_probe + ((size_t)k * {MAX_BLOCKS} + b) * {WIDTH} : nullptr;
+}}
 __device__ __forceinline__ void mf_mark(int k, int slot) {{
   if (threadIdx.x != 0) return;
   unsigned long long t; unsigned int sm;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-  const unsigned int b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  if (b >= {MAX_BLOCKS}) return;
-  unsigned long long* p = mf_probe + ((size_t)k * {MAX_BLOCKS} + b) * {len(SLOTS) + 1};
+  unsigned long long* p = mf_slots(k);
+  if (p == nullptr) return;
   p[slot] = t;
-  if (slot == 0) p[{len(SLOTS)}] = sm;
+  if (slot == 0) p[{WIDTH - 1}] = sm;
+}}
+__device__ __forceinline__ void mf_cycles(int k, long long wait, long long loop) {{
+  unsigned long long* p = threadIdx.x == 0 ? mf_slots(k) : nullptr;
+  if (p == nullptr) return;
+  p[{len(SLOTS)}] = (unsigned long long)wait;
+  p[{len(SLOTS) + 1}] = (unsigned long long)loop;
 }}
 """
+
+#: the consumer loop's wait for a TMA ring stage (emit.emit_tma_loop)
+RING_WAIT = "    mf::mbar_wait(&mf_full[mf_s], mf_ph);"
 
 
 def instrument(source: str, names: list[str]) -> str:
@@ -91,14 +110,23 @@ def instrument(source: str, names: list[str]) -> str:
             if ln.startswith(("  for (int it0 = 0;", "  for (int it = 0;")):
                 # (the second: a TMA ring kernel's consumer loop; its producer's loop is
                 # indented deeper and not marked)
+                ring = ln.startswith("  for (int it = 0;")
                 out.append(f"  mf_mark({k}, 2);")
+                if ring:  # (thread 0's cycles waiting on the ring, and the loop's)
+                    out.append("  long long mf_cw = 0; const long long mf_cl = clock64();")
                 out.append(ln)
                 b += 1
                 while body[b] != "  }":  # the loop's body is indented deeper
-                    out.append(body[b])
+                    if ring and body[b] == RING_WAIT:
+                        out.append(f"    {{ const long long mf_c0 = clock64();{RING_WAIT[3:]}"
+                                   " mf_cw += clock64() - mf_c0; }")
+                    else:
+                        out.append(body[b])
                     b += 1
                 out.append(body[b])
                 out.append(f"  mf_mark({k}, 3);")
+                if ring:
+                    out.append(f"  mf_cycles({k}, mf_cw, clock64() - mf_cl);")
                 b += 1
                 continue
             if ln.strip().endswith(" return;"):  # a split block that leaves the combine early
@@ -151,7 +179,7 @@ def probe_row(row: dict[str, Any], runs: int, overrides: dict[str, Any],
         probed_us = time_graph(pg, warmup=0, reps=1, graph=True, flush_l2=True, inputs=xs)
         rt.sync()
         rt.dtoh(host, int(ptr))
-        arr = host.reshape(len(uniq), MAX_BLOCKS, len(SLOTS) + 1).astype(np.int64)
+        arr = host.reshape(len(uniq), MAX_BLOCKS, WIDTH).astype(np.int64)
         kernels = []
         prev_exit = None
         for k in cg.kernels:  # a kernel launched twice keeps the second launch's marks
@@ -160,6 +188,8 @@ def probe_row(row: dict[str, Any], runs: int, overrides: dict[str, Any],
             a = a[:nb]
             t0 = int(a[:, 0].min())
             rel = {s: a[:, j] - t0 for j, s in enumerate(SLOTS)}
+            waits, loops = a[:, len(SLOTS)], a[:, len(SLOTS) + 1]
+            ringed = loops > 0  # (blocks of a TMA ring kernel's consumer loop)
 
             def med(x: str, y: str, rel: dict[str, Any] = rel, q: float = 50) -> float | None:
                 has = (rel[x] > -10**12) & (rel[y] > -10**12)  # blocks that passed both marks
@@ -168,7 +198,7 @@ def probe_row(row: dict[str, Any], runs: int, overrides: dict[str, Any],
                 return float(np.percentile((rel[y] - rel[x])[has], q)) / 1000.0
             kernels.append({
                 "kernel": k.name, "grid": list(k.grid), "threads": k.threads,
-                "sms": len(set(a[:, len(SLOTS)].tolist())),
+                "sms": len(set(a[:, WIDTH - 1].tolist())),
                 "span_us": float(rel["exit"].max()) / 1000.0,
                 "entry_spread_us": float(rel["entry"].max()) / 1000.0,
                 "wait_us": med("entry", "waited"), "prologue_us": med("waited", "loop"),
@@ -184,7 +214,11 @@ def probe_row(row: dict[str, Any], runs: int, overrides: dict[str, Any],
                 "block_looped_us": [round(float(v) / 1000.0, 3) if v > -10**12 else None
                                     for v in rel["looped"].tolist()],
                 "block_exit_us": [round(float(v) / 1000.0, 3) for v in rel["exit"].tolist()],
-                "block_sm": a[:, len(SLOTS)].tolist(),
+                "block_sm": a[:, WIDTH - 1].tolist(),
+                # a TMA ring loop: the median block's share of its loop spent waiting for
+                # the ring's copies (thread 0, SM cycles)
+                "ring_wait_share": (float(np.median(waits[ringed] / loops[ringed]))
+                                    if ringed.any() else None),
             })
             prev_exit = int(a[:, 4].max())
         per_run.append({"probed_us": probed_us, "kernels": kernels})
@@ -207,7 +241,8 @@ def summarize(res: dict[str, Any]) -> list[str]:
                    f"gap {m('gap_from_previous_us')} span {m('span_us')} entries {m('entry_spread_us')}"
                    f" | wait {m('wait_us')} prologue {m('prologue_us')} loop {m('loop_us')} "
                    f"(max {m('loop_max_us')}) tail {m('tail_us')} [ticket {m('ticket_us')} then "
-                   f"{m('after_ticket_us')}] | slowest block {m('slowest_block_us')}")
+                   f"{m('after_ticket_us')}] | slowest block {m('slowest_block_us')}"
+                   f" | ring wait share {m('ring_wait_share')}")
     return out
 
 

@@ -685,6 +685,31 @@ def test_phase_probe_instrumentation_compiles_with_every_mark(cache: Path) -> No
     assert _is_cubin(compile_cubin(src, "sm_90", cache=cache, name="probe.cu"))
 
 
+def test_phase_probe_times_a_tma_ring_loops_waits_in_cycles(cache: Path) -> None:
+    """In a TMA ring kernel (a wgmma one here) the probe wraps the consumer loop's wait for
+    each stage in SM-cycle reads, stores the waits' and the loop's cycles after it, leaves the
+    producer's loop alone, and the source compiles (for sm_90a)."""
+    import sys
+
+    from graph_strategies import gemm_program
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from phase_probe import RING_WAIT, instrument
+
+    from mirage_formal.codegen import candidate_schedules
+
+    prog = gemm_program(64, 128, 128, 8, gm=2, gn=2)
+    (la,) = launches(prog, 128)
+    sched = next(s for s in candidate_schedules(la.graph) if s.wgmma)
+    cg = compile_graph(prog, arch="sm_90", load=False, cache=cache, schedules={la.graph.key: sched})
+    assert cg.source.count(RING_WAIT) == 1
+    src = instrument(cg.source, [k.name for k in cg.kernels])
+    assert RING_WAIT not in src and src.count("mf_cw += clock64() - mf_c0;") == 1
+    assert "mf_cycles(0, mf_cw, clock64() - mf_cl);" in src
+    assert src.count("mf::mbar_wait(&mf_empty[s]") == 1  # (the producer's, as it was)
+    assert _is_cubin(compile_cubin(src, "sm_90", cache=cache, name="probe_ring.cu"))
+
+
 def _main_loop(source: str) -> str:
     """The text of a kernel's main loop (from its header to the wait for the last cp.async
     group after it, or to the end of the kernel)."""
