@@ -23,6 +23,7 @@ from mirage_formal.codegen.schedule import (
     ROWWISE_MAX_ROW,
     Schedule,
     gemv_rows_ok,
+    pair_axis,
     split_ok,
     stream_k_ok,
     warp_tiles,
@@ -330,18 +331,11 @@ class KernelLayout:
         stream-K, and a grid axis of even extent that the map of at least one ring tile
         leaves out (that tile is the same for both blocks of a pair along it). The axis whose
         shared tiles hold the most bytes, the lowest first on a tie; (None, {}) if none."""
-        if not (self.opts.tma_multicast and self.tma and self.split == 1 and not self.stream_k):
+        pair = (pair_axis(self.raw, self.bg.grid) if self.opts.tma_multicast and self.tma
+                and self.split == 1 and not self.stream_k else None)
+        if pair is None:
             return None, frozenset()
-        best: tuple[int, int] | None = None  # (bytes, -axis)
-        for a in range(3):
-            if self.bg.grid[a] % 2:
-                continue
-            shared = sum(math.prod(n.shape) for n in self.raw if n.attr("imap")[a] == -1)
-            if shared and (best is None or shared > best[0]):
-                best = (shared, a)
-        if best is None:
-            return None, frozenset()
-        axis = best[1]
+        axis = pair[0]
         return axis, frozenset(n for n in self.raw if n.attr("imap")[axis] == -1)
 
     def tma_box_halves(self, n: Node) -> int:

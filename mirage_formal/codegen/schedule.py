@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -610,17 +611,29 @@ def _stores_conflicting_sums(bg: BlockGraph) -> bool:
                                   for n in bg.nodes)
 
 
+def pair_axis(tiles: Iterable[Node], grid: tuple[int, int, int]) -> tuple[int, int] | None:
+    """(axis, elements): the grid axis of even extent along which pairs of blocks read the
+    most elements of ``tiles`` in common (the tiles whose maps leave that axis out; the lowest
+    axis on a tie), or None where no such axis shares any (:attr:`Schedule.tma_multicast`)."""
+    tiles = list(tiles)
+    best: tuple[int, int] | None = None
+    for a in range(3):
+        shared = sum(math.prod(n.shape) for n in tiles if n.attr("imap")[a] == -1)
+        if grid[a] % 2 == 0 and shared and (best is None or shared > best[1]):
+            best = (a, shared)
+    return best
+
+
 def multicast_share(bg: BlockGraph) -> float:
     """The share of a TMA ring stage's bytes that :attr:`Schedule.tma_multicast` would copy
-    once for a pair of blocks: over the grid axes of even extent, the most bytes of streamed
-    fp16 tiles whose maps leave that axis out, over all streamed fp16 tiles' bytes (0 where
-    none; the layout has the last word: :meth:`KernelLayout._multicast`)."""
+    once for a pair of blocks: the elements of streamed fp16 tiles shared along
+    :func:`pair_axis`, over all streamed fp16 tiles' elements (0 where none; the layout has
+    the last word: :meth:`KernelLayout._multicast`)."""
     tiles = [n for n in bg.nodes if n.op == "iter" and n.attr("fmap") != -1
              and bg.inputs[n.attr("input")][1].itemsize == 2]
     total = sum(math.prod(n.shape) for n in tiles)
-    shared = [sum(math.prod(n.shape) for n in tiles if n.attr("imap")[a] == -1)
-              for a in range(3) if bg.grid[a] % 2 == 0]
-    return max(shared, default=0) / total if total else 0.0
+    pair = pair_axis(tiles, bg.grid)
+    return pair[1] / total if pair and total else 0.0
 
 
 #: the least share of a ring stage a pair of blocks must share for the tuner to try
@@ -634,15 +647,13 @@ MULTICAST_MIN_SHARE = 0.25
 WGMMA_MAX_ACCUMULATORS = 128
 
 
-def _wgmma_trial(best: Schedule, bg: BlockGraph, cols: int = 1) -> Schedule | None:
+def _wgmma_trial(best: Schedule, bg: BlockGraph) -> Schedule | None:
     """``best`` with its product as warpgroup MMAs on the TMA ring (:func:`wgmma_threads`),
-    their columns over ``cols`` warpgroups, its outputs from the registers unless its loop is
-    split; None where that cannot apply."""
-    t = wgmma_threads(bg, cols)
+    its outputs from the registers unless its loop is split; None where that cannot apply."""
+    t = wgmma_threads(bg)
     if t is None or best.wgmma or best.stream_k:
         return None
     return replace(best, tma_ring=True, dense_rows=True, min_blocks=1, wgmma=True, threads=t,
-                   wgmma_cols=cols,
                    warp_m=0, warp_n=0, mma=True, gemv=False, mma_kpair=False, mma_kslice=1,
                    fold_fragments=False, a_op_fragments=False, reg_epilogue=best.split == 1,
                    async_stages=max(best.async_stages, WGMMA_STAGES),
