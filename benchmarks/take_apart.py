@@ -65,6 +65,14 @@ EDITS: dict[str, tuple[str, Callable[[str], str]]] = {
     "no_fragment_folds": ("the running sums of a fold taken from the A fragments "
                           "(Schedule.fold_fragments)",
                           _sub(r"\bff\d+\[wm\]\[\d\] \+= [^;]*;", "")),
+    "no_wgmma": ("every warpgroup MMA (Schedule.wgmma): the loop then only passes the TMA "
+                 "ring's stages through, the data side of the loop alone",
+                 _sub(r"mf::wgmma_m64nNk16<\d+>\([^;]*;", "{}")),
+    "no_ring_copies": ("every copy of the TMA ring (its producer arrives on each stage "
+                       "without bytes): the consumers' side of the loop alone, on stale tiles",
+                       lambda s: _sub(r"\n *mf::tma_load_2d(?:_multicast)?<\w+>\([^;]*;", "")(
+                           _sub(r"mf::mbar_expect_tx\((&mf_full\[s\]), \d+\);",
+                                r"mf::mbar_arrive(\1);")(s))),
 }
 
 

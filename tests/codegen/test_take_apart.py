@@ -11,7 +11,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import take_apart
+from graph_strategies import gemm_program
 
+from mirage_formal.codegen import Schedule, launches
 from mirage_formal.codegen.compiled import emit_graph
 from mirage_formal.codegen.nvrtc import compile_cubin
 
@@ -24,16 +26,31 @@ def _fused_source(b: int = 8, fields: str = FUSED) -> str:
     return emit_graph(g, 128, schedules=sched)[0]
 
 
+#: a product on warpgroup MMAs fed by the TMA ring (the edits of such loops need one)
+WGMMA = "threads=128,reg_epilogue=True,async_stages=4,min_blocks=1,dense_rows=True,tma_ring=True,wgmma=True"
+
+
+def _wgmma_source() -> str:
+    g = gemm_program(64, 128, 128, 4, gm=2, gn=2)
+    sched = take_apart.parse_fields(WGMMA)
+    return emit_graph(g, 128, schedules={la.graph.key: Schedule(**sched) for la in launches(g, 128)})[0]
+
+
 @pytest.mark.parametrize("name", sorted(take_apart.EDITS))
 def test_each_edit_removes_its_piece_and_compiles(name: str) -> None:
-    # (the fold from the A fragments exists only under its schedule field)
-    src = _fused_source(fields=FUSED + (",fold_fragments=True" if name == "no_fragment_folds" else ""))
+    if name in ("no_wgmma", "no_ring_copies"):
+        src = _wgmma_source()
+    else:  # (the fold from the A fragments exists only under its schedule field)
+        src = _fused_source(fields=FUSED + (",fold_fragments=True" if name == "no_fragment_folds" else ""))
     out = take_apart.edited(src, [name])
     assert out is not None and out != src
     gone = {"no_products": "mf::mma_16816(", "no_launch_dependency": "mf::grid_dep_",
             "no_cache_policy": "mf_pol)", "no_row_folds": "fr4[k] +=",
-            "no_fragment_folds": "ff4[wm][0] +="}[name]
+            "no_fragment_folds": "ff4[wm][0] +=", "no_wgmma": "mf::wgmma_m64nNk16<",
+            "no_ring_copies": "mf::tma_load_2d<"}[name]
     assert gone in src and gone not in out
+    if name == "no_ring_copies":  # (each stage's producer arrival stays, without bytes)
+        assert "mf::mbar_expect_tx(&mf_full[s]" not in out and "mf::mbar_arrive(&mf_full[s]);" in out
     assert compile_cubin(out, "sm_90", name="take_apart_test.cu")
 
 
