@@ -41,6 +41,7 @@ from mirage_formal.codegen import SIMPLE, EmitOptions, compile_graph, graph_byte
 from mirage_formal.codegen.nvrtc import nvrtc_version  # noqa: E402
 from mirage_formal.codegen.runtime import runtime  # noqa: E402
 from mirage_formal.codegen.validate import validate  # noqa: E402
+from mirage_formal.ir.dtypes import DType  # noqa: E402
 from mirage_formal.ir.graph import INPUT, KernelGraph  # noqa: E402
 
 CKPT_FILES = {("rmsnorm", 1): ("rmsnorm_bs1.json", ["X", "W"]),
@@ -58,6 +59,13 @@ def find_checkpoints() -> Path | None:
 
 
 # ---------------------------------------------------------------- torch baselines
+
+def torch_dtype(dt: DType) -> Any:
+    """The torch dtype of a program's tensor type (inputs are drawn, outputs allocated in it)."""
+    import torch
+
+    return {DType.F16: torch.float16, DType.BF16: torch.bfloat16, DType.F32: torch.float32}[dt]
+
 
 def torch_program(prog: KernelGraph) -> Any:
     """The program as PyTorch eager code (fp16 tensors, torch's own kernels)."""
@@ -247,7 +255,7 @@ def time_ours(cg: Any, torch_inputs: list[Any]) -> tuple[float, float]:
     """(plain launches, CUDA-graph replay) microseconds, on PyTorch's current stream."""
     import torch
 
-    outs = [torch.empty(n.shape, dtype=torch.float16, device="cuda") for n in cg.graph.outputs]
+    outs = [torch.empty(n.shape, dtype=torch_dtype(n.dtype), device="cuda") for n in cg.graph.outputs]
     in_ptrs = [t.data_ptr() for t in torch_inputs]
     out_ptrs = [t.data_ptr() for t in outs]
 

@@ -104,7 +104,7 @@ TIMING_ROUNDS = 3
 def torch_check_and_time(kernel: Any, prog: Any) -> dict[str, Any]:
     import numpy as np
     import torch
-    from gpu_bench import bench, graphed, time_ours, torch_program
+    from gpu_bench import bench, graphed, time_ours, torch_dtype, torch_program
 
     from mirage_formal.codegen.validate import _overflows, random_device_inputs
 
@@ -117,11 +117,11 @@ def torch_check_and_time(kernel: Any, prog: Any) -> dict[str, Any]:
             break
         r /= 2
     gen = torch.Generator(device="cuda").manual_seed(7)
-    xs = [((torch.rand(n.shape, device="cuda", generator=gen) - 0.5) * (2 * r)).half()
+    xs = [((torch.rand(n.shape, device="cuda", generator=gen) - 0.5) * (2 * r)).to(torch_dtype(n.dtype))
           for n in prog.inputs]
     fn = torch_program(prog)
     want = fn(*[x.double() for x in xs])
-    o = torch.empty(prog.outputs[0].shape, dtype=torch.float16, device="cuda")
+    o = torch.empty(prog.outputs[0].shape, dtype=torch_dtype(prog.outputs[0].dtype), device="cuda")
     kernel(*xs, out=[o], stream=torch.cuda.current_stream().cuda_stream)
     torch.cuda.synchronize()
     got = o.double()

@@ -2,7 +2,7 @@
 options (the search space derived from each program), ``--budget`` seconds (default 300) on this
 CPU, then a check that the best accepted μGraph is no worse than the input by the cost model.
 
-Programs (fp16):
+Programs (fp16 unless named bf16):
 
 - ``scaled_attention``: softmax(0.125 · Q·K) · V (a scale before exp), Q (2, 256, 64).
 - ``layernorm_matmul``: ((x − mean x) / sqrt(mean((x − mean x)²))) · W — mean subtraction, sub,
@@ -16,6 +16,7 @@ Programs (fp16):
 - ``prefill_matmul``, ``prefill_bias_gelu``, ``prefill_attention``, ``grouped_matmul``,
   ``prefill_gated_mlp``, ``wide_rmsnorm``: 128- to 512-row products (one batched) and 4096-row
   norms, where the other programs have at most 32 rows.
+- ``rmsnorm_bf16``, ``gated_mlp_bf16``, ``prefill_matmul_bf16``: three of the above in bf16.
 
     PYTHONPATH=. python3 benchmarks/search_outside.py [--budget 300] [--workers 2] [--programs ...]
 
@@ -270,6 +271,37 @@ def wide_rmsnorm(b: int = 1) -> KernelGraph:
     return g.build()
 
 
+def rmsnorm_bf16(b: int = 1) -> KernelGraph:
+    """rmsnorm(X) · W in bf16 at the benchmark's rmsnorm shape, X (2b, 4096), W (4096, 6144):
+    the dtype most models are served in (thirty-fourth session)."""
+    g = mf.Graph()
+    x = g.input((2 * b, 4096), "bf16", "X")
+    w = g.input((4096, 6144), "bf16", "W")
+    g.output(g.matmul(g.rms_norm(x), w))
+    return g.build()
+
+
+def gated_mlp_bf16(b: int = 1) -> KernelGraph:
+    """silu(X·W1) ⊙ (X·W2) in bf16 at the benchmark's gated_mlp shape, X (8, 4096), W1 and W2
+    (4096, 4096) (thirty-fourth session)."""
+    g = mf.Graph()
+    x = g.input((8, 4096), "bf16", "X")
+    w1 = g.input((4096, 4096), "bf16", "W1")
+    w2 = g.input((4096, 4096), "bf16", "W2")
+    g.output(g.mul(g.op("silu", g.matmul(x, w1)), g.matmul(x, w2)))
+    return g.build()
+
+
+def prefill_matmul_bf16(b: int = 1) -> KernelGraph:
+    """X · W in bf16, X (512b, 2048), W (2048, 2048): prefill_matmul's product in bf16
+    (thirty-fourth session)."""
+    g = mf.Graph()
+    x = g.input((512 * b, 2048), "bf16", "X")
+    w = g.input((2048, 2048), "bf16", "W")
+    g.output(g.matmul(x, w))
+    return g.build()
+
+
 PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "scaled_attention": scaled_attention, "layernorm_matmul": layernorm_matmul,
     "norm_gain_matmul": norm_gain_matmul, "swish_matmul": swish_matmul,
@@ -280,7 +312,8 @@ PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "residual_rmsnorm": residual_rmsnorm, "prefill_matmul": prefill_matmul,
     "prefill_attention": prefill_attention, "wide_rmsnorm": wide_rmsnorm,
     "prefill_bias_gelu": prefill_bias_gelu, "grouped_matmul": grouped_matmul,
-    "prefill_gated_mlp": prefill_gated_mlp,
+    "prefill_gated_mlp": prefill_gated_mlp, "rmsnorm_bf16": rmsnorm_bf16,
+    "gated_mlp_bf16": gated_mlp_bf16, "prefill_matmul_bf16": prefill_matmul_bf16,
 }
 
 
