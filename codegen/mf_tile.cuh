@@ -306,6 +306,16 @@ __device__ __forceinline__ void mma_16816(float* d, const unsigned* a, const uns
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// The same with bf16 operands (mma.sync ... .f32.bf16.bf16.f32; the fragment layout is the
+// fp16 one).
+__device__ __forceinline__ void mma_16816_bf(float* d, const unsigned* a, const unsigned* b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
 // e^x as one MUFU.EX2 of x * log2(e), with denormal results flushed to zero. __expf without
 // -ftz costs a range test and two more multiplies a value (its non-ftz ex2 rescales
 // arguments below -126); a result under 2^-126 is zero in fp16 and bf16 anyway, and in an
@@ -342,6 +352,30 @@ __device__ __forceinline__ unsigned pack_h2(__half lo, __half hi) {
   return *reinterpret_cast<unsigned*>(&h);
 }
 __device__ __forceinline__ __half hzero() { return __ushort_as_half((unsigned short)0); }
+
+// The bf16 counterparts of pack_half2, pack_f2, pack_h2 and hzero (bf16 fragments).
+__device__ __forceinline__ unsigned pack_bf2(float lo, float hi) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<unsigned*>(&h);
+}
+__device__ __forceinline__ unsigned pack_bf2(const float* p) {
+  const float2 v = *reinterpret_cast<const float2*>(p);
+  return pack_bf2(v.x, v.y);
+}
+__device__ __forceinline__ unsigned pack_b2(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+  __nv_bfloat162 h = __halves2bfloat162(lo, hi);
+  return *reinterpret_cast<unsigned*>(&h);
+}
+__device__ __forceinline__ __nv_bfloat16 bzero() { return __ushort_as_bfloat16((unsigned short)0); }
+// bf16 fragment registers: the sum of the two values, and of their squares (as h2_sum, h2_sq).
+__device__ __forceinline__ float bf2_sum(unsigned r) {
+  const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r));
+  return v.x + v.y;
+}
+__device__ __forceinline__ float bf2_sq(unsigned r) {
+  const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r));
+  return v.x * v.x + v.y * v.y;
+}
 
 // The two halves of a fragment register (low, high) in fp32: their sum, and the sum of
 // their squares (a fold's terms taken from mma A fragments already in registers).
@@ -459,6 +493,17 @@ __device__ __forceinline__ void ldsm_x4_trans(unsigned* r, const __half* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(a) : "memory");
+}
+
+// ldmatrix moves 16-bit elements whatever they are: the same for bf16 tiles.
+__device__ __forceinline__ void ldsm_x4(unsigned* r, const __nv_bfloat16* p) {
+  ldsm_x4(r, reinterpret_cast<const __half*>(p));
+}
+__device__ __forceinline__ void ldsm_x2_trans(unsigned* r, const __nv_bfloat16* p) {
+  ldsm_x2_trans(r, reinterpret_cast<const __half*>(p));
+}
+__device__ __forceinline__ void ldsm_x4_trans(unsigned* r, const __nv_bfloat16* p) {
+  ldsm_x4_trans(r, reinterpret_cast<const __half*>(p));
 }
 
 // ---------------------------------------------------------------- TMA ring (sm_90)
@@ -613,42 +658,50 @@ __device__ __forceinline__ void wgmma_wait_one() {
 // d (N/2 floats of this thread: for 8-column tile j, d[4j..4j+3] at rows g, g, g+8, g+8 and
 // columns 8j+2q, +1, 8j+2q, +1 of the warp's 16 rows, as mma_16816's C) += A (64 x 16,
 // K-major, descriptor da) x B (16 x N, N-major: each 128-byte row one k and 64 columns, the
-// next 64 columns LBO further: descriptor db). N is 64, 128 or 256.
+// next 64 columns LBO further: descriptor db). N is 64, 128 or 256; BF: bf16 operands.
 #define MF_ACC8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), \
                    "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-template <int N>
+// (one body for both operand types: T is the PTX type, "f16" or "bf16")
+#define MF_WGMMA_BODY(MF_WG_T) \
+  if constexpr (N == 64) { \
+    asm volatile( \
+        "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n" \
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32." MF_WG_T "." MF_WG_T " {" \
+        "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31" \
+        "}, %32, %33, p, 1, 1, 0, 1;\n}\n" \
+        : MF_ACC8(0), MF_ACC8(8), MF_ACC8(16), MF_ACC8(24) \
+        : "l"(da), "l"(db)); \
+  } else if constexpr (N == 128) { \
+    asm volatile( \
+        "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n" \
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32." MF_WG_T "." MF_WG_T " {" \
+        "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63" \
+        "}, %64, %65, p, 1, 1, 0, 1;\n}\n" \
+        : MF_ACC8(0), MF_ACC8(8), MF_ACC8(16), MF_ACC8(24), MF_ACC8(32), MF_ACC8(40), MF_ACC8(48), MF_ACC8(56) \
+        : "l"(da), "l"(db)); \
+  } else { \
+    asm volatile( \
+        "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n" \
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32." MF_WG_T "." MF_WG_T " {" \
+        "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127" \
+        "}, %128, %129, p, 1, 1, 0, 1;\n}\n" \
+        : MF_ACC8(0), MF_ACC8(8), MF_ACC8(16), MF_ACC8(24), MF_ACC8(32), MF_ACC8(40), MF_ACC8(48), MF_ACC8(56), MF_ACC8(64), MF_ACC8(72), MF_ACC8(80), MF_ACC8(88), MF_ACC8(96), MF_ACC8(104), MF_ACC8(112), MF_ACC8(120) \
+        : "l"(da), "l"(db)); \
+  }
+template <int N, bool BF = false>
 __device__ __forceinline__ void wgmma_m64nNk16(float* d, unsigned long long da, unsigned long long db) {
   static_assert(N == 64 || N == 128 || N == 256, "wgmma_m64nNk16: N must be 64, 128 or 256");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (N == 64) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
-        "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
-        "}, %32, %33, p, 1, 1, 0, 1;\n}\n"
-        : MF_ACC8(0), MF_ACC8(8), MF_ACC8(16), MF_ACC8(24)
-        : "l"(da), "l"(db));
-  } else if constexpr (N == 128) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
-        "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
-        "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
-        : MF_ACC8(0), MF_ACC8(8), MF_ACC8(16), MF_ACC8(24), MF_ACC8(32), MF_ACC8(40), MF_ACC8(48), MF_ACC8(56)
-        : "l"(da), "l"(db));
+  if constexpr (BF) {
+    MF_WGMMA_BODY("bf16")
   } else {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, 1, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
-        "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
-        "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
-        : MF_ACC8(0), MF_ACC8(8), MF_ACC8(16), MF_ACC8(24), MF_ACC8(32), MF_ACC8(40), MF_ACC8(48), MF_ACC8(56), MF_ACC8(64), MF_ACC8(72), MF_ACC8(80), MF_ACC8(88), MF_ACC8(96), MF_ACC8(104), MF_ACC8(112), MF_ACC8(120)
-        : "l"(da), "l"(db));
+    MF_WGMMA_BODY("f16")
   }
 #else
   __trap();
 #endif
 }
 #undef MF_ACC8
+#undef MF_WGMMA_BODY
 
 }  // namespace mf

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import mirage_formal as mf
 from mirage_formal.codegen.schedule import Schedule
 from mirage_formal.errors import GraphError
+from mirage_formal.ir.text import parse_text
 
 UNARY = ["neg", "exp", "square", "silu", "sigmoid", "relu", "gelu"]
 BINARY = ["add", "sub", "mul", "div", "matmul"]
@@ -594,13 +595,13 @@ def defined_on_positive_inputs(prog: object) -> bool:
 
 
 def gemm_program(m: int, k: int, n: int, forloop: int, gm: int = 1, gn: int = 2,
-                 epilogue: str | None = None) -> mf.KernelGraph:
+                 epilogue: str | None = None, dtype: str = "f16") -> mf.KernelGraph:
     """X (gm*m, k*F) · W (k*F, gn*n) as one graph-defined kernel of gn x gm blocks, each
     summing ``forloop`` products of an m x k tile of X by a k x n tile of W; ``epilogue``: a
-    unary elementwise op applied to the sum before it is saved."""
+    unary elementwise op applied to the sum before it is saved; ``dtype``: of X, W and Y."""
     g = mf.Graph()
-    x = g.input((gm * m, k * forloop), "f16", "X")
-    w = g.input((k * forloop, gn * n), "f16", "W")
+    x = g.input((gm * m, k * forloop), dtype, "X")
+    w = g.input((k * forloop, gn * n), dtype, "W")
     kern = g.kernel([x, w], grid=(gn, gm, 1), forloop=forloop)
     a = kern.iter(x, imap=(-1, 0, -1), fmap=1)
     b = kern.iter(w, imap=(1, -1, -1), fmap=0)
@@ -614,13 +615,13 @@ def gemm_program(m: int, k: int, n: int, forloop: int, gm: int = 1, gn: int = 2,
 
 
 def gated_program(m: int = 64, k: int = 128, n: int = 128, forloop: int = 4, gm: int = 2,
-                  gn: int = 2) -> mf.KernelGraph:
+                  gn: int = 2, dtype: str = "f16") -> mf.KernelGraph:
     """silu(X·W1) ⊙ (X·W2) in one kernel: two products of the same X tile, as the search fuses
     a gated MLP."""
     g = mf.Graph()
-    x = g.input((gm * m, k * forloop), "f16", "X")
-    w1 = g.input((k * forloop, gn * n), "f16", "W1")
-    w2 = g.input((k * forloop, gn * n), "f16", "W2")
+    x = g.input((gm * m, k * forloop), dtype, "X")
+    w1 = g.input((k * forloop, gn * n), dtype, "W1")
+    w2 = g.input((k * forloop, gn * n), dtype, "W2")
     kern = g.kernel([x, w1, w2], grid=(gn, gm, 1), forloop=forloop)
     a = kern.iter(x, imap=(-1, 0, -1), fmap=1)
     b1 = kern.iter(w1, imap=(1, -1, -1), fmap=0)
@@ -631,3 +632,9 @@ def gated_program(m: int = 64, k: int = 128, n: int = 128, forloop: int = 4, gm:
     (y,) = kern.build()
     g.output(y)
     return g.build()
+
+
+def as_dtype_program(prog: mf.KernelGraph, dtype: str) -> mf.KernelGraph:
+    """``prog`` (a program or μGraph whose tensors are all fp16) with every tensor in
+    ``dtype`` instead: the same structure, tiles and maps (through the text form)."""
+    return parse_text(str(prog).replace("f16[", f"{dtype}["))

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 from mirage_formal.codegen.barriers import Extent, touches, with_barriers
 from mirage_formal.codegen.cindex import lin, multi_index
+from mirage_formal.codegen.float16 import FLOAT16
 from mirage_formal.codegen.plan import plan_buffers
 from mirage_formal.codegen.print_combine import CLUSTER_COMBINE_BARRIERS, CombinePrinter
 from mirage_formal.codegen.print_mma import MmaPrinter
@@ -563,7 +564,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         elif plan.ws_floats:
             lines.append(f"  float* wsb = ws + (size_t)(blockIdx.x + {gx * SP} * (blockIdx.y + {gy} * "
                          f"blockIdx.z)) * {plan.ws_floats};")
-        raw_names = {self.buf[n] for n in self.raw}
+        raw_names = {self.buf[n]: n.dtype for n in self.raw}
         half_names = {self.buf[n] for n in self.half if n in self.buf}
         for bname, bb in sorted(bufs.items()):
             base = "smem" if bb.space == "smem" else "wsb"
@@ -572,8 +573,9 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                              f"  // fp16 tile, {bb.size} floats, steps {bb.first}..{bb.last}")
                 continue
             if bname in raw_names:
-                lines.append(f"  __half* {bname} = reinterpret_cast<__half*>({base} + {bb.offset});"
-                             f"  // raw fp16, {self.stages} stages, {bb.size} floats, steps "
+                t, kind = FLOAT16[raw_names[bname]].c_type, "fp16" if raw_names[bname] is DType.F16 else "bf16"
+                lines.append(f"  {t}* {bname} = reinterpret_cast<{t}*>({base} + {bb.offset});"
+                             f"  // raw {kind}, {self.stages} stages, {bb.size} floats, steps "
                              f"{bb.first}..{bb.last}")
                 continue
             lines.append(f"  float* {bname} = {base} + {bb.offset};  // {bb.size} floats, steps "

@@ -44,7 +44,7 @@ from mirage_formal.codegen.steps import (
 from mirage_formal.codegen.stream_k import longest_segment
 from mirage_formal.codegen.tma import BOX_COLS, box_rows, tma_tile_ok
 from mirage_formal.errors import GraphError, UnsupportedOpError
-from mirage_formal.ir.dtypes import DType
+from mirage_formal.ir.dtypes import DType, tensor_core_type
 from mirage_formal.ir.graph import (
     ITER,
     BlockGraph,
@@ -419,7 +419,8 @@ class KernelLayout:
             return None
         m = cs[0]
         if (m.op != "matmul" or m.src[0] is not n or m.src[1] is n or not self._mma(m)
-                or len(n.shape) != 2 or n.shape[-1] % 16 or m.shape[-2] != n.shape[-2]):
+                or len(n.shape) != 2 or n.shape[-1] % 16 or m.shape[-2] != n.shape[-2]
+                or n.dtype is not DType.F16):  # (half2 arithmetic on the fragments)
             return None
         tree = elementwise_tree(self.bg, n)
         if tree is None or n in self.out_nodes or not 1 <= len(tree[0]) <= 2:
@@ -445,9 +446,10 @@ class KernelLayout:
                 and n not in self.out_nodes)
 
     def _mma(self, n: Node) -> bool:
-        """Matmul ``n`` runs on tensor cores (``emit_matmul_mma``)."""
+        """Matmul ``n`` runs on tensor cores (``emit_matmul_mma``): both operands fp16, or
+        both bf16 (:func:`float16.tensor_core_type`)."""
         return (n.op == "matmul" and self.opts.mma and self.warp_ok()
-                and all(s.dtype is DType.F16 for s in n.src))
+                and tensor_core_type(*(s.dtype for s in n.src)) is not None)
 
     def warp_blocking(self, n: Node) -> tuple[int, int, int]:
         """Tensor-core matmul ``n``'s register blocking (WM, WN) and its number of warp tiles
@@ -666,7 +668,9 @@ class KernelLayout:
         cs = self.consumers[n]
 
         def reads(c: Node) -> bool:
-            if not self._mma(c) or c in self.epi or c.src[0] is c.src[1]:
+            # (fp16 products only: a bf16 product's fragments cannot be an fp16 tile's)
+            if (not self._mma(c) or c in self.epi or c.src[0] is c.src[1]
+                    or tensor_core_type(*(s.dtype for s in c.src)) is not DType.F16):
                 return False
             return c.src[0] is n or (either and c.src[1] is n)
 
@@ -790,7 +794,7 @@ class KernelLayout:
         if n.attr("fmap") == -1 or n in self.out_nodes or n in self.inline:
             return False
         shape, dt = self.bg.inputs[n.attr("input")]
-        return (dt is DType.F16 and n.dtype is DType.F16 and n.shape[-1] % 8 == 0
+        return (tensor_core_type(dt, n.dtype) is not None and n.shape[-1] % 8 == 0
                 and shape[-1] % 8 == 0)
 
     def _raw_ok(self, n: Node) -> bool:

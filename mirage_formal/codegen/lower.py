@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mirage_formal.errors import GraphError
-from mirage_formal.ir.dtypes import DType
+from mirage_formal.ir.dtypes import tensor_core_type
 from mirage_formal.ir.graph import (
     GET,
     INPUT,
@@ -200,7 +200,7 @@ def _matmul(n: Node, threads: int) -> BlockGraph:
             tn = cand
             if (N // cand) * (M // tm) * batch >= MIN_BLOCKS:
                 break
-    wide = _warpgroup_tiles(M, N, K, batch, A.dtype is B.dtype is DType.F16)
+    wide = _warpgroup_tiles(M, N, K, batch, tensor_core_type(A.dtype, B.dtype) is not None)
     if wide is not None:
         tm, tn, tk = wide
     grid = [N // tn, M // tm, 1]

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Literal
 
 from mirage_formal.codegen.cindex import align_idx, fmt_float, multi_index
+from mirage_formal.codegen.float16 import FLOAT16, Float16Names, tensor_core_type
 from mirage_formal.codegen.layout import Chain
 from mirage_formal.codegen.printer import (
     TileExpr,
@@ -21,7 +22,6 @@ from mirage_formal.codegen.printer import (
     zeroed_accumulators,
 )
 from mirage_formal.codegen.schedule import FRAGMENT_OPS
-from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY
 
@@ -35,9 +35,15 @@ class MmaPrinter(TilePrinter):
 
     def emit_matmul(self, n: Node, dst: Node, add: bool, ind: str) -> list[str]:
         A, B = n.src
-        if (self.opts.mma and self.warp_ok() and A.dtype is DType.F16 and B.dtype is DType.F16):
+        if self.opts.mma and self.warp_ok() and tensor_core_type(A.dtype, B.dtype) is not None:
             return self.emit_matmul_mma(n, dst, add, ind)
         return self.emit_matmul_simple(n, dst, add, ind)
+
+    def operand_names(self, n: Node) -> Float16Names:
+        """The names of tensor-core matmul ``n``'s operand type (fp16 or bf16)."""
+        t = tensor_core_type(*(s.dtype for s in n.src))
+        assert t is not None, "a tensor-core product has fp16 or bf16 operands"
+        return FLOAT16[t]
 
     def emit_matmul_mma(self, n: Node, dnode: Node, add: bool, ind: str,
                         mode: Literal["loop", "hoist", "store", "chain_a", "chain_b"] = "loop",
@@ -57,6 +63,7 @@ class MmaPrinter(TilePrinter):
         if n in self.wg and mode == "loop":
             return self.emit_wgmma(n, ind)
         A, B = n.src
+        t16 = self.operand_names(n)
         a, b = self.buf.get(A, ""), self.buf[B]
         M, N, K = n.shape[-2], n.shape[-1], A.shape[-1]
         # Raw fp16 operands (cp.async tiles) are read from the current stage; with ldmatrix
@@ -84,15 +91,15 @@ class MmaPrinter(TilePrinter):
         def la(r: str, k: str) -> str:
             cond = [c for c, need in ((f"{r} < {M}", mk), (f"{k} < {K}", kk)) if need]
             e = f"pa[{r} * {lda} + {k}]"
-            return f"({' && '.join(cond)} ? {e} : {'mf::hzero()' if ra else '0.f'})" if cond else e
+            return f"({' && '.join(cond)} ? {e} : {t16.zero if ra else '0.f'})" if cond else e
 
         def lb(k: str, c: str) -> str:
             cond = [x for x, need in ((f"{k} < {K}", kk), (f"{c} < {N}", nk)) if need]
             e = f"pb[{k} * {ldb} + {c}]"
-            return f"({' && '.join(cond)} ? {e} : {'mf::hzero()' if rb else '0.f'})" if cond else e
+            return f"({' && '.join(cond)} ? {e} : {t16.zero if rb else '0.f'})" if cond else e
 
-        pka = "mf::pack_h2" if ra else "mf::pack_half2"
-        pkb = "mf::pack_h2" if rb else "mf::pack_half2"
+        pka = t16.pack_raw if ra else t16.pack_floats
+        pkb = t16.pack_raw if rb else t16.pack_floats
         i3 = ind + "    "
         if xa:
             row = "tm * 16 + (lane & 15)" if M % 16 == 0 else f"min(tm * 16 + (lane & 15), {M - 1})"
@@ -129,10 +136,11 @@ class MmaPrinter(TilePrinter):
                 frag_a = [ld_frag("fa", A, "pa")]
         elif not ra and not mk and not kk and lda % 2 == 0:
             # fp32 A tile, no bounds checks: each fragment register is one 8-byte pair
-            frag_a = [f"{i3}fa[0] = mf::pack_f2(pa + r0 * {lda} + ka);",
-                      f"{i3}fa[1] = mf::pack_f2(pa + r1 * {lda} + ka);",
-                      f"{i3}fa[2] = mf::pack_f2(pa + r0 * {lda} + kb);",
-                      f"{i3}fa[3] = mf::pack_f2(pa + r1 * {lda} + kb);"]
+            pf = t16.pack_float_pair
+            frag_a = [f"{i3}fa[0] = {pf}(pa + r0 * {lda} + ka);",
+                      f"{i3}fa[1] = {pf}(pa + r1 * {lda} + ka);",
+                      f"{i3}fa[2] = {pf}(pa + r0 * {lda} + kb);",
+                      f"{i3}fa[3] = {pf}(pa + r1 * {lda} + kb);"]
         else:
             frag_a = [f"{i3}fa[0] = {pka}({la('r0', 'ka')}, {la('r0', '(ka + 1)')});",
                       f"{i3}fa[1] = {pka}({la('r1', 'ka')}, {la('r1', '(ka + 1)')});",
@@ -179,8 +187,8 @@ class MmaPrinter(TilePrinter):
             return [f"{i4}{st(r, c, f'acc[{e}]', op, to)}"
                     for e, (r, c) in enumerate((("r0", "cc"), ("r0", "(cc + 1)"),
                                                 ("r1", "cc"), ("r1", "(cc + 1)")))]
-        ta = "__half" if ra else "float"
-        tb = "__half" if rb else "float"
+        ta = t16.c_type if ra else "float"
+        tb = t16.c_type if rb else "float"
         # Register blocking: a warp computes WM x WN output tiles of 16x8 at once, so each
         # A fragment feeds WN products and each B fragment WM (shared-memory reads per
         # product fall from 3 fragments to 2/WN + 1/WM).
@@ -286,7 +294,7 @@ class MmaPrinter(TilePrinter):
             f"{i3}#pragma unroll",
             f"{i3}for (int wm = 0; wm < {WM}; ++wm)",
             f"{i3}  #pragma unroll",
-            f"{i3}  for (int wn = 0; wn < {WN}; ++wn) mf::mma_16816("
+            f"{i3}  for (int wn = 0; wn < {WN}; ++wn) {t16.mma}("
             + (f"{'(ks & 1)' if ksl > 1 else '((k0 >> 4) & 1)'} ? rb{self.ids[n]}[wm][wn] : {accs}[wm][wn]"
                if kpair else f"{accs}[wm][wn]")
             + f", {fa_ref}, fbs[wn]);",
@@ -346,7 +354,7 @@ class MmaPrinter(TilePrinter):
                 "+ (ks & 3) * 32);",
                 f"{i3}#pragma unroll",
                 f"{i3}for (int nb = 0; nb < {N // width}; ++nb)",
-                f"{i3}  mf::wgmma_m64nNk16<{width}>(&ra{self.ids[n]}[0][nb * {width // 8}][0], mf_da, "
+                f"{i3}  mf::wgmma_m64nNk16<{width}{self.operand_names(n).wgmma_flag}>(&ra{self.ids[n]}[0][nb * {width // 8}][0], mf_da, "
                 f"mf::wgmma_desc(mf_wb + nb * {width // 64 * b_box} + ks * 2048, {lbo}));",
                 f"{i2}}}",
                 f"{i2}mf::wgmma_commit();",
@@ -422,8 +430,8 @@ class MmaPrinter(TilePrinter):
                 *ex.code(), f"{i5}ev[e] = {v};", *sum_lines,
                 f"{i4}}}",
                 f"{i4}unsigned* const fa = ea{self.ids[m2]}[wm][wn >> 1] + (wn & 1) * 2;",
-                f"{i4}fa[0] = mf::pack_half2(ev[0], ev[1]);",
-                f"{i4}fa[1] = mf::pack_half2(ev[2], ev[3]);",
+                f"{i4}fa[0] = {self.operand_names(m2).pack_floats}(ev[0], ev[1]);",
+                f"{i4}fa[1] = {self.operand_names(m2).pack_floats}(ev[2], ev[3]);",
                 f"{i3}}}",
                 f"{i2}}}",
                 *self.emit_matmul_mma(m2, self.fused[m2], True, i2, mode="chain_b"),
@@ -478,7 +486,8 @@ class MmaPrinter(TilePrinter):
             return []
         adds: list[str] = []
         for a in folds:
-            f, r = ("mf::h2_sq" if a.attr("kind") == "rms" else "mf::h2_sum"), f"ff{self.ids[a]}"
+            t16 = FLOAT16[a.src[0].dtype]  # (the fragments of the raw tile the fold adds up)
+            f, r = (t16.frag_square_sum if a.attr("kind") == "rms" else t16.frag_sum), f"ff{self.ids[a]}"
             adds += [f"{ind}    {r}[wm][0] += {f}(fas[wm][0]) + {f}(fas[wm][2]);",
                      f"{ind}    {r}[wm][1] += {f}(fas[wm][1]) + {f}(fas[wm][3]);"]
         return [f"{ind}#pragma unroll", f"{ind}for (int wm = 0; wm < {wm}; ++wm) {{",
@@ -527,8 +536,9 @@ class MmaPrinter(TilePrinter):
         _, bidx = multi_index(batch, "tb", "u") if batch else ([], [])
         i2, i3, i4, i5 = (ind + "  " * j for j in (1, 2, 3, 4))
         full = self.bg.output_shape(self.bg.outputs[k])
-        # fp16 with even rows (tile and output): each row's two adjacent values as one half2
-        pair = root.dtype is DType.F16 and N % 2 == 0 and full[-1] % 2 == 0
+        # fp16 or bf16 with even rows (tile and output): each row's two adjacent values as one
+        # pair (half2, bfloat162)
+        pair = root.dtype in FLOAT16 and N % 2 == 0 and full[-1] % 2 == 0
         exs: list[TileExpr] = []
         vals: list[str] = []
         # fragment folds finished here (layout.register_folds): each row's sum from its quad
@@ -552,8 +562,11 @@ class MmaPrinter(TilePrinter):
             exs.append(ex)
         cond = [c for c, need in (("er < " + str(M), M % 16 != 0), ("ec < " + str(N), N % 8 != 0)) if need]
         at = self.out_ref(k, [*bidx, "er", "ec"])
-        store = (f"*reinterpret_cast<__half2*>(&{at}) = __floats2half2_rn({vals[0]}, {vals[1]});" if pair
-                 else f"{at} = mf::from_f<{root.dtype.c_type}>({vals[0]});")
+        if pair:
+            t = FLOAT16[root.dtype]
+            store = f"*reinterpret_cast<{t.pair_type}*>(&{at}) = {t.pair_from_floats}({vals[0]}, {vals[1]});"
+        else:
+            store = f"{at} = mf::from_f<{root.dtype.c_type}>({vals[0]});"
         return [f"{ind}if (threadIdx.x / 32 < {tiles}) {{", f"{i2}const int tile = threadIdx.x / 32;",
                 *self.mma_head(ms[0], i2), *[x for m in ms for x in self.add_kpair(m, WM * WN, i2)],
                 *finish,

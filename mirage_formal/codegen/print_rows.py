@@ -13,10 +13,12 @@ import math
 from collections.abc import Callable
 
 from mirage_formal.codegen.cindex import fmt_float, multi_index
+from mirage_formal.codegen.float16 import FLOAT16
 from mirage_formal.codegen.printer import (
     TileExpr,
     TilePrinter,
 )
+from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.node import Node
 
 
@@ -194,7 +196,8 @@ class RowPrinter(TilePrinter):
         xh = x in self.raw or x in self.half
         at = f"o * {self.row(x)} + c"
         read = (f"mf::to_f({self.iter_ref(x, [*ridx, 'c'])})" if direct
-                else f"__half2float({xs}[{at}])" if xh else f"{xs}[{at}]")
+                else f"{FLOAT16[x.dtype if x in self.raw else DType.F16].to_float}({xs}[{at}])" if xh
+                else f"{xs}[{at}]")
         gain = f" * {self.buf[n.src[1]]}[c]" if len(n.src) == 2 else ""
         cvt = "__float2half_rn" if n in self.half else ""
         eps = fmt_float(n.attr("eps"))

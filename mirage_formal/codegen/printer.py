@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from mirage_formal.codegen.cindex import align_idx, fmt_float, multi_index, strides
+from mirage_formal.codegen.float16 import FLOAT16
 from mirage_formal.codegen.layout import KernelLayout
 from mirage_formal.ir.graph import ITER
 from mirage_formal.ir.node import Node
@@ -51,7 +52,7 @@ class TileExpr:
             return self.memo[key]
         em = self.em
         if n in em.raw and not compute:  # this iteration's stage of its cp.async ring
-            v = f"__half2float({em.buf[n]}[{em.stage_offset(n)} + {em.addr(n, idx)}])"
+            v = f"{FLOAT16[n.dtype].to_float}({em.buf[n]}[{em.stage_offset(n)} + {em.addr(n, idx)}])"
         elif n in em.buf and not compute:
             v = f"{em.buf[n]}[{em.addr(n, idx)}]"
             if n in em.half:

@@ -63,9 +63,36 @@ _TYPESTR = {DType.F16: "<f2", DType.F32: "<f4", DType.BF16: "<V2"}
 
 
 def numpy_dtype(dt: DType) -> np.dtype[Any]:
+    """The numpy type of ``dt``'s storage; bf16 has none (:func:`host_dtype` holds its values)."""
     if dt not in _NP:
         raise MirageError(f"{dt} has no numpy type; pass bf16 tensors as torch/cupy arrays")
     return _NP[dt]
+
+
+def host_dtype(dt: DType) -> np.dtype[Any]:
+    """The numpy type host arrays of ``dt`` values use: its own, or fp32 for bf16 (every bf16
+    value is an fp32 value; :func:`host_values` rounds to bf16 first)."""
+    return np.dtype(np.float32) if dt is DType.BF16 else numpy_dtype(dt)
+
+
+def bf16_bits(a: np.ndarray) -> np.ndarray:
+    """The bf16 bit patterns (uint16) nearest to ``a``'s values (round to nearest even, as
+    the GPU's conversions do; NaN stays NaN)."""
+    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(a), np.uint16(0x7FC0), rounded)
+
+
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    """The fp32 values of bf16 bit patterns (uint16)."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def host_values(a: np.ndarray, dt: DType) -> np.ndarray:
+    """``a`` rounded to ``dt``'s values, as a host array of :func:`host_dtype`."""
+    if dt is DType.BF16:
+        return bf16_values(bf16_bits(np.asarray(a, dtype=np.float32)))
+    return np.asarray(a).astype(numpy_dtype(dt))
 
 
 def _drv() -> Any:
@@ -282,16 +309,21 @@ class DeviceArray:
                 "version": 3, "strides": None}
 
     def numpy(self) -> np.ndarray:
-        out = np.empty(self.shape, numpy_dtype(self.dtype))
+        """The values on the host (bf16 as fp32 values: :func:`host_dtype`)."""
+        bf16 = self.dtype is DType.BF16
+        out = np.empty(self.shape, np.uint16 if bf16 else numpy_dtype(self.dtype))
         self.rt.sync()
         self.rt.dtoh(out, self.ptr)
-        return out
+        return bf16_values(out) if bf16 else out
 
     def copy_from(self, a: np.ndarray) -> None:
-        a = np.ascontiguousarray(a, dtype=numpy_dtype(self.dtype))
-        if a.shape != self.shape:
-            raise MirageError(f"shape {list(a.shape)} does not match the device array's {list(self.shape)}")
-        self.rt.htod(self.ptr, a)
+        """Upload ``a`` (converted, and for bf16 rounded, to the storage type)."""
+        if np.shape(a) != self.shape:
+            raise MirageError(f"shape {list(np.shape(a))} does not match the device array's {list(self.shape)}")
+        if self.dtype is DType.BF16:
+            self.rt.htod(self.ptr, bf16_bits(np.asarray(a, dtype=np.float32)))
+            return
+        self.rt.htod(self.ptr, np.ascontiguousarray(a, dtype=numpy_dtype(self.dtype)))
 
     def fill(self, value: float) -> None:
         """Set every element to ``value`` (rounded to the storage type)."""

@@ -30,7 +30,7 @@ from typing import Any
 from mirage_formal.codegen.coarsen import coarsenable, coarsened, narrow_axes
 from mirage_formal.codegen.tma import BOX_COLS, box_rows, tma_tile_ok
 from mirage_formal.errors import GraphError
-from mirage_formal.ir.dtypes import DType
+from mirage_formal.ir.dtypes import tensor_core_type
 from mirage_formal.ir.graph import BlockGraph, elementwise_tree, streams_weights
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.occupancy import loop_splits
@@ -594,8 +594,8 @@ def wgmma_threads(bg: BlockGraph, cols: int = 1) -> int | None:
         N, K = n.shape[-1], n.src[0].shape[-1]
         return (all(d == 1 for d in n.shape[:-2]) and n.shape[-2] == M and N % (64 * cols) == 0
                 and K % 64 == 0 and n.src[0] is not n.src[1]
-                and all(x.op == "iter" and x.attr("fmap") != -1
-                        and bg.inputs[x.attr("input")][1] is DType.F16 for x in n.src))
+                and all(x.op == "iter" and x.attr("fmap") != -1 for x in n.src)
+                and tensor_core_type(*(bg.inputs[x.attr("input")][1] for x in n.src)) is not None)
 
     ok = (M % 64 == 0 and M * cols <= 448 and all(fits(n) for n in mms)
           and sum(n.shape[-1] // 2 // cols for n in mms) <= WGMMA_MAX_ACCUMULATORS)

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from mirage_formal.codegen.compiled import CompiledGraph
-from mirage_formal.codegen.runtime import DeviceArray, numpy_dtype
+from mirage_formal.codegen.runtime import DeviceArray, host_values
 from mirage_formal.errors import MirageError
 from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import INPUT, KernelGraph
@@ -129,8 +129,9 @@ def rel_error(out: np.ndarray, ref: np.ndarray) -> float:
 
 def random_device_inputs(graph: KernelGraph, rng: np.random.Generator, low: float = -0.5,
                          high: float = 0.5) -> list[np.ndarray]:
-    """Uniform random inputs rounded to each input's storage dtype (numpy arrays)."""
-    return [rng.uniform(low, high, size=n.shape).astype(numpy_dtype(n.dtype)) for n in graph.inputs]
+    """Uniform random inputs rounded to each input's storage dtype (numpy arrays; bf16 values
+    as fp32, ``runtime.host_values``)."""
+    return [host_values(rng.uniform(low, high, size=n.shape), n.dtype) for n in graph.inputs]
 
 
 def _trial_seeds(seed: int | None, trials: int) -> list[int]:

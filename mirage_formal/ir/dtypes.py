@@ -58,3 +58,10 @@ def as_dtype(x: DType | str) -> DType:
 def promote(a: DType, b: DType) -> DType:
     """Result type of a binary op: equal types stay, anything else widens to f32."""
     return a if a is b else DType.F32
+
+
+def tensor_core_type(*dtypes: DType) -> DType | None:
+    """The 16-bit float type tensor cores multiply operands of ``dtypes`` in: their common type
+    if it is fp16 or bf16, else None (mixed or fp32 operands stay off the tensor cores)."""
+    first = dtypes[0]
+    return first if first is not DType.F32 and all(d is first for d in dtypes) else None

@@ -362,7 +362,7 @@ def test_matmul_warp_blockings_validate(case: tuple) -> None:
             assert rep.ok, f"warp {wm}x{wn}, threads {threads}: {rep}\n{cg.source}"
 
 
-@pytest.mark.parametrize("dtype", ["f16", "f32"])
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
 @pytest.mark.parametrize("name", sorted(n for n in REGISTRY if n != "accum"))
 def test_every_registry_op_validates(name: str, dtype: str) -> None:
     """Each op of the registry, applied to fresh inputs and compiled as the library kernel
