@@ -558,7 +558,9 @@ class MmaPrinter(TilePrinter):
                     f"acc{j}[e + {len(exs)}]"
             for a in folds:  # (row er is r0 for e < 2, r1 after)
                 ex.memo[(a, tuple(align_idx(idx, root.shape, a.shape)))] = f"fq{self.ids[a]}[wm][e >> 1]"
-            vals.append(ex.val(root, idx))
+            # (size-1 dimensions read at 0, as the memo's keys above: a one-row product's
+            # output otherwise missed its registers and read its never-written tile)
+            vals.append(ex.val(root, align_idx(idx, root.shape, root.shape)))
             exs.append(ex)
         cond = [c for c, need in (("er < " + str(M), M % 16 != 0), ("ec < " + str(N), N % 8 != 0)) if need]
         at = self.out_ref(k, [*bidx, "er", "ec"])

@@ -63,22 +63,23 @@ def test_plan_never_overlaps_live_buffers(spec: list[tuple[int, int, int]], limi
                 assert x.offset + x.size <= y.offset or y.offset + y.size <= x.offset
 
 
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
 @pytest.mark.parametrize(("lead", "m", "k", "n", "tiles"), [
     ((), 512, 256, 1024, (64, 128, 128)),       # 8 x 8 blocks of 64 x 128, k 128
     ((8,), 256, 1024, 512, (64, 128, 128)),     # a batched GEMM: 8 x 4 x 4 blocks
     ((), 512, 512, 960, (64, 64, 128)),         # 960 columns: tiles of 64
 ])
-def test_large_fp16_products_lower_to_warpgroup_mma_tiles(
-        lead: tuple[int, ...], m: int, k: int, n: int, tiles: tuple[int, int, int]) -> None:
-    """A product of many rows lowers to the tiles warpgroup MMA runs (one wave or more of them,
-    the tuner's wgmma schedule applies), its row tiles on grid x (the blocks launched together
-    share W's column tile), and the lowering still computes the product."""
+def test_large_16_bit_products_lower_to_warpgroup_mma_tiles(
+        lead: tuple[int, ...], m: int, k: int, n: int, tiles: tuple[int, int, int], dt: str) -> None:
+    """A product of many rows (fp16 or bf16) lowers to the tiles warpgroup MMA runs (one wave
+    or more of them, the tuner's wgmma schedule applies), its row tiles on grid x (the blocks
+    launched together share W's column tile), and the lowering still computes the product."""
     import mirage_formal as mf
     from mirage_formal.codegen.schedule import wgmma_threads
 
     g = mf.Graph()
-    x = g.input((*lead, m, k), "f16", "X")
-    w = g.input((*lead, k, n), "f16", "W")
+    x = g.input((*lead, m, k), dt, "X")
+    w = g.input((*lead, k, n), dt, "W")
     g.output(g.matmul(x, w))
     prog = g.build()
     (la,) = launches(prog)
@@ -93,15 +94,15 @@ def test_large_fp16_products_lower_to_warpgroup_mma_tiles(
     _same(run_reference(lowered_graph(prog), xs), run_reference(prog, xs))
 
 
-def test_small_or_bf16_products_keep_the_narrow_column_tiles() -> None:
+def test_small_or_mixed_products_keep_the_narrow_column_tiles() -> None:
     """Few rows (a weight stream), too few wgmma blocks, too few multiply-adds per element
-    moved (attention's P·V at b=8), or bf16: the narrow-tile rule."""
+    moved (attention's P·V at b=8), or operands of two types: the narrow-tile rule."""
     import mirage_formal as mf
 
     for shape_x, shape_w, dt in (((16, 4096), (4096, 4096), "f16"),
                                  ((128, 512), (512, 256), "f16"),
-                                 ((16, 256, 4096), (16, 4096, 64), "f16"),
-                                 ((512, 256), (256, 1024), "bf16")):
+                                 ((16, 256, 4096), (16, 4096, 64), "bf16"),
+                                 ((512, 256), (256, 1024), "f32")):
         g = mf.Graph()
         x = g.input(shape_x, dt, "X")
         w = g.input(shape_w, dt, "W")
