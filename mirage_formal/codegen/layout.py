@@ -487,12 +487,17 @@ class KernelLayout:
         elementwise ops, reads the plain sum accumulators of one or more register products of
         the same shape as the output and the same warp tiles (each warp then holds every one
         of them at the same elements), each read by this output alone; its other operands are
-        tiles in memory. Not with a split loop, stream-K, a cluster combine or k slices."""
+        tiles in memory. Not with a split loop, stream-K, a cluster combine or k slices (a
+        register chain's included: until s34 its warps each stored their own k slice's
+        partial sums to the same outputs, and such kernels failed validation)."""
         o = self.opts
         if (not o.reg_epilogue or o.split > 1 or o.stream_k or o.cluster_combine
                 or self.bg.forloop < 2):
             return {}
-        accs = {self.fused[m]: m for m in self.reg_acc if m not in self.kslice}
+        # (not a k-sliced product, nor a register chain's second product over k slices: each
+        # warp's registers then hold a partial sum; the slices meet in shared memory)
+        accs = {self.fused[m]: m for m in self.reg_acc
+                if m not in self.kslice and self.second_kw(m) == 1}
         found: dict[int, tuple[Node, ...]] = {}
         for k, out in enumerate(self.bg.outputs):
             root, chain = out.node, self._inline_chain(out.node)
