@@ -38,7 +38,8 @@ METHOD = ("autotuner (codegen.autotune): CUDA-graph replay, 256 MB L2 flush befo
 
 
 def _signature(g: KernelGraph) -> tuple[Any, ...]:
-    return tuple((n.attr("name"), n.shape) for n in g.inputs)
+    """Input names, shapes and types (a bf16 program is not its fp16 workload)."""
+    return tuple((n.attr("name"), n.shape, n.dtype) for n in g.inputs)
 
 
 def _workload_of(g: KernelGraph) -> tuple[str, int] | None:
