@@ -78,6 +78,11 @@ ONE_WAVE_BLOCKS = 132
 EmitOptions = Schedule
 
 
+
+def _kind(dt: DType) -> str:
+    """How a buffer comment names a 16-bit tile's type."""
+    return "fp16" if dt is DType.F16 else "bf16"
+
 @dataclass(frozen=True)
 class EmittedKernel:
     """One ``__global__`` function and what it takes to launch it.
@@ -175,7 +180,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         if not d.elementwise:
             raise UnsupportedOpError(f"codegen: block op {x.op!r} has no lowering")
         b = self.buf[x]
-        cvt = "__float2half_rn" if x in self.half else ""
+        cvt = FLOAT16[x.dtype].from_float if x in self.half else ""
         return self.elem_loop(x.shape, ind, lambda ex, idx: [
             f"{b}[{self.addr(x, idx)}] = {cvt}({ex.val(x, idx, True)});"])
 
@@ -565,15 +570,16 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
             lines.append(f"  float* wsb = ws + (size_t)(blockIdx.x + {gx * SP} * (blockIdx.y + {gy} * "
                          f"blockIdx.z)) * {plan.ws_floats};")
         raw_names = {self.buf[n]: n.dtype for n in self.raw}
-        half_names = {self.buf[n] for n in self.half if n in self.buf}
+        half_names = {self.buf[n]: n.dtype for n in self.half if n in self.buf}
         for bname, bb in sorted(bufs.items()):
             base = "smem" if bb.space == "smem" else "wsb"
             if bname in half_names:
-                lines.append(f"  __half* {bname} = reinterpret_cast<__half*>({base} + {bb.offset});"
-                             f"  // fp16 tile, {bb.size} floats, steps {bb.first}..{bb.last}")
+                t, kind = FLOAT16[half_names[bname]].c_type, _kind(half_names[bname])
+                lines.append(f"  {t}* {bname} = reinterpret_cast<{t}*>({base} + {bb.offset});"
+                             f"  // {kind} tile, {bb.size} floats, steps {bb.first}..{bb.last}")
                 continue
             if bname in raw_names:
-                t, kind = FLOAT16[raw_names[bname]].c_type, "fp16" if raw_names[bname] is DType.F16 else "bf16"
+                t, kind = FLOAT16[raw_names[bname]].c_type, _kind(raw_names[bname])
                 lines.append(f"  {t}* {bname} = reinterpret_cast<{t}*>({base} + {bb.offset});"
                              f"  // raw {kind}, {self.stages} stages, {bb.size} floats, steps "
                              f"{bb.first}..{bb.last}")

@@ -651,19 +651,20 @@ class KernelLayout:
         return self.rms_rowwise(c) and c.src[0] is n and n not in c.src[1:]
 
     def _half_ok(self, n: Node) -> bool:
-        """Tile ``n`` can be stored as fp16 (Schedule.half_tiles): a materialized elementwise
-        result (or a matmul epilogue's), a row-wise rms_norm's, or a tensor-core matmul's own
-        fp16 product (no epilogue: lora's A·B, which X·(A·B) reads as B), with rows of 8-half
-        multiples, no output, read only by accumulators and by tensor-core matmuls (an
-        elementwise result as operand A, a norm's or a product's as either operand)."""
+        """Tile ``n`` can be stored in its own 16-bit type, fp16 or bf16 (Schedule.half_tiles):
+        a materialized elementwise result (or a matmul epilogue's), a row-wise rms_norm's, or
+        a tensor-core matmul's own product (no epilogue: lora's A·B, which X·(A·B) reads as
+        B), with rows of 8-element multiples, no output, read only by accumulators and by
+        tensor-core matmuls of its type (an elementwise result as operand A, a norm's or a
+        product's as either operand)."""
         if (not self.opts.half_tiles or n.op == ITER or n in self.inline or n in self.out_nodes
-                or n in self.chain_nodes or n in self.frag_op or n in self.frag_inner):
+                or n in self.chain_nodes or n in self.frag_op or n in self.frag_inner
+                or tensor_core_type(n.dtype) is None):  # (stored in its own 16-bit type)
             return False
         norm = self.rms_rowwise(n)
-        # a product stored from its fragments as half2 pairs (its dtype is fp16: the rounding
-        # the program itself has)
-        product = (n.op == "matmul" and n.dtype is DType.F16 and self._mma(n)
-                   and n not in self.fused and n not in self.epi)
+        # a product stored from its fragments as pairs (its dtype is fp16 or bf16: the
+        # rounding the program itself has)
+        product = (n.op == "matmul" and self._mma(n) and n not in self.fused and n not in self.epi)
         either = norm or product  # (read as A or as B)
         if not either and (n.op not in REGISTRY or not REGISTRY[n.op].elementwise
                            or n in self.fused):
@@ -673,9 +674,10 @@ class KernelLayout:
         cs = self.consumers[n]
 
         def reads(c: Node) -> bool:
-            # (fp16 products only: a bf16 product's fragments cannot be an fp16 tile's)
+            # (products of the tile's own type: a bf16 product's fragments cannot be an fp16
+            # tile's)
             if (not self._mma(c) or c in self.epi or c.src[0] is c.src[1]
-                    or tensor_core_type(*(s.dtype for s in c.src)) is not DType.F16):
+                    or tensor_core_type(*(s.dtype for s in c.src)) is not n.dtype):
                 return False
             return c.src[0] is n or (either and c.src[1] is n)
 

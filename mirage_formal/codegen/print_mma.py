@@ -158,7 +158,7 @@ class MmaPrinter(TilePrinter):
             cond = [x for x, need in ((f"{r} < {M}", mk), (f"{c} < {N}", nk)) if need]
             e = self.epilogue(dnode, v)
             if dnode in self.half:
-                e = f"__float2half_rn({e})"
+                e = f"{FLOAT16[dnode.dtype].from_float}({e})"
             s = f"{to}[{self.addr(dnode, [*bidx, r, c])}] {op} {e};"
             return f"if ({' && '.join(cond)}) {s}" if cond else s
 
@@ -169,7 +169,8 @@ class MmaPrinter(TilePrinter):
                 # fp16 destination, no bounds checks: each row's two adjacent values as one half2
                 def st2(r: str, v0: str, v1: str) -> str:
                     a0 = self.addr(dnode, [*bidx, r, "cc"])
-                    return (f"{i4}*reinterpret_cast<__half2*>(&{dst}[{a0}]) = __floats2half2_rn("
+                    t = FLOAT16[dnode.dtype]
+                    return (f"{i4}*reinterpret_cast<{t.pair_type}*>(&{dst}[{a0}]) = {t.pair_from_floats}("
                             f"{self.epilogue(dnode, v0)}, {self.epilogue(dnode, v1)});")
                 return [st2("r0", "acc[0]", "acc[1]"), st2("r1", "acc[2]", "acc[3]")]
             if (self.opts.pad_acc_rows and dnode in self.ld and dnode.shape[-1] % 32 == 0
@@ -626,5 +627,5 @@ class MmaPrinter(TilePrinter):
                 f"{ind}  #pragma unroll 8",
                 f"{ind}  for (int k = 0; k < {K}; ++k) s += pa[k] * pb[k * {self.row(B)}];",
                 f"{ind}  {self.buf[dnode]}[{self.addr(dnode, idx)}] {op} "
-                f"{'__float2half_rn' if dnode in self.half else ''}({self.epilogue(dnode, 's')});"]
+                f"{FLOAT16[dnode.dtype].from_float if dnode in self.half else ''}({self.epilogue(dnode, 's')});"]
         return self.loop_over(n.shape, body, ind)

@@ -18,7 +18,6 @@ from mirage_formal.codegen.printer import (
     TileExpr,
     TilePrinter,
 )
-from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.node import Node
 
 
@@ -196,10 +195,9 @@ class RowPrinter(TilePrinter):
         xh = x in self.raw or x in self.half
         at = f"o * {self.row(x)} + c"
         read = (f"mf::to_f({self.iter_ref(x, [*ridx, 'c'])})" if direct
-                else f"{FLOAT16[x.dtype if x in self.raw else DType.F16].to_float}({xs}[{at}])" if xh
-                else f"{xs}[{at}]")
+                else f"{FLOAT16[x.dtype].to_float}({xs}[{at}])" if xh else f"{xs}[{at}]")
         gain = f" * {self.buf[n.src[1]]}[c]" if len(n.src) == 2 else ""
-        cvt = "__float2half_rn" if n in self.half else ""
+        cvt = FLOAT16[n.dtype].from_float if n in self.half else ""
         eps = fmt_float(n.attr("eps"))
         i2, i3 = ind + "  ", ind + "    "
         return [f"{ind}for (int o = threadIdx.x / 32; o < {rows}; o += {W}) {{",

@@ -56,7 +56,7 @@ class TileExpr:
         elif n in em.buf and not compute:
             v = f"{em.buf[n]}[{em.addr(n, idx)}]"
             if n in em.half:
-                v = f"__half2float({v})"
+                v = f"{FLOAT16[n.dtype].to_float}({v})"
         elif n.op == ITER:
             v = em.var()
             self.lines.append(f"const float {v} = mf::to_f({em.iter_ref(n, idx)});")

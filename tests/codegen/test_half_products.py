@@ -28,9 +28,10 @@ from mirage_formal.ir.graph import KernelGraph
 from mirage_formal.ir.text import parse_text
 
 
-def _lora_like(as_b: bool, k: int = 128, n: int = 512, loop: int = 2) -> KernelGraph:
+def _lora_like(as_b: bool, k: int = 128, n: int = 512, loop: int = 2, dtype: str = "f16") -> KernelGraph:
     """X (16, k), W (k, n), A (k, 16), B (16, n): X·W + X·(A·B) per k-chunk (``as_b``: the
-    product A·B read as X's B operand) or X·W + (X·A)·B (the product X·A read as A)."""
+    product A·B read as X's B operand) or X·W + (X·A)·B (the product X·A read as A); every
+    tensor in ``dtype`` (fp16 or bf16)."""
     kt, nt = k // loop, 32
     grid = n // nt
     if as_b:
@@ -39,7 +40,7 @@ def _lora_like(as_b: bool, k: int = 128, n: int = 512, loop: int = 2) -> KernelG
     else:
         second = ("    %b6 = matmul(%b0, %b4) : f16[16, 16]\n"
                   f"    %b7 = matmul(%b6, %b5) : f16[16, {nt}]\n")
-    return parse_text(
+    text = (
         "ugraph {\n"
         f"  %0 = input() {{name='X'}} : f16[16, {k}]\n"
         f"  %1 = input() {{name='W'}} : f16[{k}, {n}]\n"
@@ -60,11 +61,17 @@ def _lora_like(as_b: bool, k: int = 128, n: int = 512, loop: int = 2) -> KernelG
         f"  %5 = get(%4) {{index=0}} : f16[16, {n}]\n"
         "  return %5\n"
         "}\n")
+    return parse_text(text.replace("f16[", f"{dtype}["))
 
 
+#: how each 16-bit type's pairs are stored from fragments
+PAIR_STORE = {"f16": "__floats2half2_rn", "bf16": "__floats2bfloat162_rn"}
+
+
+@pytest.mark.parametrize("dtype", sorted(PAIR_STORE))
 @pytest.mark.parametrize("as_b", [True, False])
-def test_products_read_by_products_are_fp16_tiles(as_b: bool, tmp_path: Path) -> None:
-    prog = _lora_like(as_b)
+def test_products_read_by_products_are_16_bit_tiles(as_b: bool, dtype: str, tmp_path: Path) -> None:
+    prog = _lora_like(as_b, dtype=dtype)
     (la,) = launches(prog, 128)
     bg = la.graph
     product = next(n for n in bg.nodes if n.op == "matmul" and any(
@@ -79,19 +86,20 @@ def test_products_read_by_products_are_fp16_tiles(as_b: bool, tmp_path: Path) ->
                            schedules={bg.key: sched})
         assert cg.cubin[:4] == b"\x7fELF"
         if sched.half_tiles:
-            # stored as half2 pairs, read with ldmatrix (transposed when it is operand B)
-            assert "__floats2half2_rn" in cg.source
+            # stored as pairs, read with ldmatrix (transposed when it is operand B)
+            assert PAIR_STORE[dtype] in cg.source
             assert ("ldsm_x2_trans" if as_b else "ldsm_x4(fa") in cg.source
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_available(), reason="needs a GPU")
+@pytest.mark.parametrize("dtype", sorted(PAIR_STORE))
 @pytest.mark.parametrize("loop", [2, 4])
 @pytest.mark.parametrize("as_b", [True, False])
-def test_fp16_products_validate(as_b: bool, loop: int) -> None:
+def test_16_bit_products_validate(as_b: bool, loop: int, dtype: str) -> None:
     from mirage_formal.codegen.validate import validate
 
-    prog = _lora_like(as_b, k=256, loop=loop)
+    prog = _lora_like(as_b, k=256, loop=loop, dtype=dtype)
     (la,) = launches(prog, 128)
     for sched in (Schedule(half_tiles=True), Schedule(half_tiles=True, threads=256),
                   Schedule(half_tiles=True, ring_first=True, split=2)):
