@@ -65,9 +65,12 @@ EDITS: dict[str, tuple[str, Callable[[str], str]]] = {
     "no_fragment_folds": ("the running sums of a fold taken from the A fragments "
                           "(Schedule.fold_fragments)",
                           _sub(r"\bff\d+\[wm\]\[\d\] \+= [^;]*;", "")),
-    "no_wgmma": ("every warpgroup MMA (Schedule.wgmma): the loop then only passes the TMA "
-                 "ring's stages through, the data side of the loop alone",
-                 _sub(r"mf::wgmma_m64nNk16<\d+>\([^;]*;", "{}")),
+    "no_wgmma": ("every warpgroup MMA (Schedule.wgmma) with its fences, commits and waits: "
+                 "the loop then only passes the TMA ring's stages through, the data side of "
+                 "the loop alone (a fence left without an MMA would compile for sm_90, not "
+                 "sm_90a, and trap: s34 c2)",
+                 lambda s: _sub(r"\n *mf::wgmma_(?:fence|commit|wait_one|wait_all)\(\);", "")(
+                     _sub(r"mf::wgmma_m64nNk16<\d+(?:, true)?>\([^;]*;", "{}")(s))),
     "no_ring_copies": ("every copy of the TMA ring (its producer arrives on each stage "
                        "without bytes): the consumers' side of the loop alone, on stale tiles",
                        lambda s: _sub(r"\n *mf::tma_load_2d(?:_multicast)?<\w+>\([^;]*;", "")(
