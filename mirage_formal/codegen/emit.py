@@ -78,11 +78,6 @@ ONE_WAVE_BLOCKS = 132
 EmitOptions = Schedule
 
 
-
-def _kind(dt: DType) -> str:
-    """How a buffer comment names a 16-bit tile's type."""
-    return "fp16" if dt is DType.F16 else "bf16"
-
 @dataclass(frozen=True)
 class EmittedKernel:
     """One ``__global__`` function and what it takes to launch it.
@@ -574,14 +569,14 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         for bname, bb in sorted(bufs.items()):
             base = "smem" if bb.space == "smem" else "wsb"
             if bname in half_names:
-                t, kind = FLOAT16[half_names[bname]].c_type, _kind(half_names[bname])
-                lines.append(f"  {t}* {bname} = reinterpret_cast<{t}*>({base} + {bb.offset});"
-                             f"  // {kind} tile, {bb.size} floats, steps {bb.first}..{bb.last}")
+                t = FLOAT16[half_names[bname]]
+                lines.append(f"  {t.c_type}* {bname} = reinterpret_cast<{t.c_type}*>({base} + {bb.offset});"
+                             f"  // {t.name} tile, {bb.size} floats, steps {bb.first}..{bb.last}")
                 continue
             if bname in raw_names:
-                t, kind = FLOAT16[raw_names[bname]].c_type, _kind(raw_names[bname])
-                lines.append(f"  {t}* {bname} = reinterpret_cast<{t}*>({base} + {bb.offset});"
-                             f"  // raw {kind}, {self.stages} stages, {bb.size} floats, steps "
+                t = FLOAT16[raw_names[bname]]
+                lines.append(f"  {t.c_type}* {bname} = reinterpret_cast<{t.c_type}*>({base} + {bb.offset});"
+                             f"  // raw {t.name}, {self.stages} stages, {bb.size} floats, steps "
                              f"{bb.first}..{bb.last}")
                 continue
             lines.append(f"  float* {bname} = {base} + {bb.offset};  // {bb.size} floats, steps "

@@ -19,6 +19,8 @@ __all__ = ["FLOAT16", "Float16Names", "tensor_core_type"]
 class Float16Names:
     """The C and device-library names of one 16-bit float type."""
 
+    #: how comments in the printed code name it
+    name: str
     #: the storage type of one element, and of an adjacent pair
     c_type: str
     pair_type: str
@@ -45,16 +47,16 @@ class Float16Names:
 
 FLOAT16: dict[DType, Float16Names] = {
     DType.F16: Float16Names(
-        c_type="__half", pair_type="__half2", to_float="__half2float", from_float="__float2half_rn",
-        pair_from_floats="__floats2half2_rn", mma="mf::mma_16816", pack_floats="mf::pack_half2",
-        pack_float_pair="mf::pack_f2",
-        pack_raw="mf::pack_h2", zero="mf::hzero()", frag_sum="mf::h2_sum",
-        frag_square_sum="mf::h2_sq", wgmma_flag=""),
+        name="fp16", c_type="__half", pair_type="__half2", to_float="__half2float",
+        from_float="__float2half_rn", pair_from_floats="__floats2half2_rn", mma="mf::mma_16816",
+        pack_floats="mf::pack_half2", pack_float_pair="mf::pack_f2", pack_raw="mf::pack_h2",
+        zero="mf::hzero()", frag_sum="mf::h2_sum", frag_square_sum="mf::h2_sq", wgmma_flag=""),
     DType.BF16: Float16Names(
-        c_type="__nv_bfloat16", pair_type="__nv_bfloat162", to_float="__bfloat162float",
-        from_float="__float2bfloat16_rn",
+        name="bf16", c_type="__nv_bfloat16", pair_type="__nv_bfloat162",
+        to_float="__bfloat162float", from_float="__float2bfloat16_rn",
         pair_from_floats="__floats2bfloat162_rn", mma="mf::mma_16816_bf",
-        pack_floats="mf::pack_bf2", pack_float_pair="mf::pack_bf2", pack_raw="mf::pack_b2", zero="mf::bzero()",
-        frag_sum="mf::bf2_sum", frag_square_sum="mf::bf2_sq", wgmma_flag=", true"),
+        pack_floats="mf::pack_bf2", pack_float_pair="mf::pack_bf2", pack_raw="mf::pack_b2",
+        zero="mf::bzero()", frag_sum="mf::bf2_sum", frag_square_sum="mf::bf2_sq",
+        wgmma_flag=", true"),
 }
 
