@@ -143,6 +143,22 @@ def test_a_bf16_fragment_fold_squares_bf16_fragments() -> None:
     assert "mf::bf2_sq(" in k.source and "__nv_bfloat162" in k.source
 
 
+def test_superoptimize_takes_a_bf16_program_to_bf16_kernels() -> None:
+    """The whole CPU path on a bf16 program: search, verification, float64 re-check, and the
+    best μGraph's kernels compiled for sm_90 with bf16 tensor-core products."""
+    import mirage_formal as mf
+
+    g = mf.Graph()
+    x = g.input((2, 256), "bf16", "X")
+    w = g.input((256, 512), "bf16", "W")
+    g.output(g.matmul(g.rms_norm(x), w))
+    res = mf.superoptimize(g.build(), budget_s=120, gpu=False)
+    assert res.accepted and res.best is not None
+    assert all(n.dtype is DType.BF16 for n in res.best.inputs)
+    cg = compile_graph(res.best, arch="sm_90", load=False)
+    assert "mf::mma_16816_bf(" in cg.source and "__half" not in cg.source
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_available(), reason="needs a GPU")
 def test_bf16_arrays_round_trip() -> None:

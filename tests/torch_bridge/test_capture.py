@@ -164,6 +164,19 @@ def _capture_error(fn: Callable[..., Any], *args: Any) -> TorchOpError:
     return e.value
 
 
+def test_bf16_tensors_give_a_bf16_program() -> None:
+    """A function of bf16 tensors captures as a program of bf16 inputs, which computes the
+    function (compared in float64 on the same values)."""
+    def fn(x: Any, w: Any) -> Any:
+        return F.silu(x @ w) * x.sum(dim=-1, keepdim=True)
+
+    x, w = torch.randn(4, 64, dtype=torch.bfloat16), torch.randn(64, 32, dtype=torch.bfloat16)
+    cap = mf.from_torch(fn, x, w)
+    assert [n.dtype for n in cap.program.inputs] == [mf.DType.BF16, mf.DType.BF16]
+    (out,) = mf.run_reference(cap.program, [a.double().numpy() for a in (x, w)])
+    assert rel_err(out, fn(x.double(), w.double())) < 1e-12
+
+
 def test_unsupported_op_names_the_call_and_line() -> None:
     def f(x: Any) -> Any:
         y = x.exp()
