@@ -140,11 +140,7 @@ def rms_rows24_matmul(b: int = 1) -> KernelGraph:
     """rmsnorm's program at other sizes, with rows that are not a multiple of the fragment's 16:
     rms_norm(X) · W, X (24b, 3072), W (3072, 5120) (twenty-sixth session: a fold summed from
     A fragments over one full and one partial 16-row tile)."""
-    g = mf.Graph()
-    x = g.input((24 * b, 3072), "f16", "X")
-    w = g.input((3072, 5120), "f16", "W")
-    g.output(g.matmul(g.rms_norm(x), w))
-    return g.build()
+    return _rms_matmul(24 * b, 3072, 5120)
 
 
 def sum_matmul(b: int = 1) -> KernelGraph:
@@ -184,6 +180,34 @@ def softmax_matmul(b: int = 1) -> KernelGraph:
     return g.build()
 
 
+def _rms_matmul(rows: int, k: int, n: int, dtype: str = "f16") -> KernelGraph:
+    """rms_norm(X) · W, X (rows, k), W (k, n)."""
+    g = mf.Graph()
+    x = g.input((rows, k), dtype, "X")
+    w = g.input((k, n), dtype, "W")
+    g.output(g.matmul(g.rms_norm(x), w))
+    return g.build()
+
+
+def _matmul(rows: int, k: int, n: int, dtype: str = "f16") -> KernelGraph:
+    """X · W, X (rows, k), W (k, n)."""
+    g = mf.Graph()
+    x = g.input((rows, k), dtype, "X")
+    w = g.input((k, n), dtype, "W")
+    g.output(g.matmul(x, w))
+    return g.build()
+
+
+def _silu_gated(rows: int, k: int, n: int, dtype: str = "f16") -> KernelGraph:
+    """silu(X·W1) ⊙ (X·W2), X (rows, k), W1 and W2 (k, n)."""
+    g = mf.Graph()
+    x = g.input((rows, k), dtype, "X")
+    w1 = g.input((k, n), dtype, "W1")
+    w2 = g.input((k, n), dtype, "W2")
+    g.output(g.mul(g.op("silu", g.matmul(x, w1)), g.matmul(x, w2)))
+    return g.build()
+
+
 def _bias_gelu(rows: int, k: int, n: int) -> KernelGraph:
     """gelu(X · W + c), X (rows, k), W (k, n), c (n,) a bias row."""
     g = mf.Graph()
@@ -214,11 +238,7 @@ def residual_rmsnorm(b: int = 1) -> KernelGraph:
 def prefill_matmul(b: int = 1) -> KernelGraph:
     """X · W, X (512b, 2048), W (2048, 2048): a prompt's projection, compute-bound (no other
     program here has more than 32 rows; thirty-second session)."""
-    g = mf.Graph()
-    x = g.input((512 * b, 2048), "f16", "X")
-    w = g.input((2048, 2048), "f16", "W")
-    g.output(g.matmul(x, w))
-    return g.build()
+    return _matmul(512 * b, 2048, 2048)
 
 
 def prefill_attention(b: int = 1) -> KernelGraph:
@@ -253,12 +273,7 @@ def prefill_gated_mlp(b: int = 1) -> KernelGraph:
     """silu(X·W1) ⊙ (X·W2), X (512b, 2048), W1 and W2 (2048, 2048): a gated MLP's up
     projection over a prompt's 512 rows, two compute-bound products of the same X (thirty-third
     session)."""
-    g = mf.Graph()
-    x = g.input((512 * b, 2048), "f16", "X")
-    w1 = g.input((2048, 2048), "f16", "W1")
-    w2 = g.input((2048, 2048), "f16", "W2")
-    g.output(g.mul(g.op("silu", g.matmul(x, w1)), g.matmul(x, w2)))
-    return g.build()
+    return _silu_gated(512 * b, 2048, 2048)
 
 
 def wide_rmsnorm(b: int = 1) -> KernelGraph:
@@ -274,32 +289,19 @@ def wide_rmsnorm(b: int = 1) -> KernelGraph:
 def rmsnorm_bf16(b: int = 1) -> KernelGraph:
     """rmsnorm(X) · W in bf16 at the benchmark's rmsnorm shape, X (2b, 4096), W (4096, 6144):
     the dtype most models are served in (thirty-fourth session)."""
-    g = mf.Graph()
-    x = g.input((2 * b, 4096), "bf16", "X")
-    w = g.input((4096, 6144), "bf16", "W")
-    g.output(g.matmul(g.rms_norm(x), w))
-    return g.build()
+    return _rms_matmul(2 * b, 4096, 6144, "bf16")
 
 
 def gated_mlp_bf16(b: int = 1) -> KernelGraph:
     """silu(X·W1) ⊙ (X·W2) in bf16 at the benchmark's gated_mlp shape, X (8, 4096), W1 and W2
     (4096, 4096) (thirty-fourth session)."""
-    g = mf.Graph()
-    x = g.input((8, 4096), "bf16", "X")
-    w1 = g.input((4096, 4096), "bf16", "W1")
-    w2 = g.input((4096, 4096), "bf16", "W2")
-    g.output(g.mul(g.op("silu", g.matmul(x, w1)), g.matmul(x, w2)))
-    return g.build()
+    return _silu_gated(8, 4096, 4096, "bf16")
 
 
 def prefill_matmul_bf16(b: int = 1) -> KernelGraph:
     """X · W in bf16, X (512b, 2048), W (2048, 2048): prefill_matmul's product in bf16
     (thirty-fourth session)."""
-    g = mf.Graph()
-    x = g.input((512 * b, 2048), "bf16", "X")
-    w = g.input((2048, 2048), "bf16", "W")
-    g.output(g.matmul(x, w))
-    return g.build()
+    return _matmul(512 * b, 2048, 2048, "bf16")
 
 
 PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {

@@ -335,10 +335,13 @@ __device__ __forceinline__ float exp_fast(float x) {
 // uses is far above 2 ulp of fp32.
 __device__ __forceinline__ float div_fast(float x, float y) { return __fdividef(x, y); }
 
+// A pair of 16-bit values (__half2 or __nv_bfloat162) as one 32-bit fragment register.
+template <typename P> __device__ __forceinline__ unsigned pair_bits(P h) {
+  return *reinterpret_cast<unsigned*>(&h);
+}
 // Pack two fp32 values into one register of two halves (low = first).
 __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
-  __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<unsigned*>(&h);
+  return pair_bits(__floats2half2_rn(lo, hi));
 }
 
 // Two adjacent fp32 values (8-byte aligned) as a half2 fragment register: one 64-bit load.
@@ -349,23 +352,20 @@ __device__ __forceinline__ unsigned pack_f2(const float* p) {
 
 // Pack two halves into one register (low = first).
 __device__ __forceinline__ unsigned pack_h2(__half lo, __half hi) {
-  __half2 h = __halves2half2(lo, hi);
-  return *reinterpret_cast<unsigned*>(&h);
+  return pair_bits(__halves2half2(lo, hi));
 }
 __device__ __forceinline__ __half hzero() { return __ushort_as_half((unsigned short)0); }
 
 // The bf16 counterparts of pack_half2, pack_f2, pack_h2 and hzero (bf16 fragments).
 __device__ __forceinline__ unsigned pack_bf2(float lo, float hi) {
-  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<unsigned*>(&h);
+  return pair_bits(__floats2bfloat162_rn(lo, hi));
 }
 __device__ __forceinline__ unsigned pack_bf2(const float* p) {
   const float2 v = *reinterpret_cast<const float2*>(p);
   return pack_bf2(v.x, v.y);
 }
 __device__ __forceinline__ unsigned pack_b2(__nv_bfloat16 lo, __nv_bfloat16 hi) {
-  __nv_bfloat162 h = __halves2bfloat162(lo, hi);
-  return *reinterpret_cast<unsigned*>(&h);
+  return pair_bits(__halves2bfloat162(lo, hi));
 }
 __device__ __forceinline__ __nv_bfloat16 bzero() { return __ushort_as_bfloat16((unsigned short)0); }
 // bf16 fragment registers: the sum of the two values, and of their squares (as h2_sum, h2_sq).
