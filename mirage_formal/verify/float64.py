@@ -51,7 +51,10 @@ class FloatScreen:
 
     def check(self, candidate: KernelGraph) -> ScreenVerdict:
         names = {n.attr("name") for n in candidate.inputs}
-        got = run_float64(candidate, {k: v for k, v in self.inputs.items() if k in names})
+        # (a wrong candidate may take the root of a negative or divide by zero: its NaN or inf
+        # fails the comparison; numpy's warnings about it would only reach the user's console)
+        with np.errstate(all="ignore"):
+            got = run_float64(candidate, {k: v for k, v in self.inputs.items() if k in names})
         worst = 0.0
         for j, c in enumerate(got):
             errs = [compare_float64([r], [c], [0]) for r in self.expected if r.shape == c.shape]
@@ -82,7 +85,8 @@ class FloatRecheck:
         names = {n.attr("name") for n in candidate.inputs}
         worst = 0.0
         for x, want in zip(self.draws, self.expected, strict=True):
-            got = run_float64(candidate, {k: v for k, v in x.items() if k in names})
+            with np.errstate(all="ignore"):  # (as in FloatScreen.check)
+                got = run_float64(candidate, {k: v for k, v in x.items() if k in names})
             worst = max(worst, compare_float64(want, got, mapping))
         return worst
 

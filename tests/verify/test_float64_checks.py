@@ -76,3 +76,23 @@ def test_float_check_draws_inside_each_ops_domain_and_matches_nan_patterns() -> 
     assert compare_float64([nan], [nan.copy()], [0]) == 0.0
     assert compare_float64([nan], [np.array([1.0, 1.0, np.inf, 2.0])], [0]) == math.inf
     assert compare_float64([nan], [np.array([1.0, np.nan, -np.inf, 2.0])], [0]) == math.inf
+
+
+def test_a_candidate_undefined_on_the_draws_is_rejected_without_numpy_warnings() -> None:
+    """A wrong candidate that takes the root of a negative value (the search meets such ones)
+    gets NaN, which fails the screen and the re-check; numpy's warnings about it must not reach
+    the user's console."""
+    import warnings
+
+    g = Graph()
+    x = g.input((4, 8), "f32", "X")
+    g.output(x * x)
+    ref = g.build()
+    h = Graph()
+    x2 = h.input((4, 8), "f32", "X")
+    h.output(h.sqrt(x2 - 2.0 * x2))  # sqrt(-x): NaN wherever x > 0
+    cand = h.build()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not FloatScreen(ref).check(cand).accepted
+        assert not recheck_float64(ref, cand) < 1e-6
