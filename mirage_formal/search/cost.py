@@ -12,8 +12,9 @@ machine without a GPU; codegen replaces it with measured time where a GPU exists
   tensor fits in L2, else at DRAM bandwidth. Outputs are written once. The bandwidth a kernel
   reaches is capped by its resident blocks: ``min(bw, resident · bw_per_block)`` (a small grid
   cannot keep enough loads in flight), resident = min(blocks, SMs · blocks per SM).
-- *arithmetic*: matmul tiles at the tensor-core rate on tiles padded to the MMA shape
-  (m to 16, n to 8, k to 16: the tile-shape efficiency of a thin matmul), every other op and
+- *arithmetic*: matmul tiles of two fp16 or two bf16 operands at the tensor-core rate on
+  tiles padded to the MMA shape (m to 16, n to 8, k to 16: the tile-shape efficiency of a thin
+  matmul; other operand types multiply on CUDA cores, 2mnk flops there), every other op and
   accumulator at the CUDA-core rate (one flop per element; exp, silu, sqrt, ... count 4), both
   scaled by the fraction of SMs the grid occupies. Loop-phase ops run F times per block,
   except loop-invariant ones (``ir.graph.loop_invariant``: codegen computes them once).
@@ -58,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from mirage_formal.errors import MirageError
+from mirage_formal.ir.dtypes import tensor_core_type
 from mirage_formal.ir.graph import (
     GET,
     INPUT,
@@ -172,12 +174,15 @@ def _nbytes(n: Node) -> int:
 
 def _op_flops(n: Node) -> tuple[float, float]:
     """(tensor-core flops, CUDA-core flops) of one application of op ``n`` on its tile; a
-    matmul's flops are counted on the tile padded to the MMA shape (16 x 8 x 16)."""
+    tensor-core matmul's flops are counted on the tile padded to the MMA shape (16 x 8 x 16),
+    a matmul of other operand types (fp32, or fp16 with bf16) on CUDA cores as they are."""
     d = REGISTRY[n.op]
     if d.label == "matmul":
         a = n.src[0]
         batch = math.prod(n.shape[:-2])
         m, nn, k = n.shape[-2], n.shape[-1], a.shape[-1]
+        if tensor_core_type(*(s.dtype for s in n.src)) is None:
+            return 0.0, 2.0 * batch * m * nn * k
         return 2.0 * batch * _pad(m, 16) * _pad(nn, 8) * _pad(k, 16), 0.0
     # ops that reduce (label rules reduce, norm, accum) touch every input element
     big = d.label in ("accum", "reduce", "norm")

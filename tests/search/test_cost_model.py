@@ -119,3 +119,19 @@ def test_the_combine_tail_reads_g_plus_s_over_g_partials(split: int) -> None:
     if split >= 9 and any(split % d == 0 for d in range(2, split)):  # a prime stays one level
         assert combine_reads(split) < split
 
+
+
+def test_products_count_on_the_units_that_run_them() -> None:
+    """A product of two fp16 or two bf16 tiles costs tensor-core flops (its tile padded to the
+    MMA shape); an fp32 product, which codegen runs on CUDA cores, costs CUDA-core flops."""
+    from mirage_formal.ir.builder import Graph
+
+    def flops(dt: str) -> tuple[float, float]:
+        g = Graph()
+        x, w = g.input((2, 64), dt, "X"), g.input((64, 32), dt, "W")
+        g.output(g.matmul(x, w))
+        (mm,) = [n for n in g.build().nodes if n.op == "matmul"]
+        return cost._op_flops(mm)
+
+    assert flops("f16") == flops("bf16") == (2.0 * 16 * 32 * 64, 0.0)  # (2 rows padded to 16)
+    assert flops("f32") == (0.0, 2.0 * 2 * 32 * 64)
