@@ -634,6 +634,14 @@ def gated_program(m: int = 64, k: int = 128, n: int = 128, forloop: int = 4, gm:
     return g.build()
 
 
+#: the benchmark programs at sizes small enough to validate in a test (workloads.program's
+#: keyword arguments for each)
+SMALL_WORKLOADS: dict[str, dict[str, int]] = {
+    "gqa": {"kv": 512}, "mha": {"kv": 512}, "mqa": {"kv": 512, "q": 64},
+    "qknorm_gqa": {"kv": 512}, "rmsnorm": {"h": 256, "n": 512},
+    "lora": {"n": 512}, "gated_mlp": {"k": 256, "n": 512}, "ntrans": {"h": 512}}
+
+
 def as_dtype_program(prog: mf.KernelGraph, dtype: str) -> mf.KernelGraph:
     """``prog`` (a program or μGraph whose tensors are all fp16) with every tensor in
     ``dtype`` instead: the same structure, tiles and maps (through the text form)."""

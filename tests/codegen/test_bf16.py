@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 import pytest
-from graph_strategies import as_dtype_program, gated_program, gemm_program
+from graph_strategies import SMALL_WORKLOADS, as_dtype_program, gated_program, gemm_program
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,11 +28,6 @@ from mirage_formal.codegen.schedule import Schedule
 from mirage_formal.codegen.validate import validate
 from mirage_formal.ir.dtypes import DType, tensor_core_type
 from mirage_formal.ir.graph import KernelGraph
-
-#: the benchmark programs at sizes small enough to validate quickly (as test_codegen_gpu's)
-SMALL = {"gqa": {"kv": 512}, "mha": {"kv": 512}, "mqa": {"kv": 512, "q": 64},
-         "qknorm_gqa": {"kv": 512}, "rmsnorm": {"h": 256, "n": 512},
-         "lora": {"n": 512}, "gated_mlp": {"k": 256, "n": 512}, "ntrans": {"h": 512}}
 
 
 def _rounded(x: float) -> float:
@@ -72,7 +67,7 @@ def test_only_operands_of_one_16_bit_type_meet_on_tensor_cores() -> None:
 def _programs() -> dict[str, KernelGraph]:
     """The benchmark programs (small) and their handwritten μGraphs, in bf16."""
     out = {f"{name} program": as_dtype_program(workloads.program(name, 1, **kw), "bf16")
-           for name, kw in SMALL.items()}
+           for name, kw in SMALL_WORKLOADS.items()}
     for name in workloads.HANDWRITTEN:
         out[f"{name} handwritten"] = as_dtype_program(workloads.handwritten(name, 1), "bf16")
     return out

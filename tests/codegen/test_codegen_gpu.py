@@ -24,6 +24,7 @@ from graph_strategies import (
     NARROW_VECTOR_CASES,
     NORM_CHAIN_CASES,
     ONE_KERNEL_ATTENTION_CASES,
+    SMALL_WORKLOADS,
     WARP_BLOCKINGS,
     a_expression_loop_program,
     a_expression_ops,
@@ -392,9 +393,7 @@ def test_validation_shared_across_ugraphs_of_a_program() -> None:
 
 @pytest.mark.parametrize("name", sorted(workloads.PROGRAMS))
 def test_small_workloads_validate(name: str) -> None:
-    small = {"gqa": {"kv": 512}, "mha": {"kv": 512}, "mqa": {"kv": 512, "q": 64},
-             "qknorm_gqa": {"kv": 512}, "rmsnorm": {"h": 256, "n": 512},
-             "lora": {"n": 512}, "gated_mlp": {"k": 256, "n": 512}, "ntrans": {"h": 512}}[name]
+    small = SMALL_WORKLOADS[name]
     tuned = [EmitOptions(threads=256, half_tiles=True, gemv=True),
              EmitOptions(split=2, gemv=True, async_stages=8, async_stage_bytes=160 * 1024)]
     for b in (1, 3):
