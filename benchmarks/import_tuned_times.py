@@ -8,7 +8,9 @@ runs, median; the tuned schedule of every kernel):
 - ``measurements.jsonl`` tuning logs (or ``.jsonl.gz``: the repository keeps them compressed)
   written by superoptimize's GPU stage (each trial carries
   the μGraph): the fastest valid trial of each μGraph is kept; the workload is recognised by
-  its input names and shapes and, among programs with the same inputs, by its function.
+  its input names, shapes and types and, among programs with the same inputs, by its
+  function (the benchmark programs, and the programs outside them of ``search_outside.py``,
+  recorded as ``outside:NAME``).
 
 Usage: PYTHONPATH=. python benchmarks/import_tuned_times.py FILE... [--out DATA] [--gpu NAME]
 """
@@ -16,6 +18,7 @@ Usage: PYTHONPATH=. python benchmarks/import_tuned_times.py FILE... [--out DATA]
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import json
 import sys
@@ -42,18 +45,27 @@ def _signature(g: KernelGraph) -> tuple[Any, ...]:
     return tuple((n.attr("name"), n.shape, n.dtype) for n in g.inputs)
 
 
+@functools.cache
+def _known_programs() -> list[tuple[str, int, KernelGraph]]:
+    """(workload, batch, program) of every program a record may time: the benchmark programs at
+    b = 1 and 8, and the programs of ``search_outside.py`` (named ``outside:NAME``) at b = 1."""
+    from search_outside import PROGRAMS
+
+    return ([(name, b, workloads.program(name, b)) for name in sorted(workloads.PROGRAMS) for b in (1, 8)]
+            + [(f"outside:{name}", 1, make(1)) for name, make in sorted(PROGRAMS.items())])
+
+
 def _workload_of(g: KernelGraph) -> tuple[str, int] | None:
     """The (workload, batch) whose program has ``g``'s inputs and computes its function: programs
     with the same inputs (gqa and qknorm_gqa) are told apart by a float64 evaluation on random
     inputs (outputs in order, normwise error at most 1e-6)."""
     sig = _signature(g)
-    same = [(name, b) for name in sorted(workloads.PROGRAMS) for b in (1, 8)
-            if _signature(workloads.program(name, b)) == sig]
+    same = [(name, b, prog) for name, b, prog in _known_programs() if _signature(prog) == sig]
     if len(same) <= 1:
-        return same[0] if same else None
-    for name, b in same:
+        return (same[0][0], same[0][1]) if same else None
+    for name, b, prog in same:
         try:
-            if recheck_float64(workloads.program(name, b), g) <= 1e-6:
+            if recheck_float64(prog, g) <= 1e-6:
                 return name, b
         except (MirageError, ValueError, FloatingPointError):  # a mismatch: not this program
             continue
