@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mirage_formal.ir.dtypes import DType, tensor_core_type
-
-__all__ = ["FLOAT16", "Float16Names", "tensor_core_type"]
+from mirage_formal.ir.dtypes import DType
 
 
 @dataclass(frozen=True)

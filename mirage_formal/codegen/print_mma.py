@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Literal
 
 from mirage_formal.codegen.cindex import align_idx, fmt_float, multi_index
-from mirage_formal.codegen.float16 import FLOAT16, Float16Names, tensor_core_type
+from mirage_formal.codegen.float16 import FLOAT16, Float16Names
 from mirage_formal.codegen.layout import Chain
 from mirage_formal.codegen.printer import (
     TileExpr,
@@ -22,6 +22,7 @@ from mirage_formal.codegen.printer import (
     zeroed_accumulators,
 )
 from mirage_formal.codegen.schedule import FRAGMENT_OPS
+from mirage_formal.ir.dtypes import tensor_core_type
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY
 
@@ -34,8 +35,7 @@ class MmaPrinter(TilePrinter):
     """Prints matmul steps, register chains and their after-loop sums."""
 
     def emit_matmul(self, n: Node, dst: Node, add: bool, ind: str) -> list[str]:
-        A, B = n.src
-        if self.opts.mma and self.warp_ok() and tensor_core_type(A.dtype, B.dtype) is not None:
+        if self._mma(n):
             return self.emit_matmul_mma(n, dst, add, ind)
         return self.emit_matmul_simple(n, dst, add, ind)
 

@@ -63,16 +63,12 @@ _TYPESTR = {DType.F16: "<f2", DType.F32: "<f4", DType.BF16: "<V2"}
 
 
 def numpy_dtype(dt: DType) -> np.dtype[Any]:
-    """The numpy type of ``dt``'s storage; bf16 has none (:func:`host_dtype` holds its values)."""
+    """The numpy type of ``dt``'s storage; bf16 has none (the host holds bf16 values as fp32
+    values: :func:`host_values`)."""
     if dt not in _NP:
-        raise MirageError(f"{dt} has no numpy type; pass bf16 tensors as torch/cupy arrays")
+        raise MirageError(f"{dt} has no numpy storage type; give bf16 values as fp32 arrays "
+                          f"(rounded on upload) or as torch/cupy bf16 tensors")
     return _NP[dt]
-
-
-def host_dtype(dt: DType) -> np.dtype[Any]:
-    """The numpy type host arrays of ``dt`` values use: its own, or fp32 for bf16 (every bf16
-    value is an fp32 value; :func:`host_values` rounds to bf16 first)."""
-    return np.dtype(np.float32) if dt is DType.BF16 else numpy_dtype(dt)
 
 
 def bf16_bits(a: np.ndarray) -> np.ndarray:
@@ -89,7 +85,8 @@ def bf16_values(bits: np.ndarray) -> np.ndarray:
 
 
 def host_values(a: np.ndarray, dt: DType) -> np.ndarray:
-    """``a`` rounded to ``dt``'s values, as a host array of :func:`host_dtype`."""
+    """``a`` rounded to ``dt``'s values, as a host array (bf16 values as fp32: every bf16
+    value is an fp32 value)."""
     if dt is DType.BF16:
         return bf16_values(bf16_bits(np.asarray(a, dtype=np.float32)))
     return np.asarray(a).astype(numpy_dtype(dt))
@@ -309,7 +306,7 @@ class DeviceArray:
                 "version": 3, "strides": None}
 
     def numpy(self) -> np.ndarray:
-        """The values on the host (bf16 as fp32 values: :func:`host_dtype`)."""
+        """The values on the host (bf16 as fp32 values)."""
         bf16 = self.dtype is DType.BF16
         out = np.empty(self.shape, np.uint16 if bf16 else numpy_dtype(self.dtype))
         self.rt.sync()
