@@ -496,9 +496,25 @@ __device__ __forceinline__ void ldsm_x4_trans(unsigned* r, const __half* p) {
                : "r"(a) : "memory");
 }
 
+// The A fragment of mma.m16n8k16 for a tile of at most 8 rows: two 8x8 b16 matrices, lanes
+// 0-7 giving rows 0-7 at k 0-7 and lanes 8-15 the same rows at k 8-15 (lanes 16-31 ignored),
+// into r[0] and r[2]; r[1] and r[3] (rows 8-15, padding) are zero. Half the shared-memory
+// reads of ldsm_x4 for a skinny A.
+__device__ __forceinline__ void ldsm_x2_rows8(unsigned* r, const __half* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[2])
+               : "r"(a) : "memory");
+  r[1] = 0u;
+  r[3] = 0u;
+}
+
 // ldmatrix moves 16-bit elements whatever they are: the same for bf16 tiles.
 __device__ __forceinline__ void ldsm_x4(unsigned* r, const __nv_bfloat16* p) {
   ldsm_x4(r, reinterpret_cast<const __half*>(p));
+}
+__device__ __forceinline__ void ldsm_x2_rows8(unsigned* r, const __nv_bfloat16* p) {
+  ldsm_x2_rows8(r, reinterpret_cast<const __half*>(p));
 }
 __device__ __forceinline__ void ldsm_x2_trans(unsigned* r, const __nv_bfloat16* p) {
   ldsm_x2_trans(r, reinterpret_cast<const __half*>(p));

@@ -338,6 +338,13 @@ FRAGMENT_FOLD_SCHEDULES = [
     Schedule(threads=256, fold_fragments=True, mma_kslice=8, dense_rows=True),
     Schedule(threads=256, fold_fragments=True, reg_epilogue=True, dense_rows=True, mma_kpair=True),
     Schedule(fold_fragments=True, split=2),
+    # the terms on the tensor cores (Schedule.fold_mma): alone, with the fast path's fields
+    # and registers outputs, with k slices, with a split loop
+    Schedule(fold_fragments=True, fold_mma=True),
+    Schedule(threads=256, fold_fragments=True, fold_mma=True, reg_epilogue=True, dense_rows=True,
+             mma_kpair=True),
+    Schedule(threads=256, fold_fragments=True, fold_mma=True, mma_kslice=2),
+    Schedule(fold_fragments=True, fold_mma=True, split=2, mma_kpair=True),
 ]
 
 

@@ -626,6 +626,8 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
             inits.append(f"  float ff{self.ids[a]}[{wm}][2];")
             inits.append("  #pragma unroll")
             inits.append(f"  for (int k = 0; k < {2 * wm}; ++k) (&ff{self.ids[a]}[0][0])[k] = 0.f;")
+            if self.opts.fold_mma:
+                inits += self.fold_mma_init(a, wm)
         lines += [] if SK else inits
         # (stream-K: no early copies, its first segment's tiles are not known before its loop;
         # a TMA ring's producer issues every copy)

@@ -39,6 +39,9 @@ class Float16Names:
     #: a fragment register's two values: their sum, and the sum of their squares
     frag_sum: str
     frag_square_sum: str
+    #: a fragment register holding two ones (the B operand that sums a fold's rows on the
+    #: tensor cores, Schedule.fold_mma)
+    one_pair: str
     #: the ``BF`` argument of ``mf::wgmma_m64nNk16<N, BF>`` ("" for the default, fp16)
     wgmma_flag: str
 
@@ -48,13 +51,14 @@ FLOAT16: dict[DType, Float16Names] = {
         name="fp16", c_type="__half", pair_type="__half2", to_float="__half2float",
         from_float="__float2half_rn", pair_from_floats="__floats2half2_rn", mma="mf::mma_16816",
         pack_floats="mf::pack_half2", pack_float_pair="mf::pack_f2", pack_raw="mf::pack_h2",
-        zero="mf::hzero()", frag_sum="mf::h2_sum", frag_square_sum="mf::h2_sq", wgmma_flag=""),
+        zero="mf::hzero()", frag_sum="mf::h2_sum", frag_square_sum="mf::h2_sq", one_pair="0x3C003C00u",
+        wgmma_flag=""),
     DType.BF16: Float16Names(
         name="bf16", c_type="__nv_bfloat16", pair_type="__nv_bfloat162",
         to_float="__bfloat162float", from_float="__float2bfloat16_rn",
         pair_from_floats="__floats2bfloat162_rn", mma="mf::mma_16816_bf",
         pack_floats="mf::pack_bf2", pack_float_pair="mf::pack_bf2", pack_raw="mf::pack_b2",
         zero="mf::bzero()", frag_sum="mf::bf2_sum", frag_square_sum="mf::bf2_sq",
-        wgmma_flag=", true"),
+        one_pair="0x3F803F80u", wgmma_flag=", true"),
 }
 

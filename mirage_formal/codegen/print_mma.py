@@ -102,13 +102,19 @@ class MmaPrinter(TilePrinter):
         pkb = t16.pack_raw if rb else t16.pack_floats
         i3 = ind + "    "
         if xa:
-            row = "tm * 16 + (lane & 15)" if M % 16 == 0 else f"min(tm * 16 + (lane & 15), {M - 1})"
+            # an A of at most 8 rows loads only its rows: lanes 0-7 address them at k 0-7,
+            # lanes 8-15 at k 8-15, and fragment registers 1 and 3 (rows 8-15) are zero
+            # (rmsnorm b=1's fused kernel, 2 rows: 24.29 -> 24.09 µs, H100 s35 c3)
+            rows8 = M <= 8
+            lanes, half_k, ld = ("(lane & 7)", "((lane >> 3) & 1)", "mf::ldsm_x2_rows8") if rows8 else \
+                ("(lane & 15)", "(lane >> 4)", "mf::ldsm_x4")
+            row = f"tm * 16 + {lanes}" if M % 16 == 0 else f"min(tm * 16 + {lanes}, {M - 1})"
 
             def ld_frag(dst: str, t: Node, p: str) -> str:
                 """ldmatrix of raw or fp16 tile ``t`` (at ``p``) into fragment ``dst``."""
                 if t in self.swz:
-                    return f"{i3}mf::ldsm_x4({dst}, {p} + {self.raw_offset(t, row, '(k0 >> 3) + (lane >> 4)')});"
-                return f"{i3}mf::ldsm_x4({dst}, {p} + ({row}) * {self.row(t)} + k0 + (lane >> 4) * 8);"
+                    return f"{i3}{ld}({dst}, {p} + {self.raw_offset(t, row, f'(k0 >> 3) + {half_k}')});"
+                return f"{i3}{ld}({dst}, {p} + ({row}) * {self.row(t)} + k0 + {half_k} * 8);"
 
             if fop:  # each leaf tile's fragments, then the expression on each half2 register
                 leaves = self.frag_leaves[A]
@@ -481,18 +487,87 @@ class MmaPrinter(TilePrinter):
         warps are used after the loop (each A element once per k slice): a branch on the
         column tile in the k-step kept the compiler from issuing the next fragment loads
         ahead, and the fused rmsnorm kernel ran 32.6 µs instead of 25 (H100, s26). A thread's
-        registers 0 and 2 hold row g, 1 and 3 row g + 8 of its 16-row tile."""
+        registers 0 and 2 hold row g, 1 and 3 row g + 8 of its 16-row tile (an A of at most 8
+        rows: 1 and 3 are zero, and only row g's terms are added). Schedule.fold_mma: the
+        terms go through the tensor cores instead (:meth:`fold_mma_terms`)."""
         folds = [a for a, m in sorted(self.frag_fold.items(), key=lambda am: self.ids[am[0]]) if m is n]
         if not folds:
             return []
+        if self.opts.fold_mma:
+            return self.fold_mma_terms(n, folds, wm, ind)
         adds: list[str] = []
         for a in folds:
             t16 = FLOAT16[a.src[0].dtype]  # (the fragments of the raw tile the fold adds up)
             f, r = (t16.frag_square_sum if a.attr("kind") == "rms" else t16.frag_sum), f"ff{self.ids[a]}"
-            adds += [f"{ind}    {r}[wm][0] += {f}(fas[wm][0]) + {f}(fas[wm][2]);",
-                     f"{ind}    {r}[wm][1] += {f}(fas[wm][1]) + {f}(fas[wm][3]);"]
+            adds.append(f"{ind}    {r}[wm][0] += {f}(fas[wm][0]) + {f}(fas[wm][2]);")
+            if n.shape[-2] > 8:
+                adds.append(f"{ind}    {r}[wm][1] += {f}(fas[wm][1]) + {f}(fas[wm][3]);")
         return [f"{ind}#pragma unroll", f"{ind}for (int wm = 0; wm < {wm}; ++wm) {{",
                 *[x[2:] for x in adds], f"{ind}}}"]
+
+    def fold_mma_tiles(self, a: Node) -> int:
+        """The 16x8 tensor-core accumulator tiles a fragment fold keeps per warp tile row
+        (Schedule.fold_mma): a sum one (every column holds the row sums), an rms one per 8
+        rows of its product's A tile (the diagonal of X·Xᵀ, rows 0-7 and 8-15)."""
+        return 2 if a.attr("kind") == "rms" and self.frag_fold[a].shape[-2] > 8 else 1
+
+    def fold_mma_terms(self, n: Node, folds: list[Node], wm: int, ind: str) -> list[str]:
+        """Schedule.fold_mma: each fragment fold's terms of the k-step as m16n8k16 products
+        on the A fragments, accumulated in fp32 like the product's own (``fm<id>``; with
+        mma_kpair its odd k-steps into ``fn<id>``). A sum multiplies by a B of ones: column 0
+        of the result holds the row sums. An rms multiplies X by Xᵀ, whose B fragment is the A
+        fragment's registers 0 and 2 (rows 0-7) or 1 and 3 (rows 8-15): the diagonal holds
+        the sums of squares. fp16 products are exact in fp32, so this sums the same terms
+        as the scalar fold, in a different order; :meth:`fold_mma_finish` moves them into the
+        ``ff<id>`` registers after the loop."""
+        lines = [f"{ind}#pragma unroll", f"{ind}for (int wm = 0; wm < {wm}; ++wm) {{"]
+        i2 = ind + "  "
+        for a in folds:
+            t16 = FLOAT16[a.src[0].dtype]
+            if self.kpair(n):
+                acc = f"((k0 >> 4) & 1) ? fn{self.ids[a]}[wm][{{h}}] : fm{self.ids[a]}[wm][{{h}}]"
+            else:
+                acc = f"fm{self.ids[a]}[wm][{{h}}]"
+            if a.attr("kind") == "rms":
+                for h in range(self.fold_mma_tiles(a)):
+                    lines += [f"{i2}{{", f"{i2}  const unsigned xt[2] = {{fas[wm][{h}], fas[wm][{h + 2}]}};",
+                              f"{i2}  {t16.mma}({acc.format(h=h)}, fas[wm], xt);", f"{i2}}}"]
+            else:
+                lines += [f"{i2}{{", f"{i2}  const unsigned ones[2] = {{{t16.one_pair}, {t16.one_pair}}};",
+                          f"{i2}  {t16.mma}({acc.format(h=0)}, fas[wm], ones);", f"{i2}}}"]
+        return [*lines, f"{ind}}}"]
+
+    def fold_mma_init(self, a: Node, wm: int) -> list[str]:
+        """Before the loop: fragment fold ``a``'s tensor-core accumulators, zeroed
+        (Schedule.fold_mma)."""
+        t = self.fold_mma_tiles(a)
+        names = [f"fm{self.ids[a]}", *([f"fn{self.ids[a]}"] if self.kpair(self.frag_fold[a]) else [])]
+        return [line for r in names for line in (
+            f"  float {r}[{wm}][{t}][4];", "  #pragma unroll",
+            f"  for (int k = 0; k < {wm * t * 4}; ++k) (&{r}[0][0][0])[k] = 0.f;")]
+
+    def fold_mma_finish(self, a: Node, ind: str) -> list[str]:
+        """After the loop (lane, g and q in scope): fragment fold ``a``'s tensor-core sums
+        moved into ``ff<id>`` as the scalar fold leaves them, one partial sum per row and lane
+        that the quad's shuffles then add: a sum's C[g][0] and C[g + 8][0] on lane q = 0, an
+        rms's diagonal C[r][r] (rows 0-7: element r & 1 of lane g = r, q = r / 2; rows 8-15:
+        the second tile's C[8 + j][j], its element 2 + (j & 1)), zero on every other lane."""
+        if not self.opts.fold_mma or a not in self.frag_fold:
+            return []
+        wm = self.warp_blocking(self.frag_fold[a])[0]
+        k = self.ids[a]
+        pair = self.kpair(self.frag_fold[a])
+
+        def c(h: int, e: int) -> str:
+            return f"(fm{k}[wm][{h}][{e}] + fn{k}[wm][{h}][{e}])" if pair else f"fm{k}[wm][{h}][{e}]"
+
+        if a.attr("kind") == "rms":
+            lo = f"q == (g >> 1) ? ((g & 1) ? {c(0, 1)} : {c(0, 0)}) : 0.f"
+            hi = f"q == (g >> 1) ? ((g & 1) ? {c(1, 3)} : {c(1, 2)}) : 0.f" if self.fold_mma_tiles(a) > 1 else "0.f"
+        else:
+            lo, hi = f"q == 0 ? {c(0, 0)} : 0.f", f"q == 0 ? {c(0, 2)} : 0.f"
+        return [f"{ind}#pragma unroll", f"{ind}for (int wm = 0; wm < {wm}; ++wm) {{",
+                f"{ind}  ff{k}[wm][0] = {lo};", f"{ind}  ff{k}[wm][1] = {hi};", f"{ind}}}"]
 
     def emit_fragment_fold_sums(self, a: Node, ind: str) -> list[str]:
         """After the loop: fragment fold ``a``'s partial sums (rows g and g + 8 of each of the
@@ -506,7 +581,7 @@ class MmaPrinter(TilePrinter):
         at = self.addr(a, ["r", "0"])
         dst = f"{self.kslices[a]}[kq * {self.buf_size(a)} + {at}]" if kw > 1 else f"{self.buf[a]}[{at}]"
         lines = [f"{ind}if (threadIdx.x / 32 < {tiles}) {{", f"{i2}const int tile = threadIdx.x / 32;",
-                 *self.mma_head(m, i2),
+                 *self.mma_head(m, i2), *self.fold_mma_finish(a, i2),
                  f"{i2}if (tn0 == 0) {{",
                  f"{i2}#pragma unroll",
                  f"{i2}for (int wm = 0; wm < {WM}; ++wm) {{",
@@ -572,7 +647,7 @@ class MmaPrinter(TilePrinter):
             store = f"{at} = mf::from_f<{root.dtype.c_type}>({vals[0]});"
         return [f"{ind}if (threadIdx.x / 32 < {tiles}) {{", f"{i2}const int tile = threadIdx.x / 32;",
                 *self.mma_head(ms[0], i2), *[x for m in ms for x in self.add_kpair(m, WM * WN, i2)],
-                *finish,
+                *[x for a in folds for x in self.fold_mma_finish(a, i2)], *finish,
                 f"{i2}#pragma unroll",
                 f"{i2}for (int wm = 0; wm < {WM}; ++wm) {{",
                 f"{i3}const int r0 = (tm0 + wm) * 16 + g, r1 = r0 + 8;",

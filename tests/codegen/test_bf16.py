@@ -13,6 +13,7 @@ the host rounds, uploads and reads back bf16 values (``runtime.host_values``).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -136,6 +137,10 @@ def test_a_bf16_fragment_fold_squares_bf16_fragments() -> None:
     prog, sched = _fused_rmsnorm()
     (k,) = compile_graph(prog, schedules=sched, arch="sm_90", load=False).kernels
     assert "mf::bf2_sq(" in k.source and "__nv_bfloat162" in k.source
+    # on the tensor cores (Schedule.fold_mma): the bf16 product of X by Xᵀ
+    mma = {key: replace(s, fold_mma=True) for key, s in sched.items()}
+    (k,) = compile_graph(prog, schedules=mma, arch="sm_90", load=False).kernels
+    assert "mf::bf2_sq(" not in k.source and "mf::mma_16816_bf(((k0 >> 4) & 1) ? fn" in k.source
 
 
 def test_superoptimize_takes_a_bf16_program_to_bf16_kernels() -> None:
@@ -188,7 +193,9 @@ def test_bf16_warpgroup_and_ring_kernels_validate(name: str) -> None:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_available(), reason="needs a GPU")
-def test_a_bf16_fragment_fold_validates() -> None:
+@pytest.mark.parametrize("fold_mma", [False, True])
+def test_a_bf16_fragment_fold_validates(fold_mma: bool) -> None:
     prog, sched = _fused_rmsnorm()
+    sched = {key: replace(s, fold_mma=fold_mma) for key, s in sched.items()}
     rep = validate(compile_graph(prog, schedules=sched), trials=2)
     assert rep.ok, str(rep)

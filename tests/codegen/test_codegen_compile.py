@@ -978,13 +978,21 @@ def test_fragment_folds_compile(i: int, cache: Path) -> None:
         assert src != plain, name
         for a, m in lay.frag_fold.items():
             assert a in folds and a.attr("fold") == 1 and m.src[0] is a.src[0] and a not in lay.reg_fold
-            term = "mf::h2_sq" if a.attr("kind") == "rms" else "mf::h2_sum"
-            assert f"ff{lay.ids[a]}[wm][0] += {term}(fas[wm][0])" in src
+            if on.fold_mma:  # (the terms as tensor-core products on the A fragments)
+                xt = "const unsigned xt[2] = {fas[wm][0], fas[wm][2]};"
+                assert (xt if a.attr("kind") == "rms" else "const unsigned ones[2]") in src, name
+                assert f"fm{lay.ids[a]}[wm][0]" in src and f"ff{lay.ids[a]}[wm][0] = " in src
+                assert f"ff{lay.ids[a]}[wm][0] += " not in src
+            else:
+                term = "mf::h2_sq" if a.attr("kind") == "rms" else "mf::h2_sum"
+                assert f"ff{lay.ids[a]}[wm][0] += {term}(fas[wm][0])" in src
+            # (an A of at most 8 rows: only its rows' fragments are loaded)
+            assert ("mf::ldsm_x2_rows8(" in src) == (m.shape[-2] <= 8 and "mf::ldsm_x4(" not in src), name
             assert f"fr{lay.ids[a]}[" not in src
             if m in lay.kslice:  # the slices' row sums meet in order through a scratch tile
                 assert f"k{lay.ids[a]}[kq * " in src
         compile_graph(prog, arch="sm_90", load=False, cache=cache, opts=on)
-    assert "fold_fragments" not in Schedule().key
+    assert "fold_fragments" not in Schedule().key and "fold_mma" not in Schedule().key
 
 
 @functools.cache
