@@ -696,13 +696,16 @@ def _tma_trials(best: Schedule, bg: BlockGraph) -> list[Schedule]:
     threads = best.threads or bg.threads
 
     def fuller(t: Schedule) -> list[Schedule]:
-        """``t``, with register outputs (and the fold from the fragments), on half the warps."""
+        """``t``, with register outputs (and the fold from the fragments), on half the warps,
+        then the last of these with the fold on the tensor cores."""
         out = [t]
         if has_mm and not t.reg_epilogue and t.split == 1:  # (a split's outputs: combined)
             out.append(replace(t, reg_epilogue=True, fold_fragments=_folds_a_stream(bg) or t.fold_fragments))
         half = half_warps(bg, threads) if t.mma and not t.gemv and threads >= 128 else None
         if half is not None:
             out.append(replace(out[-1], threads=half.threads, warp_m=half.warp_m, warp_n=2))
+        if out[-1].fold_fragments and not out[-1].fold_mma:
+            out.append(replace(out[-1], fold_mma=True))
         return out
 
     # a gemv winner: on tensor cores first (the gemv path's TMA kernels measured 24.9-25.0

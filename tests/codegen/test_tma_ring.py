@@ -243,7 +243,8 @@ def test_a_loop_body_that_only_reads_needs_no_closing_barrier() -> None:
 def test_the_tuner_tries_the_tma_ring_first_on_a_streamed_winner() -> None:
     """The second round of a streamed tensor-core winner opens with the TMA ring: alone, with
     outputs from the registers and the fold from the fragments, and on half the warps with
-    twice the columns, each with min_blocks=1; a gemv winner the same on tensor cores (with
+    twice the columns, each with min_blocks=1, the last also with the fold on the tensor
+    cores; a gemv winner the same on tensor cores (with
     two accumulator chains) first, then as a gemv; a winner
     whose tiles a tensor map cannot copy gets none; a TMA ring winner gets its other depths
     with room for them, a cp.async ring winner its ring 3 deep."""
@@ -253,11 +254,14 @@ def test_the_tuner_tries_the_tma_ring_first_on_a_streamed_winner() -> None:
     assert all(s.tma_ring and s.min_blocks == 1 and s.dense_rows for s in first)
     assert first[1].reg_epilogue and first[1].fold_fragments
     assert (first[2].threads, first[2].warp_n) == (128, 2)
+    # then the last with the fold on the tensor cores
+    assert refinements(best, [], la.graph)[3] == replace(first[2], fold_mma=True)
     (lg,) = launches(workloads.handwritten("rmsnorm", 1), 128)
-    gemv = refinements(Schedule(threads=256, gemv=True), [], lg.graph)[:4]
-    assert all(s.tma_ring for s in gemv) and [s.gemv for s in gemv] == [False, False, False, True]
+    gemv = refinements(Schedule(threads=256, gemv=True), [], lg.graph)[:5]
+    assert all(s.tma_ring for s in gemv) and [s.gemv for s in gemv] == [False, False, False, False, True]
     assert gemv[2].reg_epilogue and (gemv[2].threads, gemv[2].warp_n) == (128, 2)
-    assert [s.mma_kpair for s in gemv] == [True, True, True, False]
+    assert gemv[3] == replace(gemv[2], fold_mma=True)
+    assert [s.mma_kpair for s in gemv] == [True, True, True, True, False]
     (lb,) = launches(matmul_loop_program(16, 64, 32, 8), 128)
     assert not any(s.tma_ring for s in refinements(Schedule(), [], lb.graph))
     # a TMA ring winner: the same ring at the other depths, each with room for its stages
