@@ -424,15 +424,16 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
         # sizes least reliably: gqa b=1's attention-plus-combine at 256 blocks measured 19.4 µs,
         # a neighbour at 128 blocks is Mirage's 11.5), each while a step finds a faster size
         def walk(a: Optimized) -> None:
-            # (two steps kept free, not one: the winner's second round tries up to
-            # REFINE_MAX schedules, longer than a first-round step; rmsnorm b=8's walk once
-            # left it no time, s26)
-            while not out_of_time(reserve=2):
+            # (one step kept free beyond the second rounds' SECOND_ROUND_STRUCTURES: a second
+            # round tries up to REFINE_MAX schedules, longer than a first-round step; rmsnorm
+            # b=8's walk once left it no time, s26, and b=1's runner-up had none left in s35)
+            reserve = 1 + SECOND_ROUND_STRUCTURES
+            while not out_of_time(reserve=reserve):
                 before = a.measured_us
                 step = walk_step(ctx.config, a.graph, tried)
                 if not step:
                     break
-                measure(a, step, "walk", reserve=2)
+                measure(a, step, "walk", reserve=reserve)
                 if a.measured_us is None or before is None or a.measured_us >= before:
                     break
 
@@ -448,7 +449,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
         more = [a for a in _fastest_measured(accepted, program, GPU_MORE_STRUCTURES)
                 if all(a is not w for w in walkers)]
         for a in more:
-            if out_of_time(reserve=1):
+            if out_of_time(reserve=SECOND_ROUND_STRUCTURES):
                 break
             measure(a, variants_to_measure(ctx.config, a.graph, n_sm=ctx.n_sm), "size")
             walk(a)
