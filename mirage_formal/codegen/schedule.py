@@ -560,6 +560,28 @@ def _tma_ring_fits(bg: BlockGraph) -> bool:
 #: the ring depths a TMA ring winner's second round tries besides its own
 TMA_RING_DEPTHS = (2, 3, 4, 6)
 
+#: bytes a weight stream's TMA rings hold in flight over the whole GPU, which the first
+#: round's ring candidate aims at. Under the table's timing (L2 flushed with a memset before
+#: each run) each line in flight evicts a dirty line of the flush, so more than needed to
+#: cover the memory latency costs write-back bandwidth: the rmsnorm rings measured best at
+#: 96 blocks x 2 stages of 33 KB (6.3 MB; 3 stages: 24.9 against 24.1 µs), 96 x 4 of 20 KB
+#: (7.7 MB; 3 stages: 24.45 against 24.24) and 48 x 4 of 33 KB (6.3 MB; 3 stages 24.86
+#: against 24.2-24.4), H100 s30-s35. (The second round still tries the winner's other depths.)
+RING_BYTES_IN_FLIGHT = 7 * 1024 * 1024
+
+
+def ring_stage_budget(bg: BlockGraph, blocks: int, sm_count: int, most: int = 4) -> int:
+    """``async_stage_bytes`` for a TMA ring of ``bg`` on ``blocks`` blocks (one a SM) that
+    holds about :data:`RING_BYTES_IN_FLIGHT` over the GPU: the stage count nearest to it, 2
+    to ``most``, times the bytes of one stage (the loop's changing 16-bit tiles; half a stage
+    more, so that the layout's whole-stage division lands on that count)."""
+    stage = sum(2 * math.prod(n.shape) for n in bg.nodes
+                if n.op == "iter" and n.attr("fmap") != -1 and bg.inputs[n.attr("input")][1].itemsize == 2)
+    if stage == 0:
+        return 150 * 1024
+    stages = max(2, min(most, round(RING_BYTES_IN_FLIGHT / (min(blocks, sm_count) * stage))))
+    return stages * stage + stage // 2
+
 
 def half_warps(bg: BlockGraph, threads: int) -> Schedule | None:
     """``bg``'s tensor-core products on half of ``threads``' warps with warp tiles twice as
@@ -726,6 +748,12 @@ def _folds_a_stream(bg: BlockGraph) -> bool:
         n.op == "accum" and n.attr("fold") == 1
         and n.src[0] in streamed_a and n.src[0].op == "iter" and n.src[0].attr("fmap") != -1
         and len(n.src[0].shape) == 2 for n in bg.nodes)
+
+
+def _skinny_products(bg: BlockGraph) -> bool:
+    """Every matmul of ``bg`` has at most 16 rows (one m16n8k16 row tile: the tensor cores
+    wait on the stream, and an extra product per k-step costs them nothing measurable)."""
+    return all(n.shape[-2] <= 16 for n in bg.nodes if n.op == "matmul")
 
 
 def _kslices(bg: BlockGraph, warps: int) -> list[int]:
@@ -1131,9 +1159,14 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         # (all the warps with the layout's own blocking where no half-warp blocking keeps
         # the accumulators in registers: half_warps)
         half = half_warps(bg, threads[-1] or bg.threads) or replace(ring)
+        # (its depth by the bytes in flight over the GPU, RING_BYTES_IN_FLIGHT; a fold from
+        # the fragments of a product of at most 16 rows on the tensor cores, which such a
+        # product leaves idle: fold_mma)
+        fold = _folds_a_stream(bg)
         tma = replace(ring, tma_ring=True, min_blocks=1, threads=half.threads,
-                      warp_m=half.warp_m, warp_n=half.warp_n,
-                      reg_epilogue=True, fold_fragments=_folds_a_stream(bg))
+                      warp_m=half.warp_m, warp_n=half.warp_n, reg_epilogue=True,
+                      fold_fragments=fold, fold_mma=fold and _skinny_products(bg),
+                      async_stage_bytes=ring_stage_budget(bg, blocks, sm_count))
         extra.append(tma)
         wave_split = splits[1] if len(splits) > 1 else 1  # (the first to reach a wave)
         if 2 * blocks <= sm_count and wave_split > 1:
@@ -1141,7 +1174,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
             # at the split that fills a wave, its partials summed by the global combine (the
             # outside (silu(X) ⊙ Y)·W's best size runs 32 blocks: its winner was a cp.async
             # split-4 kernel while the ring had no split, H100 s30)
-            extra.append(replace(tma, split=wave_split, reg_epilogue=False))
+            extra.append(replace(tma, split=wave_split, reg_epilogue=False,
+                                 async_stage_bytes=ring_stage_budget(bg, blocks * wave_split, sm_count)))
         if _op_of_loop_tiles_as_a(bg, half2_only=True):
             # ... with an op of two loop tiles computed on the A fragments (both tiles in the
             # ring): no shared tile and no barrier for the op in any iteration. (Only for
