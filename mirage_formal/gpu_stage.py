@@ -354,7 +354,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
     best_us = math.inf
     #: the first round's schedules of each μGraph measured (a size variant's once it
     #: replaced its structure's entry): where the second round starts
-    best_sched: dict[str, Any] = {}
+    start_sched: dict[str, Any] = {}
 
     out_of_time = _StageDeadline(deadline)
     shared: dict[Any, Any] = variants.shared if variants is not None else {}
@@ -387,7 +387,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
         a.validation = (f"validated; {len(tuned.trials) - len(bad)} schedules timed"
                         + (" (cached winner)" if tuned.from_cache else "")
                         + (f"; default schedule {tuned.default_us:.2f} µs" if tuned.default_us else ""))
-        best_sched[a.graph.key] = tuned.schedules
+        start_sched[a.graph.key] = tuned.schedules
         if tuned.us < best_us:
             best_us, best_cg = tuned.us, tuned.compiled
     if variants is not None:
@@ -399,7 +399,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
                     reserve: int = 1) -> None:
             nonlocal best_us, best_cg
             tried.update(v.key for v, _ in vcs)
-            cg, us, more = _measure_variants(a, vcs, program, seed, ctx, out_of_time, best_sched,
+            cg, us, more = _measure_variants(a, vcs, program, seed, ctx, out_of_time, start_sched,
                                              kind, reserve)
             notes.extend(more)
             if cg is not None and us < best_us:
@@ -458,7 +458,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
     # second polishes. (rmsnorm b=1, H100 s35: the first round put a 128-column structure at
     # 24.37 µs and the 64-column one at 24.70, whose second round (a 2-deep ring, the fold on
     # the tensor cores) measures 24.2 against the other's best 24.4)
-    ranked = sorted((a for a in accepted if a.measured_us is not None and a.graph.key in best_sched),
+    ranked = sorted((a for a in accepted if a.measured_us is not None and a.graph.key in start_sched),
                     key=lambda a: a.measured_us or 0.0)
     second = ranked[:1] + [a for a in ranked[1:SECOND_ROUND_STRUCTURES]
                            if (a.measured_us or 0.0) <= (ranked[0].measured_us or 0.0) * (1 + SECOND_ROUND_MARGIN)]
@@ -469,7 +469,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
             break
         with out_of_time.step():
             tuned = _tune_one(win.graph, program, seed, win.cost.seconds * 1e6, deadline,
-                              start=best_sched[win.graph.key], shared=shared)
+                              start=start_sched[win.graph.key], shared=shared)
         if tuned is not None and win.measured_us is not None and tuned.us < win.measured_us:
             win.measured_us, win.schedule = tuned.us, tuned.describe()
             win.validation = f"{win.validation or 'validated'}; second tuning round {tuned.us:.2f} µs"
@@ -482,7 +482,7 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
 
 def _measure_variants(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], program: KernelGraph,
                       seed: int | None, ctx: VariantContext, out_of_time: _StageDeadline,
-                      best_sched: dict[str, Any] | None = None,
+                      start_sched: dict[str, Any] | None = None,
                       kind: str = "size", reserve: int = 1) -> tuple[Any, float, list[str]]:
     """Verify, re-check and tune each size variant of ``vcs``; the fastest, if faster than
     ``a`` (or ``a`` was not measured), replaces ``a``'s graph, verdict, cost and measurements
@@ -516,6 +516,6 @@ def _measure_variants(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], pro
                 a.validation = (f"validated; {kind} variant of {base_key[:12]} ({why} the cost "
                                 f"model's pick); {len(tuned.trials)} schedules timed")
                 best = (tuned.compiled, tuned.us)
-                if best_sched is not None:
-                    best_sched[v.key] = tuned.schedules
+                if start_sched is not None:
+                    start_sched[v.key] = tuned.schedules
     return best[0], best[1], notes

@@ -570,13 +570,19 @@ TMA_RING_DEPTHS = (2, 3, 4, 6)
 RING_BYTES_IN_FLIGHT = 7 * 1024 * 1024
 
 
+def _streamed_16bit_tiles(bg: BlockGraph) -> list[Node]:
+    """``bg``'s iterator tiles that change every iteration and hold 16-bit values (fp16,
+    bf16): what a ring stage copies."""
+    return [n for n in bg.nodes if n.op == "iter" and n.attr("fmap") != -1
+            and bg.inputs[n.attr("input")][1].itemsize == 2]
+
+
 def ring_stage_budget(bg: BlockGraph, blocks: int, sm_count: int, most: int = 4) -> int:
     """``async_stage_bytes`` for a TMA ring of ``bg`` on ``blocks`` blocks (one a SM) that
     holds about :data:`RING_BYTES_IN_FLIGHT` over the GPU: the stage count nearest to it, 2
     to ``most``, times the bytes of one stage (the loop's changing 16-bit tiles; half a stage
     more, so that the layout's whole-stage division lands on that count)."""
-    stage = sum(2 * math.prod(n.shape) for n in bg.nodes
-                if n.op == "iter" and n.attr("fmap") != -1 and bg.inputs[n.attr("input")][1].itemsize == 2)
+    stage = sum(2 * math.prod(n.shape) for n in _streamed_16bit_tiles(bg))
     if stage == 0:
         return 150 * 1024
     stages = max(2, min(most, round(RING_BYTES_IN_FLIGHT / (min(blocks, sm_count) * stage))))
@@ -663,8 +669,7 @@ def multicast_share(bg: BlockGraph) -> float:
     once for a pair of blocks: the elements of streamed fp16 tiles shared along
     :func:`pair_axis`, over all streamed fp16 tiles' elements (0 where none; the layout has
     the last word: :meth:`KernelLayout._multicast`)."""
-    tiles = [n for n in bg.nodes if n.op == "iter" and n.attr("fmap") != -1
-             and bg.inputs[n.attr("input")][1].itemsize == 2]
+    tiles = _streamed_16bit_tiles(bg)
     total = sum(math.prod(n.shape) for n in tiles)
     pair = pair_axis(tiles, bg.grid)
     return pair[1] / total if pair and total else 0.0
