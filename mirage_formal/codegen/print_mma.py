@@ -102,10 +102,14 @@ class MmaPrinter(TilePrinter):
         pkb = t16.pack_raw if rb else t16.pack_floats
         i3 = ind + "    "
         if xa:
-            # an A of at most 8 rows loads only its rows: lanes 0-7 address them at k 0-7,
-            # lanes 8-15 at k 8-15, and fragment registers 1 and 3 (rows 8-15) are zero
-            # (rmsnorm b=1's fused kernel, 2 rows: 24.29 -> 24.09 µs, H100 s35 c3)
-            rows8 = M <= 8
+            # an A of at most 8 rows whose fragments also feed a fragment fold loads only its
+            # rows: lanes 0-7 address them at k 0-7, lanes 8-15 at k 8-15, and fragment
+            # registers 1 and 3 (rows 8-15) are zero (rmsnorm b=1's fused kernel, 2 rows:
+            # 24.29 -> 24.09 µs, H100 s35 c3). ldmatrix.x2 fills a register pair where the
+            # product wants registers 0 and 2 of a quad, so each fragment costs moves: on
+            # products without a fold (gated_mlp's 8 rows: 784 -> 960 instructions) that is
+            # not measured to pay, and they keep the .x4 load
+            rows8 = M <= 8 and n in self.frag_fold.values()
             lanes, half_k, ld = ("(lane & 7)", "((lane >> 3) & 1)", "mf::ldsm_x2_rows8") if rows8 else \
                 ("(lane & 15)", "(lane >> 4)", "mf::ldsm_x4")
             row = f"tm * 16 + {lanes}" if M % 16 == 0 else f"min(tm * 16 + {lanes}, {M - 1})"
