@@ -526,19 +526,21 @@ class MmaPrinter(TilePrinter):
         ``ff<id>`` registers after the loop."""
         lines = [f"{ind}#pragma unroll", f"{ind}for (int wm = 0; wm < {wm}; ++wm) {{"]
         i2 = ind + "  "
+        pair = self.kpair(n)
+
+        def acc(k: int, h: int) -> str:
+            """Fold ``k``'s accumulator tile ``h`` for this k-step (mma_kpair: odd k-steps' own)."""
+            return f"((k0 >> 4) & 1) ? fn{k}[wm][{h}] : fm{k}[wm][{h}]" if pair else f"fm{k}[wm][{h}]"
+
         for a in folds:
-            t16 = FLOAT16[a.src[0].dtype]
-            if self.kpair(n):
-                acc = f"((k0 >> 4) & 1) ? fn{self.ids[a]}[wm][{{h}}] : fm{self.ids[a]}[wm][{{h}}]"
-            else:
-                acc = f"fm{self.ids[a]}[wm][{{h}}]"
+            t16, k = FLOAT16[a.src[0].dtype], self.ids[a]
             if a.attr("kind") == "rms":
                 for h in range(self.fold_mma_tiles(a)):
                     lines += [f"{i2}{{", f"{i2}  const unsigned xt[2] = {{fas[wm][{h}], fas[wm][{h + 2}]}};",
-                              f"{i2}  {t16.mma}({acc.format(h=h)}, fas[wm], xt);", f"{i2}}}"]
+                              f"{i2}  {t16.mma}({acc(k, h)}, fas[wm], xt);", f"{i2}}}"]
             else:
                 lines += [f"{i2}{{", f"{i2}  const unsigned ones[2] = {{{t16.one_pair}, {t16.one_pair}}};",
-                          f"{i2}  {t16.mma}({acc.format(h=0)}, fas[wm], ones);", f"{i2}}}"]
+                          f"{i2}  {t16.mma}({acc(k, 0)}, fas[wm], ones);", f"{i2}}}"]
         return [*lines, f"{ind}}}"]
 
     def fold_mma_init(self, a: Node, wm: int) -> list[str]:
