@@ -1,5 +1,5 @@
 """The autotuner's schedule cache (CPU): an entry is used only for the same kernel graph,
-architecture and toolchain, and only while the emitter prints the same source for it; a
+architecture, GPU and toolchain, and only while the emitter prints the same source for it; a
 tampered or stale entry is rejected (with a warning), never used."""
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ def test_entry_round_trips(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("other", [
-    Toolchain(arch="sm_100", nvrtc="13.0", driver="13.0"),
-    Toolchain(arch="sm_90", nvrtc="13.1", driver="13.0"),
-    Toolchain(arch="sm_90", nvrtc="13.0", driver="13.1"),
-    Toolchain(arch="sm_90", nvrtc="13.0", driver="13.0", package="9.9.9"),
+    Toolchain(arch="sm_100", nvrtc="13.0", driver="13.0", gpu="test"),
+    Toolchain(arch="sm_90", nvrtc="13.0", driver="13.0", gpu="another GPU of the same arch"),
+    Toolchain(arch="sm_90", nvrtc="13.1", driver="13.0", gpu="test"),
+    Toolchain(arch="sm_90", nvrtc="13.0", driver="13.1", gpu="test"),
+    Toolchain(arch="sm_90", nvrtc="13.0", driver="13.0", gpu="test", package="9.9.9"),
 ])
 def test_other_arch_or_toolchain_misses(tmp_path: Path, other: Toolchain) -> None:
     g, sched = _graph_and_schedules()
