@@ -380,10 +380,13 @@ def _codegen_stage(out: OptimizeResult, program: KernelGraph, cfg: SearchConfig,
                                               if gpu else " (compile only: no GPU)") + " ...",
               flush=True)
     if gpu:
+        from mirage_formal.codegen.autotune import device_sm_count
         from mirage_formal.codegen.runtime import runtime
 
-        out.gpu = runtime().name
-        ctx = VariantContext(cfg, verifier, recheck or FloatRecheck(program))
+        rt = runtime()
+        out.gpu = rt.name
+        # size variants fill this GPU's SMs (a wave of 132 blocks is two on a 114-SM H100 PCIe)
+        ctx = VariantContext(cfg, verifier, recheck or FloatRecheck(program), n_sm=device_sm_count(rt))
         gpu_deadline = (None if deadline is None or budget is None else
                         deadline - min(GPU_START_MARGIN_SHARE * budget, GPU_START_MARGIN_MAX_S))
         out.accepted, out.kernel, notes = _gpu_rank(program, accepted, gpu_top, seed, gpu_deadline,

@@ -226,7 +226,7 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
 
     rt = runtime()
     tc = Toolchain(rt.arch, nvrtc_version(), rt.driver_version, rt.name)
-    sms = sm_count or _sm_count(rt)
+    sms = sm_count or device_sm_count(rt)
     jobs = jobs if jobs is not None else max(1, min(16, (os.cpu_count() or 2) - 1))
     cache = cache or TuningCache()
     bgs = {la.graph.key: la.graph for la in launches(graph, 128)}  # in launch order
@@ -391,7 +391,9 @@ def _sched_of(cg: CompiledGraph, key: str) -> Schedule:
     raise MirageError(f"no kernel for block graph {key[:12]}")
 
 
-def _sm_count(rt: Any) -> int:
+def device_sm_count(rt: Any) -> int:
+    """The SM count of runtime ``rt``'s GPU (132 on the H100 SXM and the H200, 114 on the H100
+    PCIe, 108 on the A100): how many blocks make one wave."""
     try:
         a = rt.drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
         return int(rt.ck(rt.drv.cuDeviceGetAttribute(a, rt.dev), "attr"))

@@ -507,10 +507,15 @@ def test_with_a_gpu_the_tail_is_rechecked_beside_the_stage_and_nothing_is_lost(
         return 1.0 if candidate.key == wrong else real_error(self, candidate, output_map)
 
     monkeypatch.setattr(float64.FloatRecheck, "error", error)
-    monkeypatch.setattr(gs, "variants_to_measure", lambda *a, **k: [])
-    monkeypatch.setattr(gs, "grid_filling_variants", lambda *a, **k: [])
+    # the stage sizes its variants for this GPU's SM count, not the H100's
+    import mirage_formal.codegen.autotune as autotune
+    monkeypatch.setattr(autotune, "device_sm_count", lambda rt: 108)
+    n_sms: list[Any] = []
+    monkeypatch.setattr(gs, "variants_to_measure", lambda *a, **k: n_sms.append(k.get("n_sm")) or [])
+    monkeypatch.setattr(gs, "grid_filling_variants", lambda *a, **k: n_sms.append(k.get("n_sm")) or [])
     monkeypatch.setattr(gs, "walk_step", lambda *a, **k: [])
     out = superoptimize(program(), "norm", budget_s=120, overrides=SPACE, gpu=True, gpu_top=2)
+    assert n_sms and set(n_sms) == {108}
     tuned = {k for k, start in calls if start is None}
     assert tuned and tuned <= {a.graph.key for a in head} | {program().key}
     keys = [a.graph.key for a in out.accepted]
