@@ -4,6 +4,8 @@ Each row of each FILE (a gpu_optimize.json: {"env": ..., "rows": [...]}) replace
 the same (workload, b) in the latest table, carrying its run's environment as ``run_env`` (and
 ``commit`` when given), so every row says when, where and by which command it was measured.
 Prints the table and the geometric mean of best-baseline/ours over the 14 benchmark rows.
+A table holds the rows of one GPU: a file measured on another GPU than the table's rows is
+refused (the H100's table is ``gpu_optimize_latest.json``, the H200's ``gpu_optimize_h200.json``).
 
 Usage: python3 benchmarks/merge_gpu_rows.py FILE... [--commit SHA] [--latest PATH]
 """
@@ -25,10 +27,20 @@ BENCHMARK_ROWS = {(w, 1) for w in ("gqa", "mha", "mqa", "qknorm_gqa", "rmsnorm",
     {(w, 8) for w in ("gqa", "mha", "mqa", "qknorm_gqa", "rmsnorm", "ntrans")}
 
 
+class MixedGPUs(ValueError):
+    """Rows measured on another GPU than the table's: a table compares rows of one GPU only."""
+
+
 def merge(latest: list[dict[str, Any]], files: list[Path], commit: str | None) -> list[dict[str, Any]]:
     by = {(r["workload"], r["b"]): r for r in latest}
+    gpus = {(r.get("run_env") or {}).get("gpu") for r in latest} - {None}
     for f in files:
         doc = json.loads(f.read_text())
+        gpu = doc["env"].get("gpu")
+        if gpus and gpu not in gpus:
+            raise MixedGPUs(f"{f}: measured on {gpu!r}, the table's rows on {sorted(gpus)}; merge it "
+                            "into that GPU's table (--latest, e.g. gpu_optimize_h200.json)")
+        gpus.add(gpu)
         for r in doc["rows"]:
             row = dict(r, run_env=doc["env"])
             if commit:
@@ -49,7 +61,10 @@ def main() -> int:
     ap.add_argument("--commit", default=None)
     ap.add_argument("--latest", type=Path, default=LATEST)
     args = ap.parse_args()
-    rows = merge(json.loads(args.latest.read_text()), args.files, args.commit)
+    try:
+        rows = merge(json.loads(args.latest.read_text()), args.files, args.commit)
+    except MixedGPUs as e:
+        raise SystemExit(f"merge_gpu_rows: {e}") from None
     fd, tmp = tempfile.mkstemp(dir=args.latest.parent, suffix=".tmp")
     with os.fdopen(fd, "w") as fh:
         fh.write(json.dumps(rows, indent=1) + "\n")
