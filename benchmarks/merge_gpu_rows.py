@@ -40,7 +40,8 @@ def merge(latest: list[dict[str, Any]], files: list[Path], commit: str | None) -
         if gpus and gpu not in gpus:
             raise MixedGPUs(f"{f}: measured on {gpu!r}, the table's rows on {sorted(gpus)}; merge it "
                             "into that GPU's table (--latest, e.g. gpu_optimize_h200.json)")
-        gpus.add(gpu)
+        if gpu is not None:  # (a run without a GPU name neither sets nor breaks the table's)
+            gpus.add(gpu)
         for r in doc["rows"]:
             row = dict(r, run_env=doc["env"])
             if commit:
