@@ -17,6 +17,7 @@ Programs (fp16 unless named bf16):
   ``prefill_gated_mlp``, ``wide_rmsnorm``: 128- to 512-row products (one batched) and 4096-row
   norms, where the other programs have at most 32 rows.
 - ``rmsnorm_bf16``, ``gated_mlp_bf16``, ``prefill_matmul_bf16``: three of the above in bf16.
+- ``rmsnorm_f32``, ``gated_mlp_f32``: the benchmarks' rmsnorm and gated MLP in fp32.
 
     PYTHONPATH=. python3 benchmarks/search_outside.py [--budget 300] [--workers 2] [--programs ...]
 
@@ -304,6 +305,20 @@ def prefill_matmul_bf16(b: int = 1) -> KernelGraph:
     return _matmul(512 * b, 2048, 2048, "bf16")
 
 
+def rmsnorm_f32(b: int = 1) -> KernelGraph:
+    """rmsnorm(X) · W in fp32 at the benchmark's rmsnorm shape, X (2b, 4096), W (4096, 6144):
+    PyTorch's default dtype, what a model not yet cast to half precision runs in (the
+    products on CUDA cores; torch's baseline is cuBLAS's sgemm, no TF32; thirty-seventh
+    session)."""
+    return _rms_matmul(2 * b, 4096, 6144, "f32")
+
+
+def gated_mlp_f32(b: int = 1) -> KernelGraph:
+    """silu(X·W1) ⊙ (X·W2) in fp32 at the benchmark's gated_mlp shape, X (8b, 4096), W1 and
+    W2 (4096, 4096) (thirty-seventh session)."""
+    return _silu_gated(8 * b, 4096, 4096, "f32")
+
+
 PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "scaled_attention": scaled_attention, "layernorm_matmul": layernorm_matmul,
     "norm_gain_matmul": norm_gain_matmul, "swish_matmul": swish_matmul,
@@ -316,6 +331,7 @@ PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "prefill_bias_gelu": prefill_bias_gelu, "grouped_matmul": grouped_matmul,
     "prefill_gated_mlp": prefill_gated_mlp, "rmsnorm_bf16": rmsnorm_bf16,
     "gated_mlp_bf16": gated_mlp_bf16, "prefill_matmul_bf16": prefill_matmul_bf16,
+    "rmsnorm_f32": rmsnorm_f32, "gated_mlp_f32": gated_mlp_f32,
 }
 
 
