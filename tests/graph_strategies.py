@@ -113,16 +113,17 @@ def block_programs(draw: Any, max_ops: int = 4) -> mf.KernelGraph:
 
 def matmul_loop_program(m: int, k: int, n: int, forloop: int, batch: int = 0,
                         pre_a: bool = False, pre_b: bool = False,
-                        fixed_a: bool = False) -> mf.KernelGraph:
+                        fixed_a: bool = False, dtype: str = "f16") -> mf.KernelGraph:
     """``sum over the loop of A_it @ B_it`` as one graph-defined kernel: X (m, k*F) and
     W (k*F, 2n), fp16, grid 2 over W's columns (and ``batch`` > 0: a leading batch dimension
     also split over grid y). ``pre_a``/``pre_b``: the operand passes through ``neg`` first
     (an fp32 tile), otherwise it is an iterator tile read only by the matmul (cp.async).
-    ``fixed_a``: X is (m, k), its tile the same in every iteration (fmap -1)."""
+    ``fixed_a``: X is (m, k), its tile the same in every iteration (fmap -1). ``dtype``: both
+    inputs' (fp32: the product on the CUDA cores)."""
     g = mf.Graph()
     lead = (batch,) if batch else ()
-    x = g.input((*lead, m, k if fixed_a else k * forloop), "f16", "X")
-    w = g.input((*lead, k * forloop, 2 * n), "f16", "W")
+    x = g.input((*lead, m, k if fixed_a else k * forloop), dtype, "X")
+    w = g.input((*lead, k * forloop, 2 * n), dtype, "W")
     r = len(lead)
     kern = g.kernel([x, w], grid=(2, batch or 1, 1), forloop=forloop)
     by = 0 if batch else -1
@@ -285,15 +286,15 @@ GEMV_LOOP_CASES = [
 
 
 def fold_loop_program(rows: int, cols: int, forloop: int, kind: str = "rms", fold: int = 1,
-                      n: int = 16) -> mf.KernelGraph:
+                      n: int = 16, dtype: str = "f16") -> mf.KernelGraph:
     """rmsnorm's fused kernel in small: per iteration X_it (rows, cols) · W_it (cols, n) into a
     sum accumulator beside a fold accumulator of X_it (``kind`` over groups of ``fold``
     columns), the product divided by it after the loop; grid 2 over W's columns. The fold's
     rows and columns per iteration pick how a block's threads share it (a row per several
-    warps, a row per warp, a row per thread)."""
+    warps, a row per warp, a row per thread); ``dtype`` the inputs'."""
     g = mf.Graph()
-    x = g.input((rows, cols * forloop), "f16", "X")
-    w = g.input((cols * forloop, 2 * n), "f16", "W")
+    x = g.input((rows, cols * forloop), dtype, "X")
+    w = g.input((cols * forloop, 2 * n), dtype, "W")
     kern = g.kernel([x, w], grid=(2, 1, 1), forloop=forloop)
     xt = kern.iter(x, imap=(-1, -1, -1), fmap=1)
     wt = kern.iter(w, imap=(1, -1, -1), fmap=0)
@@ -307,14 +308,15 @@ def fold_loop_program(rows: int, cols: int, forloop: int, kind: str = "rms", fol
     return g.build()
 
 
-def gated_loop_program(m: int, k: int, n: int, forloop: int, gate: str = "silu") -> mf.KernelGraph:
+def gated_loop_program(m: int, k: int, n: int, forloop: int, gate: str = "silu",
+                       dtype: str = "f16") -> mf.KernelGraph:
     """gated_mlp's fused kernel in small: per iteration X_it (m, k) times W1_it and W2_it
     (k, n) into two sum accumulators, then ``gate``(X·W1) ⊙ (X·W2) after the loop; grid 2
-    over the weights' columns."""
+    over the weights' columns; ``dtype`` the inputs'."""
     g = mf.Graph()
-    x = g.input((m, k * forloop), "f16", "X")
-    w1 = g.input((k * forloop, 2 * n), "f16", "W1")
-    w2 = g.input((k * forloop, 2 * n), "f16", "W2")
+    x = g.input((m, k * forloop), dtype, "X")
+    w1 = g.input((k * forloop, 2 * n), dtype, "W1")
+    w2 = g.input((k * forloop, 2 * n), dtype, "W2")
     kern = g.kernel([x, w1, w2], grid=(2, 1, 1), forloop=forloop)
     xt = kern.iter(x, imap=(-1, -1, -1), fmap=1)
     a1 = kern.accum(kern.op("matmul", xt, kern.iter(w1, imap=(1, -1, -1), fmap=0)), kind="sum")

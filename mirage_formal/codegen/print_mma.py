@@ -11,6 +11,7 @@ Imports ``ir`` and the planning and printing modules of ``codegen``.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from mirage_formal.codegen.cindex import align_idx, fmt_float, multi_index
@@ -21,7 +22,7 @@ from mirage_formal.codegen.printer import (
     TilePrinter,
     zeroed_accumulators,
 )
-from mirage_formal.codegen.schedule import FRAGMENT_OPS
+from mirage_formal.codegen.schedule import FRAGMENT_OPS, cc_block
 from mirage_formal.ir.dtypes import tensor_core_type
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY
@@ -687,6 +688,12 @@ class MmaPrinter(TilePrinter):
                 *self.block_loop("i", size, ind), f"{ind}  {dst}[i] {op} {terms};", f"{ind}}}"]
 
     def emit_matmul_simple(self, n: Node, dnode: Node, add: bool, ind: str) -> list[str]:
+        """A product off the tensor cores as plain fp32 loops over k: one output a thread,
+        or (:func:`schedule.cc_block`) R x C outputs a thread from R rows of A and C columns of B, each
+        summed over k in the same order as the unblocked loop."""
+        R, C = cc_block(n.shape, self.opts.cc_rows, self.opts.cc_cols, self.T)
+        if R * C > 1:
+            return self._matmul_blocked(n, dnode, add, R, C, ind)
         A, B = n.src
         a, b = self.buf[A], self.buf[B]
         K = A.shape[-1]
@@ -710,3 +717,47 @@ class MmaPrinter(TilePrinter):
                 f"{ind}  {self.buf[dnode]}[{self.addr(dnode, idx)}] {op} "
                 f"{FLOAT16[dnode.dtype].from_float if dnode in self.half else ''}({self.epilogue(dnode, 's')});"]
         return self.loop_over(n.shape, body, ind)
+
+    def _matmul_blocked(self, n: Node, dnode: Node, add: bool, R: int, C: int,
+                        ind: str) -> list[str]:
+        """:meth:`emit_matmul_simple` with R x C outputs a thread: per k, C values of B and R
+        of A read once each into registers and R x C FMAs. A thread's rows and columns are
+        ``M / R`` and ``N / C`` apart, so that neighbouring lanes read neighbouring columns of
+        B (no bank conflict) and, with at least 32 column groups, one row of A (a broadcast)."""
+        A, B = n.src
+        a, b = self.buf[A], self.buf[B]
+        K = A.shape[-1]
+        M, N = n.shape[-2], n.shape[-1]
+        groups = (*n.shape[:-2], M // R, N // C)
+        decls, idx = multi_index(groups, "i", "t")
+        batch, mg, ng = idx[:-2], idx[-2], idx[-1]
+
+        def at(g: str, apart: int, j: int) -> str:  # a thread's j-th row or column
+            if j == 0:
+                return g
+            return str(j * apart) if g == "0" else f"{j * apart} + {g}"
+
+        rows = [at(mg, M // R, r) for r in range(R)]
+        cols = [at(ng, N // C, c) for c in range(C)]
+        ab = align_idx(batch, n.shape[:-2], A.shape[:-2])
+        bb = align_idx(batch, n.shape[:-2], B.shape[:-2])
+        pa = [self.addr(A, [*ab, "0" if A.shape[-2] == 1 else r, "0"]) for r in rows]
+        pb = [self.addr(B, [*bb, "0", "0" if N == 1 else c]) for c in cols]
+        op = "+=" if add else "="
+        conv = FLOAT16[dnode.dtype].from_float if dnode in self.half else ""
+        i2 = ind + "  "
+        acc = [[f"mf_s{r}_{c}" for c in range(C)] for r in range(R)]
+        body = [*[i2 + d for d in decls],
+                *[f"{i2}const float* const mf_pa{r} = {a} + {e};" for r, e in enumerate(pa)],
+                *[f"{i2}const float* const mf_pb{c} = {b} + {e};" for c, e in enumerate(pb)],
+                *[f"{i2}float {acc[r][c]} = 0.f;" for r in range(R) for c in range(C)],
+                f"{i2}#pragma unroll 4",
+                f"{i2}for (int k = 0; k < {K}; ++k) {{",
+                *[f"{i2}  const float mf_bv{c} = mf_pb{c}[k * {self.row(B)}];" for c in range(C)],
+                *[f"{i2}  const float mf_av{r} = mf_pa{r}[k];" for r in range(R)],
+                *[f"{i2}  {acc[r][c]} += mf_av{r} * mf_bv{c};" for r in range(R) for c in range(C)],
+                f"{i2}}}",
+                *[f"{i2}{self.buf[dnode]}[{self.addr(dnode, [*batch, rows[r], cols[c]])}] {op} "
+                  f"{conv}({self.epilogue(dnode, acc[r][c])});"
+                  for r in range(R) for c in range(C)]]
+        return [*self.block_loop("i", math.prod(groups), ind), *body, f"{ind}}}"]

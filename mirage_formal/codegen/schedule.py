@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -47,6 +47,27 @@ GEMV_WIDE_THREADS = 256
 CLUSTER_MAX = 8
 
 
+def cc_block(shape: Sequence[int], cc_rows: int, cc_cols: int, threads: int) -> tuple[int, int]:
+    """The outputs a thread (rows, columns) of a product of ``shape`` (..., M, N) off the
+    tensor cores under :attr:`Schedule.cc_rows` / ``cc_cols`` on a block of ``threads``: the
+    largest powers of two within them that divide M and N, halved (the larger first, rows on
+    a tie) while the block's threads would outnumber its blocks of outputs. (1, 1) is the
+    unblocked loop."""
+    M, N = shape[-2], shape[-1]
+    R, C = max(cc_rows, 1), max(cc_cols, 1)
+    while M % R:
+        R //= 2
+    while N % C:
+        C //= 2
+    batch = math.prod(shape[:-2])
+    while R * C > 1 and batch * (M // R) * (N // C) < threads:
+        if R >= C:
+            R //= 2
+        else:
+            C //= 2
+    return R, C
+
+
 def gemv_rows_ok(rows: int, threads: int) -> bool:
     """Whether a gemv with ``rows`` rows fits a block of ``threads`` threads' registers."""
     return rows <= 8 or (rows <= GEMV_MAX_ROWS and threads <= GEMV_WIDE_THREADS)
@@ -63,7 +84,8 @@ _CHECKED_FLAGS = ("cluster_combine", "fold_registers", "ring_first", "row_regist
 #: the fields a schedule's text key holds only when they differ from their default
 _KEYED_WHEN_SET = ("stream_k", "dense_rows", "mma_kpair", "mma_kslice", "reg_epilogue",
                    "fold_fragments", "one_barrier", "tma_ring", "a_op_fragments", "wgmma",
-                   "tma_multicast", "wgmma_cols", "pad_acc_rows", "fold_mma")
+                   "tma_multicast", "wgmma_cols", "pad_acc_rows", "fold_mma", "cc_rows",
+                   "cc_cols")
 
 
 @dataclass(frozen=True)
@@ -289,6 +311,16 @@ class Schedule:
     #: the instructions: on rmsnorm's fused kernel the scalar fold was 320 of the loop's 900
     #: instructions a stage and 0.23 µs of 24.1 (H100, s35 c3)
     fold_mma: bool = False
+    #: products off the tensor cores (fp32 operands, or ``mma`` off) blocked in registers: each
+    #: thread computes up to ``cc_rows`` x ``cc_cols`` outputs (powers of two up to 8), so that
+    #: each A value it reads from shared memory serves ``cc_cols`` products and each B value
+    #: ``cc_rows``. 0 (the default) is one output per thread: two shared-memory reads per FMA,
+    #: which bound the outside fp32 gated MLP (X 8 x 4096, W1 and W2 4096 x 4096) at 78.6 µs,
+    #: 1.7 TB/s, where its weights stream at 3.0 TB/s without the products (H200, s37 c5). The
+    #: printer takes the largest block within these that divides the product's rows and columns
+    #: and still gives every thread of the block an output (:func:`cc_block`).
+    cc_rows: int = 0
+    cc_cols: int = 0
 
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):
@@ -320,6 +352,9 @@ class Schedule:
             raise GraphError("schedule: warp_m must be 0, 1, 2 or 4 and warp_n 0, 1, 2, 4 or 8")
         if self.wgmma_cols not in (1, 2):
             raise GraphError(f"schedule: wgmma_cols must be 1 or 2, got {self.wgmma_cols}")
+        if self.cc_rows not in (0, 1, 2, 4, 8) or self.cc_cols not in (0, 1, 2, 4, 8):
+            raise GraphError(f"schedule: cc_rows and cc_cols must be 0, 1, 2, 4 or 8, got "
+                             f"{self.cc_rows} and {self.cc_cols}")
         if self.mma_kslice not in (1, 2, 4, 8):
             raise GraphError(f"schedule: mma_kslice must be 1, 2, 4 or 8, got {self.mma_kslice}")
         if self.async_stages < 2 or self.prefetch_depth < 1 or self.prefetch_regs < 0:
@@ -1039,6 +1074,9 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       it is an add, sub or mul of half2 registers (:data:`FRAGMENT_OPS`);
     - for a kernel with a register chain, every candidate with ``min_blocks=1`` (ptxas may
       then give a thread up to 255 registers);
+    - for a product off the tensor cores (fp32 operands), its outputs blocked in registers
+      (``cc_rows`` x ``cc_cols``: 2 x 2 at the fullest split, alone and with 32 prefetch
+      registers, 4 x 4 there with them, and 4 x 4 on the widest block);
     - for a loop-free kernel of one-row tiles (:func:`row_registers_ok`), every tile in
       registers (``row_registers``) at each of the thread counts above where it applies;
     - for a kernel whose blocks read fewer than 64 bytes of each row of an input
@@ -1228,6 +1266,17 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
                                  async_copy=False, gemv_chunk=chunk, gemv_depth=depth))
     if bg.forloop >= 4:
         extra.append(replace(base, async_stages=2, split=splits[-1]))
+    if any(n.op == "matmul" and tensor_core_type(*(s.dtype for s in n.src)) is None
+           for n in bg.nodes):
+        # a product on the CUDA cores (fp32 operands) blocked in registers, 2 x 2 and up to
+        # 4 x 4 outputs a thread, at the fullest split (also with twice the prefetch
+        # registers: fp32 tiles take no cp.async ring, and the gated MLP's second weight tile
+        # did not fit the default's) and (4 x 4) on the widest block: the unblocked loop reads
+        # shared memory twice per FMA (Schedule.cc_rows)
+        extra[:0] = [replace(base, cc_rows=2, cc_cols=2, split=splits[-1]),
+                     replace(base, cc_rows=2, cc_cols=2, split=splits[-1], prefetch_regs=32),
+                     replace(base, cc_rows=4, cc_cols=4, split=splits[-1], prefetch_regs=32),
+                     replace(base, cc_rows=4, cc_cols=4, threads=threads[-1])]
     if coarsen:
         extra[:0] = _coarsened_candidates(bg, sm_count)
     out = [grid[0], *extra, *grid[1:]]
