@@ -17,7 +17,8 @@ Programs (fp16 unless named bf16):
   ``prefill_gated_mlp``, ``wide_rmsnorm``: 128- to 512-row products (one batched) and 4096-row
   norms, where the other programs have at most 32 rows.
 - ``rmsnorm_bf16``, ``gated_mlp_bf16``, ``prefill_matmul_bf16``: three of the above in bf16.
-- ``rmsnorm_f32``, ``gated_mlp_f32``: the benchmarks' rmsnorm and gated MLP in fp32.
+- ``rmsnorm_f32``, ``gated_mlp_f32``, ``prefill_matmul_f32``: rmsnorm, the gated MLP and
+  prefill_matmul in fp32.
 
     PYTHONPATH=. python3 benchmarks/search_outside.py [--budget 300] [--workers 2] [--programs ...]
 
@@ -319,6 +320,12 @@ def gated_mlp_f32(b: int = 1) -> KernelGraph:
     return _silu_gated(8 * b, 4096, 4096, "f32")
 
 
+def prefill_matmul_f32(b: int = 1) -> KernelGraph:
+    """X · W in fp32, X (512b, 2048), W (2048, 2048): prefill_matmul's compute-bound product
+    on the CUDA cores, against cuBLAS's sgemm (thirty-seventh session)."""
+    return _matmul(512 * b, 2048, 2048, "f32")
+
+
 PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "scaled_attention": scaled_attention, "layernorm_matmul": layernorm_matmul,
     "norm_gain_matmul": norm_gain_matmul, "swish_matmul": swish_matmul,
@@ -332,6 +339,7 @@ PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "prefill_gated_mlp": prefill_gated_mlp, "rmsnorm_bf16": rmsnorm_bf16,
     "gated_mlp_bf16": gated_mlp_bf16, "prefill_matmul_bf16": prefill_matmul_bf16,
     "rmsnorm_f32": rmsnorm_f32, "gated_mlp_f32": gated_mlp_f32,
+    "prefill_matmul_f32": prefill_matmul_f32,
 }
 
 

@@ -1076,7 +1076,7 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       then give a thread up to 255 registers);
     - for a product off the tensor cores (fp32 operands), its outputs blocked in registers
       (``cc_rows`` x ``cc_cols``: 2 x 2 at the fullest split, alone and with 32 prefetch
-      registers, 4 x 4 there with them, and 4 x 4 on the widest block);
+      registers, 4 x 4 there with them, and up to 8 x 8 on the widest block);
     - for a loop-free kernel of one-row tiles (:func:`row_registers_ok`), every tile in
       registers (``row_registers``) at each of the thread counts above where it applies;
     - for a kernel whose blocks read fewer than 64 bytes of each row of an input
@@ -1269,14 +1269,15 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     if any(n.op == "matmul" and tensor_core_type(*(s.dtype for s in n.src)) is None
            for n in bg.nodes):
         # a product on the CUDA cores (fp32 operands) blocked in registers, 2 x 2 and up to
-        # 4 x 4 outputs a thread, at the fullest split (also with twice the prefetch
+        # 4 x 4 outputs a thread at the fullest split (also with twice the prefetch
         # registers: fp32 tiles take no cp.async ring, and the gated MLP's second weight tile
-        # did not fit the default's) and (4 x 4) on the widest block: the unblocked loop reads
-        # shared memory twice per FMA (Schedule.cc_rows)
+        # did not fit the default's), and up to 8 x 8 on the widest block (a large tile's
+        # classic SGEMM blocking; a skinny one's is cut to keep every thread busy): the
+        # unblocked loop reads shared memory twice per FMA (Schedule.cc_rows)
         extra[:0] = [replace(base, cc_rows=2, cc_cols=2, split=splits[-1]),
                      replace(base, cc_rows=2, cc_cols=2, split=splits[-1], prefetch_regs=32),
                      replace(base, cc_rows=4, cc_cols=4, split=splits[-1], prefetch_regs=32),
-                     replace(base, cc_rows=4, cc_cols=4, threads=threads[-1])]
+                     replace(base, cc_rows=8, cc_cols=8, threads=threads[-1])]
     if coarsen:
         extra[:0] = _coarsened_candidates(bg, sm_count)
     out = [grid[0], *extra, *grid[1:]]
