@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import mirage_formal as mf
 from mirage_formal.codegen import compile_graph
 from mirage_formal.codegen.lower import launches
-from mirage_formal.codegen.schedule import candidate_schedules
+from mirage_formal.codegen.tuning_rules import candidate_schedules
 from mirage_formal.gpu_stage import _kernel_grids, variants_to_measure
 from mirage_formal.ir.builder import Graph
 from mirage_formal.optimize import make_config

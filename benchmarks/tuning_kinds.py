@@ -8,7 +8,7 @@ of one μGraph (one log file, one graph) with at least ``--min-trials`` valid tr
 kind tried there: does its best trial come within ``--tie`` of the μGraph's best (a win), and
 how much slower would the best be without that kind (regret: best over the other kinds /
 best; a trial in which any kernel of the class has the kind does not count), by the class
-of the kernel that has it: a register-chain kernel (``schedule.chained_matmuls``: a matmul
+of the kernel that has it: a register-chain kernel (``tuning_rules.chained_matmuls``: a matmul
 feeding another, attention's) or another. Writes a markdown table (``--out``).
 
 Usage: python3 benchmarks/tuning_kinds.py [FILES...] [--out results/tuning_kinds.md]
@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from kernel_times import ugraph_from_json  # noqa: E402
 
 from mirage_formal.codegen.lower import launches  # noqa: E402
-from mirage_formal.codegen.schedule import Schedule, chained_matmuls  # noqa: E402
+from mirage_formal.codegen.schedule import Schedule  # noqa: E402
+from mirage_formal.codegen.tuning_rules import chained_matmuls  # noqa: E402
 
 #: fields that place a kind on the grid rather than make it a kind (``min_blocks``: every
 #: candidate of a chain kernel carries it since the nineteenth session)

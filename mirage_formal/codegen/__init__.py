@@ -14,8 +14,9 @@ from mirage_formal.codegen.emit import EmitOptions, EmittedKernel, emit_block_gr
 from mirage_formal.codegen.lower import Launch, default_block_graph, launches, lowered_graph
 from mirage_formal.codegen.nvrtc import CompileError, compile_cubin
 from mirage_formal.codegen.runtime import DeviceArray, DriverError, NoGPUError, gpu_available
-from mirage_formal.codegen.schedule import SIMPLE, Schedule, candidate_schedules
+from mirage_formal.codegen.schedule import SIMPLE, Schedule
 from mirage_formal.codegen.timing import fastest, time_graph
+from mirage_formal.codegen.tuning_rules import candidate_schedules
 from mirage_formal.codegen.validate import (
     ValidationError,
     ValidationReport,

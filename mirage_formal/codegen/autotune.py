@@ -2,11 +2,11 @@
 
 For a kernel graph, every distinct block graph starts at the default :class:`Schedule`; then,
 one block graph at a time (coordinate descent, in launch order), each schedule that
-:func:`candidate_schedules` proposes for it is compiled (NVRTC, in parallel processes),
+:func:`tuning_rules.candidate_schedules` proposes for it is compiled (NVRTC, in parallel processes),
 validated against the float64 program on fresh random inputs (two launches, so a split's
 ticket reset is exercised), and timed exactly as the benchmarks time PyTorch (CUDA-graph
 replays, L2 flushed before each, median); the fastest valid one stays, and a second round
-(:func:`schedule.refinements`, at most ``REFINE_MAX``) tries the other kinds of choice on the
+(:func:`tuning_rules.refinements`, at most ``REFINE_MAX``) tries the other kinds of choice on the
 winner's thread count and split. A schedule that fails
 validation is a codegen bug: it is reported, never chosen.
 
@@ -38,13 +38,9 @@ from typing import Any
 from mirage_formal.codegen.compiled import CompiledGraph, emit_graph
 from mirage_formal.codegen.lower import launches
 from mirage_formal.codegen.nvrtc import cache_dir, compile_cubin, nvrtc_version
-from mirage_formal.codegen.schedule import (
-    DEFAULT_SM_COUNT,
-    Schedule,
-    candidate_schedules,
-    refinements,
-)
+from mirage_formal.codegen.schedule import DEFAULT_SM_COUNT, Schedule
 from mirage_formal.codegen.timing import device_inputs, time_like_baselines
+from mirage_formal.codegen.tuning_rules import candidate_schedules, refinements
 from mirage_formal.codegen.validate import validate
 from mirage_formal.errors import MirageError
 from mirage_formal.ir.graph import KernelGraph
@@ -208,7 +204,7 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
     """Tune ``graph``'s schedules on this GPU against ``reference``; None if no variant
     validates (every failure is in the returned trials of the caller's log).
 
-    ``refine``: after each kernel's first round, the second (:func:`schedule.refinements`).
+    ``refine``: after each kernel's first round, the second (:func:`tuning_rules.refinements`).
     ``start``: skip the cache and the first round; measure these schedules, then refine them
     (how superoptimize gives only its winner the second round).
 
@@ -369,7 +365,7 @@ def runs_here(schedules: list[Schedule], arch: str) -> list[Schedule]:
     return [s for s in schedules if not (s.wgmma or s.tma_multicast) or arch == "sm_90"]
 
 
-#: the most second-round schedules measured per kernel (see schedule.refinements)
+#: the most second-round schedules measured per kernel (see tuning_rules.refinements)
 REFINE_MAX = 13
 
 

@@ -246,7 +246,7 @@ def test_large_read_once_streams_are_tuned_with_the_evict_first_policy() -> None
     one whose streamed input every query-row block re-reads (gqa's K and V) or that streams
     little (lora) does not."""
     from mirage_formal.codegen import candidate_schedules, launches
-    from mirage_formal.codegen.schedule import EVICT_FIRST_MIN_BYTES, streamed_once_bytes
+    from mirage_formal.codegen.tuning_rules import EVICT_FIRST_MIN_BYTES, streamed_once_bytes
 
     def streaming_kernels(name: str, b: int) -> list[Any]:
         return [la.graph for la in launches(workloads.program(name, b), 128) if la.graph.forloop > 1]
@@ -318,7 +318,7 @@ def test_every_candidate_schedule_compiles(name: str, cache: Path) -> None:
     from A fragments, outputs from registers, k slices, the TMA ring's trials, ops on A
     fragments; then a sample of the combinations), compile for sm_90."""
     from mirage_formal.codegen import Schedule, candidate_schedules, launches
-    from mirage_formal.codegen.schedule import refinements
+    from mirage_formal.codegen.tuning_rules import refinements
 
     graphs = [workloads.program(name, 1)]
     if name in workloads.HANDWRITTEN:
@@ -477,7 +477,7 @@ def test_ring_first_issues_the_ring_before_the_invariant_loads(case: tuple) -> N
     tile loads (attention's Q); by default they follow them. Both compile for sm_90, the
     kernels differ only in that order, and the tuner's second round offers the flag."""
     from mirage_formal.codegen import launches
-    from mirage_formal.codegen.schedule import refinements
+    from mirage_formal.codegen.tuning_rules import refinements
 
     prog = attention_loop_program(*case)
     (la,) = launches(prog, 128)
@@ -567,7 +567,7 @@ def test_refinements_combine_kinds_with_the_winner() -> None:
     an unsplit winner on fewer blocks than SMs its loop split through a cluster, and stream-K
     where it leaves SMs idle)."""
     from mirage_formal.codegen import candidate_schedules, launches
-    from mirage_formal.codegen.schedule import refinements
+    from mirage_formal.codegen.tuning_rules import refinements
 
     for name in ("rmsnorm", "gated_mlp", "gqa"):
         for la in launches(workloads.program(name, 8 if name != "gated_mlp" else 1), 128):
@@ -633,7 +633,8 @@ def test_cluster_combine_compiles_and_falls_back_past_the_cluster_limit(split: i
     global-memory combine. Both compile for sm_90; the tuner's second round tries the cluster
     variant on a split winner (its first round does not: slower on the H100)."""
     from mirage_formal.codegen import Schedule, candidate_schedules, launches
-    from mirage_formal.codegen.schedule import CLUSTER_MAX, refinements
+    from mirage_formal.codegen.schedule import CLUSTER_MAX
+    from mirage_formal.codegen.tuning_rules import refinements
 
     prog = attention_loop_program(64, 64, 64, 64, 48)
     (la,) = launches(prog, 128)
@@ -827,7 +828,7 @@ def test_dense_rows_swizzle_tiles_a_fold_reads(case: tuple, cache: Path) -> None
 def test_dense_rows_is_a_second_round_trial() -> None:
     """The tuner's second round tries the winner with dense ring rows on a loop that streams
     fp16 tiles into a matmul, and not on a loop-free kernel."""
-    from mirage_formal.codegen.schedule import refinements
+    from mirage_formal.codegen.tuning_rules import refinements
 
     (la,) = launches(matmul_loop_program(*MATMUL_LOOP_CASES[0]), 128)
     best = Schedule(evict_first=True)
@@ -882,7 +883,7 @@ def test_kslice_products_compile(case: tuple, cache: Path) -> None:
 def test_kslice_is_a_second_round_trial_of_skinny_products() -> None:
     """The second round tries k slices (2, 4, 8 warps per warp tile) on a winner whose loop
     streams a product of at most 16 rows, and not on one of 64 rows."""
-    from mirage_formal.codegen.schedule import refinements
+    from mirage_formal.codegen.tuning_rules import refinements
 
     (la,) = launches(matmul_loop_program(16, 256, 64, 4), 128)
     best = Schedule(threads=256)
@@ -938,7 +939,7 @@ def test_register_epilogue_compiles(i: int, cache: Path) -> None:
 def test_register_epilogue_is_a_second_round_trial() -> None:
     """The second round tries outputs stored from registers on an unsplit winner whose loop
     has a product, and not on a split winner."""
-    from mirage_formal.codegen.schedule import refinements
+    from mirage_formal.codegen.tuning_rules import refinements
 
     (la,) = launches(gated_loop_program(*GATED_LOOP_CASES[0]), 128)
     best = Schedule()
@@ -1019,7 +1020,7 @@ def test_one_barrier_loops_compile(i: int, cache: Path) -> None:
 def test_one_barrier_is_a_second_round_trial() -> None:
     """The second round tries one barrier per iteration on a winner whose loop goes through
     the cp.async ring, and not on a loop-free kernel."""
-    from mirage_formal.codegen.schedule import refinements
+    from mirage_formal.codegen.tuning_rules import refinements
 
     (la,) = launches(matmul_loop_program(16, 64, 64, 8), 128)
     best = Schedule()
@@ -1032,7 +1033,7 @@ def test_fragment_folds_are_second_round_trials() -> None:
     """The second round tries the fold from A fragments (alone, with the register outputs,
     with the widest k slices) on a winner whose loop folds its streamed A tile by rows, and
     not on a plain matmul loop nor where the fold takes groups of columns."""
-    from mirage_formal.codegen.schedule import refinements
+    from mirage_formal.codegen.tuning_rules import refinements
 
     (la,) = launches(workloads.handwritten("rmsnorm", 8), 128)
     best = Schedule(threads=256, dense_rows=True, mma_kpair=True)
@@ -1052,7 +1053,7 @@ def test_streamed_products_get_the_dense_two_chain_candidate() -> None:
     """A loop streaming weights into a tensor-core product (no register chain) gets a
     first-round candidate with a 4-stage ring of dense rows and two-chain products on the
     grid's own blocks, and the second round tries two-chain products on the winner."""
-    from mirage_formal.codegen.schedule import refinements
+    from mirage_formal.codegen.tuning_rules import refinements
 
     (la,) = launches(matmul_loop_program(16, 64, 64, 8), 128)
     cands = candidate_schedules(la.graph)
@@ -1290,7 +1291,7 @@ def test_the_tuner_computes_an_op_of_loop_tiles_on_the_a_fragments() -> None:
     it fits); any op of one or two loop tiles gets a second-round trial on a winner without
     it (neg(X)·W: only that); a plain product loop and attention's product of products get
     none."""
-    from mirage_formal.codegen.schedule import refinements
+    from mirage_formal.codegen.tuning_rules import refinements
 
     (la,) = launches(elementwise_loop_program(12, 128, 64, 8, "add"), 128)
     first = [c for c in candidate_schedules(la.graph) if c.a_op_fragments]

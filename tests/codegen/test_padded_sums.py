@@ -20,7 +20,8 @@ from graph_strategies import gemm_program, matmul_loop_program
 
 from mirage_formal.codegen import candidate_schedules, compile_graph, gpu_available, launches
 from mirage_formal.codegen.layout import ACC_ROW_PAD
-from mirage_formal.codegen.schedule import Schedule, refinements
+from mirage_formal.codegen.schedule import Schedule
+from mirage_formal.codegen.tuning_rules import refinements
 from mirage_formal.codegen.validate import validate
 from mirage_formal.ir.graph import KernelGraph
 

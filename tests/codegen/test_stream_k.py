@@ -36,7 +36,7 @@ from mirage_formal.codegen import (
     gpu_available,
     launches,
 )
-from mirage_formal.codegen.schedule import refinements, stream_k_blocks, stream_k_ok
+from mirage_formal.codegen.schedule import stream_k_ok
 from mirage_formal.codegen.stream_k import (
     block_of,
     longest_segment,
@@ -45,6 +45,7 @@ from mirage_formal.codegen.stream_k import (
     segments,
     tile_blocks,
 )
+from mirage_formal.codegen.tuning_rules import refinements, stream_k_blocks
 from mirage_formal.codegen.validate import validate
 from mirage_formal.errors import GraphError
 from mirage_formal.ir.graph import BlockGraph, KernelGraph

@@ -24,12 +24,8 @@ from mirage_formal.codegen import candidate_schedules, compile_graph, gpu_availa
 from mirage_formal.codegen.autotune import runs_here
 from mirage_formal.codegen.layout import KernelLayout
 from mirage_formal.codegen.nvrtc import MULTICAST_MARK, feature_arch
-from mirage_formal.codegen.schedule import (
-    MULTICAST_MIN_SHARE,
-    Schedule,
-    multicast_share,
-    refinements,
-)
+from mirage_formal.codegen.schedule import Schedule
+from mirage_formal.codegen.tuning_rules import MULTICAST_MIN_SHARE, multicast_share, refinements
 from mirage_formal.codegen.validate import validate
 from mirage_formal.ir.graph import BlockGraph, KernelGraph
 

@@ -22,8 +22,8 @@ from mirage_formal.codegen.barriers import with_barriers
 from mirage_formal.codegen.layout import KernelLayout
 from mirage_formal.codegen.plan import Buffer, plan_buffers
 from mirage_formal.codegen.print_combine import CLUSTER_COMBINE_BARRIERS
-from mirage_formal.codegen.schedule import candidate_schedules, half_warps, refinements
 from mirage_formal.codegen.tma import BOX_COLS, box_rows
+from mirage_formal.codegen.tuning_rules import candidate_schedules, half_warps, refinements
 from mirage_formal.ir.dtypes import DType
 
 

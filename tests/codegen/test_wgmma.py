@@ -21,7 +21,8 @@ from graph_strategies import gated_program, gemm_program
 import mirage_formal as mf
 from mirage_formal.codegen import candidate_schedules, compile_graph, gpu_available, launches
 from mirage_formal.codegen.nvrtc import WGMMA_MARK, feature_arch
-from mirage_formal.codegen.schedule import Schedule, refinements, wgmma_threads
+from mirage_formal.codegen.schedule import Schedule, wgmma_threads
+from mirage_formal.codegen.tuning_rules import refinements
 from mirage_formal.codegen.validate import validate
 from mirage_formal.ir.graph import KernelGraph
 from mirage_formal.ir.text import parse_text

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from mirage_formal import workloads
-from mirage_formal.codegen.schedule import candidate_schedules
+from mirage_formal.codegen.tuning_rules import candidate_schedules
 from mirage_formal.errors import MirageError
 from mirage_formal.ir.graph import KERNEL_OP
 from mirage_formal.ir.occupancy import loop_splits
