@@ -600,3 +600,36 @@ def test_a_structure_that_is_two_kinds_of_hedge_is_walked_once(
     ctx = gs.VariantContext(cfg, Verifier(program(), seed=5), FloatRecheck(program()), n_sm=4)
     gs._gpu_rank(program(), accepted, 1, 0, None, ctx)
     assert walked.count(structure_key(a.graph)) == 1
+
+
+@pytest.mark.parametrize(("floor_us", "full_round"), [(100.0, False), (15.0, True)])
+def test_the_inputs_own_lowering_is_timed_quickly_unless_it_may_win(
+        result: Any, monkeypatch: pytest.MonkeyPatch, floor_us: float, full_round: bool) -> None:
+    """The input program's own lowering, behind the cost model's pick, is tuned with a deadline
+    of now (its first schedules only); a full first round follows only where that time is
+    within FLOOR_FULL_ROUND_WITHIN of the best other candidate's."""
+    cfg = opt.make_config(program(), "norm", SPACE)
+    a0 = result.accepted[0]
+    first = optimized.Optimized(a0.graph, a0.verdict, a0.cost, a0.found_at_s, a0.float64_error)
+    own = optimized.Optimized(program(), a0.verdict, a0.cost, a0.found_at_s, a0.float64_error)
+    calls: list[Any] = []
+    stand_in = _fake_tune({first.graph.key: 10.0, own.graph.key: floor_us}, key=lambda g: g.key)
+
+    def tune_one(graph: KernelGraph, prog: KernelGraph, seed: Any, estimated_us: float,
+                 deadline: float | None = None, start: Any = None, shared: Any = None) -> Any:
+        quick = deadline is not None and deadline <= time.monotonic()
+        calls.append((graph.key, start is None, quick))
+        return stand_in(graph, prog, seed, estimated_us, deadline, start, shared)
+
+    monkeypatch.setattr(gs, "_tune_one", tune_one)
+    monkeypatch.setattr(gs, "gpu_candidates", lambda acc, top, prog: [first, own])
+    ctx = gs.VariantContext(cfg, Verifier(program(), seed=5), FloatRecheck(program()), n_sm=4)
+    far = time.monotonic() + 3600
+    monkeypatch.setattr(gs, "grid_filling_variants", lambda *a, **k: [])
+    monkeypatch.setattr(gs, "walk_step", lambda *a, **k: [])
+    gs._gpu_rank(program(), [first, own], 2, 0, far, ctx)
+    firsts = [(k, q) for k, first_round, q in calls if first_round and k == own.graph.key]
+    assert firsts[0] == (own.graph.key, True)  # timed at its first schedules only
+    assert firsts[1:] == ([(own.graph.key, False)] if full_round else [])
+    assert [q for k, first_round, q in calls if k == first.graph.key and first_round] == [False]
+    assert own.measured_us == floor_us
