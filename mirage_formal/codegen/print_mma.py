@@ -695,22 +695,13 @@ class MmaPrinter(TilePrinter):
         if R * C > 1:
             return self._matmul_blocked(n, dnode, add, R, C, ind)
         A, B = n.src
-        a, b = self.buf[A], self.buf[B]
         K = A.shape[-1]
-        N = B.shape[-1]
         decls, idx = multi_index(n.shape, "i", "t")
         batch = idx[:-2]
-        m, nn = idx[-2], idx[-1]
-        ai = [*align_idx(batch, n.shape[:-2], A.shape[:-2]), m, "0"]
-        bi = [*align_idx(batch, n.shape[:-2], B.shape[:-2]), "0", nn]
-        if A.shape[-2] == 1:
-            ai[-2] = "0"
-        if N == 1:
-            bi[-1] = "0"
         op = "+=" if add else "="
         body = [*[ind + "  " + d for d in decls],
-                f"{ind}  const float* pa = {a} + {self.addr(A, ai)};",
-                f"{ind}  const float* pb = {b} + {self.addr(B, bi)};",
+                f"{ind}  const float* pa = {self._a_row(n, batch, idx[-2])};",
+                f"{ind}  const float* pb = {self._b_col(n, batch, idx[-1])};",
                 f"{ind}  float s = 0.f;",
                 f"{ind}  #pragma unroll 8",
                 f"{ind}  for (int k = 0; k < {K}; ++k) s += pa[k] * pb[k * {self.row(B)}];",
@@ -725,7 +716,6 @@ class MmaPrinter(TilePrinter):
         ``M / R`` and ``N / C`` apart, so that neighbouring lanes read neighbouring columns of
         B (no bank conflict) and, with at least 32 column groups, one row of A (a broadcast)."""
         A, B = n.src
-        a, b = self.buf[A], self.buf[B]
         K = A.shape[-1]
         M, N = n.shape[-2], n.shape[-1]
         groups = (*n.shape[:-2], M // R, N // C)
@@ -739,17 +729,15 @@ class MmaPrinter(TilePrinter):
 
         rows = [at(mg, M // R, r) for r in range(R)]
         cols = [at(ng, N // C, c) for c in range(C)]
-        ab = align_idx(batch, n.shape[:-2], A.shape[:-2])
-        bb = align_idx(batch, n.shape[:-2], B.shape[:-2])
-        pa = [self.addr(A, [*ab, "0" if A.shape[-2] == 1 else r, "0"]) for r in rows]
-        pb = [self.addr(B, [*bb, "0", "0" if N == 1 else c]) for c in cols]
+        pa = [self._a_row(n, batch, r) for r in rows]
+        pb = [self._b_col(n, batch, c) for c in cols]
         op = "+=" if add else "="
         conv = FLOAT16[dnode.dtype].from_float if dnode in self.half else ""
         i2 = ind + "  "
         acc = [[f"mf_s{r}_{c}" for c in range(C)] for r in range(R)]
         body = [*[i2 + d for d in decls],
-                *[f"{i2}const float* const mf_pa{r} = {a} + {e};" for r, e in enumerate(pa)],
-                *[f"{i2}const float* const mf_pb{c} = {b} + {e};" for c, e in enumerate(pb)],
+                *[f"{i2}const float* const mf_pa{r} = {e};" for r, e in enumerate(pa)],
+                *[f"{i2}const float* const mf_pb{c} = {e};" for c, e in enumerate(pb)],
                 *[f"{i2}float {acc[r][c]} = 0.f;" for r in range(R) for c in range(C)],
                 f"{i2}#pragma unroll 4",
                 f"{i2}for (int k = 0; k < {K}; ++k) {{",
@@ -761,3 +749,16 @@ class MmaPrinter(TilePrinter):
                   f"{conv}({self.epilogue(dnode, acc[r][c])});"
                   for r in range(R) for c in range(C)]]
         return [*self.block_loop("i", math.prod(groups), ind), *body, f"{ind}}}"]
+
+    def _a_row(self, n: Node, batch: list[str], row: str) -> str:
+        """Where CUDA-core product ``n``'s A row ``row`` starts (at batch index ``batch`` of
+        ``n``; a one-row A is read at row 0 whatever ``row`` is)."""
+        A = n.src[0]
+        at = [*align_idx(batch, n.shape[:-2], A.shape[:-2]), "0" if A.shape[-2] == 1 else row, "0"]
+        return f"{self.buf[A]} + {self.addr(A, at)}"
+
+    def _b_col(self, n: Node, batch: list[str], col: str) -> str:
+        """Where CUDA-core product ``n``'s B column ``col`` starts (a one-column B at 0)."""
+        B = n.src[1]
+        at = [*align_idx(batch, n.shape[:-2], B.shape[:-2]), "0", "0" if B.shape[-1] == 1 else col]
+        return f"{self.buf[B]} + {self.addr(B, at)}"
