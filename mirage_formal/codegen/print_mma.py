@@ -712,43 +712,94 @@ class MmaPrinter(TilePrinter):
     def _matmul_blocked(self, n: Node, dnode: Node, add: bool, R: int, C: int,
                         ind: str) -> list[str]:
         """:meth:`emit_matmul_simple` with R x C outputs a thread: per k, C values of B and R
-        of A read once each into registers and R x C FMAs. A thread's rows and columns are
-        ``M / R`` and ``N / C`` apart, so that neighbouring lanes read neighbouring columns of
-        B (no bank conflict) and, with at least 32 column groups, one row of A (a broadcast)."""
+        of A read once each into registers and R x C FMAs. A thread's rows are ``M / R``
+        apart, so that with at least 32 column groups a warp reads one row of A (a
+        broadcast). Where the tiles allow (:meth:`_vector_a`, :meth:`_vector_b`) shared memory
+        is read 16 bytes at a time: each A row four k at once, and B's columns in runs of four
+        (a thread's runs ``4 N / C`` apart, neighbouring lanes on neighbouring runs: no bank
+        conflict); otherwise one float at a time, a thread's columns ``N / C`` apart. Either
+        way each output is summed over k in the same order as the unblocked loop."""
         A, B = n.src
         K = A.shape[-1]
         M, N = n.shape[-2], n.shape[-1]
+        va, vb = self._vector_a(n), self._vector_b(n, C)
         groups = (*n.shape[:-2], M // R, N // C)
         decls, idx = multi_index(groups, "i", "t")
         batch, mg, ng = idx[:-2], idx[-2], idx[-1]
 
-        def at(g: str, apart: int, j: int) -> str:  # a thread's j-th row or column
+        def at(g: str, apart: int, j: int) -> str:  # a thread's j-th row, column or run
             if j == 0:
                 return g
             return str(j * apart) if g == "0" else f"{j * apart} + {g}"
 
         rows = [at(mg, M // R, r) for r in range(R)]
-        cols = [at(ng, N // C, c) for c in range(C)]
+        if vb:  # runs of four columns: run q starts at 4 * ng + q * 4N/C
+            run0 = "0" if ng == "0" else f"4 * {ng}"
+            runs = [at(run0, 4 * N // C, q) for q in range(C // 4)]
+            cols = [at(runs[c // 4], 1, c % 4) for c in range(C)]
+            pb = [self._b_col(n, batch, r) for r in runs]
+        else:
+            cols = [at(ng, N // C, c) for c in range(C)]
+            pb = [self._b_col(n, batch, c) for c in cols]
         pa = [self._a_row(n, batch, r) for r in rows]
-        pb = [self._b_col(n, batch, c) for c in cols]
         op = "+=" if add else "="
         conv = FLOAT16[dnode.dtype].from_float if dnode in self.half else ""
         i2 = ind + "  "
         acc = [[f"mf_s{r}_{c}" for c in range(C)] for r in range(R)]
+        step = 4 if va else 1
+        lanes = "xyzw"
+
+        def k_step(j: int) -> list[str]:  # the loads and FMAs of k + j
+            kj = "k" if j == 0 else f"(k + {j})"
+            sfx = f"_{j}" if step > 1 else ""
+            if vb:
+                loads = [f"{i2}  const float4 mf_bv{q}_{j} = *reinterpret_cast<const float4*>"
+                         f"(mf_pb{q} + {kj} * {self.row(B)});" for q in range(C // 4)]
+                bv = [f"mf_bv{c // 4}_{j}.{lanes[c % 4]}" for c in range(C)]
+            else:
+                loads = [f"{i2}  const float mf_bv{c}{sfx} = mf_pb{c}[{kj} * {self.row(B)}];"
+                         for c in range(C)]
+                bv = [f"mf_bv{c}{sfx}" for c in range(C)]
+            if va:
+                av = [f"mf_av{r}.{lanes[j]}" for r in range(R)]
+            else:
+                loads += [f"{i2}  const float mf_av{r} = mf_pa{r}[k];" for r in range(R)]
+                av = [f"mf_av{r}" for r in range(R)]
+            return [*loads, *[f"{i2}  {acc[r][c]} += {av[r]} * {bv[c]};"
+                              for r in range(R) for c in range(C)]]
+
+        a_loads = [f"{i2}  const float4 mf_av{r} = *reinterpret_cast<const float4*>(mf_pa{r} + k);"
+                   for r in range(R)] if va else []
         body = [*[i2 + d for d in decls],
                 *[f"{i2}const float* const mf_pa{r} = {e};" for r, e in enumerate(pa)],
                 *[f"{i2}const float* const mf_pb{c} = {e};" for c, e in enumerate(pb)],
                 *[f"{i2}float {acc[r][c]} = 0.f;" for r in range(R) for c in range(C)],
-                f"{i2}#pragma unroll 4",
-                f"{i2}for (int k = 0; k < {K}; ++k) {{",
-                *[f"{i2}  const float mf_bv{c} = mf_pb{c}[k * {self.row(B)}];" for c in range(C)],
-                *[f"{i2}  const float mf_av{r} = mf_pa{r}[k];" for r in range(R)],
-                *[f"{i2}  {acc[r][c]} += mf_av{r} * mf_bv{c};" for r in range(R) for c in range(C)],
+                f"{i2}#pragma unroll {2 if va else 4}",
+                f"{i2}for (int k = 0; k < {K}; {'k += 4' if va else '++k'}) {{",
+                *a_loads,
+                *[line for j in range(step) for line in k_step(j)],
                 f"{i2}}}",
                 *[f"{i2}{self.buf[dnode]}[{self.addr(dnode, [*batch, rows[r], cols[c]])}] {op} "
                   f"{conv}({self.epilogue(dnode, acc[r][c])});"
                   for r in range(R) for c in range(C)]]
         return [*self.block_loop("i", math.prod(groups), ind), *body, f"{ind}}}"]
+
+    def _vector_tile(self, x: Node) -> bool:
+        """Whether operand tile ``x`` is a plain fp32 buffer whose rows (and so every row's
+        start: buffers start on 16 bytes) sit a multiple of four floats apart."""
+        return (x not in self.half and x not in self.raw and x not in self.swz
+                and self.row(x) % 4 == 0)
+
+    def _vector_a(self, n: Node) -> bool:
+        """Whether CUDA-core product ``n`` reads A four k at a time (16-byte loads)."""
+        A = n.src[0]
+        return A.shape[-1] % 4 == 0 and self._vector_tile(A)
+
+    def _vector_b(self, n: Node, C: int) -> bool:
+        """Whether CUDA-core product ``n`` with ``C`` columns a thread reads B's columns in
+        runs of four (16-byte loads)."""
+        B = n.src[1]
+        return C % 4 == 0 and B.shape[-1] > 1 and self._vector_tile(B)
 
     def _a_row(self, n: Node, batch: list[str], row: str) -> str:
         """Where CUDA-core product ``n``'s A row ``row`` starts (at batch index ``batch`` of

@@ -131,13 +131,29 @@ def test_blocked_products_compile(name: str, block: tuple[int, int, int | None],
 def test_the_fp32_gated_block_is_blocked_two_by_two() -> None:
     """The outside fp32 gated MLP's fused kernel at its tuned size (8 x 128 outputs, 256
     threads): 2 x 2 outputs a thread, 64 columns apart (neighbouring lanes, neighbouring
-    columns: no bank conflict), each value read from shared memory serving two products."""
+    columns: no bank conflict), each value read from shared memory serving two products; its
+    A rows (64 k, rows of 68 floats) are read four k at a time."""
     prog = gated_loop_program(8, 64, 128, 4, dtype="f32")
     (la,) = launches(prog, 128)
     sched = {la.graph.key: replace(Schedule(threads=256), cc_rows=4, cc_cols=4)}
     src, _, _ = emit_graph(prog, schedules=sched)
-    assert src.count("mf_s1_1 += mf_av1 * mf_bv1;") == 2  # both products
+    assert src.count("mf_s1_1 += mf_av1.w * mf_bv1_3;") == 2  # both products
+    assert src.count("const float4 mf_av1 = *reinterpret_cast<const float4*>(mf_pa1 + k);") == 2
     assert "(64 + t1)" in src and "mf_s2_" not in src and "mf_s0_2" not in src
+
+
+def test_runs_of_four_columns_are_read_sixteen_bytes_at_a_time() -> None:
+    """4 x 4 outputs a thread of a 32 x 32 product: B's columns in one run of four a thread
+    (lane t1 at column 4 t1), A four k at a time; an A of 6 k stays on one-float reads while
+    its B (16 columns) still takes runs of four."""
+    prog = matmul_loop_program(32, 32, 32, 2, dtype="f32")
+    src, _, _ = emit_graph(prog, schedules=_blocked(prog, 4, 4, 64))
+    assert "const float4 mf_bv0_3 = *reinterpret_cast<const float4*>(mf_pb0 + (k + 3) * " in src
+    assert "mf_s3_3 += mf_av3.w * mf_bv0_3.w;" in src and "(4 * t1)" in src
+    odd_k = matmul_loop_program(16, 6, 16, 2, dtype="f32")
+    src, _, _ = emit_graph(odd_k, schedules=_blocked(odd_k, 2, 4, 32))
+    assert "float4 mf_av" not in src and "const float mf_av1 = mf_pa1[k];" in src
+    assert "mf_s1_3 += mf_av1 * mf_bv0_0.w;" in src
 
 
 @pytest.mark.gpu
