@@ -536,8 +536,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       then give a thread up to 255 registers);
     - for a product off the tensor cores (fp32 operands), its outputs blocked in registers
       (``cc_rows`` x ``cc_cols``: 2 x 2 at the fullest split, alone and with 32 prefetch
-      registers, 4 x 4 there with them, and up to 8 x 8 on the widest block, alone and with
-      them at the split that fills one wave);
+      registers, 4 x 4 there with them, and up to 8 x 8 on the widest block, alone, with
+      them, and at the split that fills one wave);
     - for a loop-free kernel of one-row tiles (:func:`row_registers_ok`), every tile in
       registers (``row_registers``) at each of the thread counts above where it applies;
     - for a kernel whose blocks read fewer than 64 bytes of each row of an input
@@ -734,16 +734,17 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         # registers: fp32 tiles take no cp.async ring, and the gated MLP's second weight tile
         # did not fit the default's), and up to 8 x 8 on the widest block (a large tile's
         # classic SGEMM blocking; a skinny one's is cut to keep every thread busy), also with
-        # 32 at the split that fills one wave (a 64 x 256 A tile takes the default's 16 a
-        # thread, leaving B unprefetched; a 128 x 128 tile leaves half the SMs idle on the fp32
-        # prefill matmul's 64 blocks): the unblocked loop reads shared memory twice per FMA,
-        # 4 x 4 half a float per FMA, at most half the FMA rate (Schedule.cc_rows)
+        # 32 (a 64 x 256 A tile takes the default's 16 a thread, leaving B unprefetched) and
+        # at the split that fills one wave (a 128 x 128 tile leaves half the SMs idle on the
+        # fp32 prefill matmul's 64 blocks; 32 prefetch registers spill there: 8 x 8 takes 255
+        # registers with 16): the unblocked loop reads shared memory twice per FMA, 4 x 4 half
+        # a float per FMA, at most half the FMA rate (Schedule.cc_rows)
         extra[:0] = [replace(base, cc_rows=2, cc_cols=2, split=splits[-1]),
                      replace(base, cc_rows=2, cc_cols=2, split=splits[-1], prefetch_regs=32),
                      replace(base, cc_rows=4, cc_cols=4, split=splits[-1], prefetch_regs=32),
                      replace(base, cc_rows=8, cc_cols=8, threads=threads[-1]),
-                     replace(base, cc_rows=8, cc_cols=8, threads=threads[-1], prefetch_regs=32,
-                             split=wave)]
+                     replace(base, cc_rows=8, cc_cols=8, threads=threads[-1], prefetch_regs=32),
+                     replace(base, cc_rows=8, cc_cols=8, threads=threads[-1], split=wave)]
     if coarsen:
         extra[:0] = _coarsened_candidates(bg, sm_count)
     out = [grid[0], *extra, *grid[1:]]
