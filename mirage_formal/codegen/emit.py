@@ -687,6 +687,8 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
             lines += zeroed_accumulators(f"ra{self.ids[n]}", WM, WN, "  ")
             if self.kpair(n):  # the odd k-steps' accumulators
                 lines += zeroed_accumulators(f"rb{self.ids[n]}", WM, WN, "  ")
+        for n in sorted(self.cc_acc, key=self.ids.__getitem__):
+            lines += self.cc_acc_zeros(n, "  ")
         for m in sorted(self.chains, key=self.ids.__getitem__):  # the chains' row sums
             WM = self.chains[m].wm
             for a in self.chains[m].sums:
@@ -791,6 +793,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         saved = {m for ms in self.reg_saves.values() for m in ms}  # (stored by their Save)
         tail += [self.emit_matmul_mma(n, self.fused[n], True, "  ", mode="store")
                  for n in sorted(self.reg_acc, key=self.ids.__getitem__) if n not in saved]
+        tail += [self.cc_acc_store(n, "  ") for n in sorted(self.cc_acc, key=self.ids.__getitem__)]
         tail += [self.emit_chain_sums(self.chains[n], "  ")
                  for n in sorted(self.chains, key=self.ids.__getitem__) if self.chains[n].sums]
         combine_floats = 0

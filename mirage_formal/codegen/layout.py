@@ -22,6 +22,7 @@ from mirage_formal.codegen.plan import Buffer
 from mirage_formal.codegen.schedule import (
     ROWWISE_MAX_ROW,
     Schedule,
+    cc_block,
     gemv_rows_ok,
     pair_axis,
     split_ok,
@@ -206,6 +207,9 @@ class KernelLayout:
         #: tensor-core matmuls whose plain accumulator lives in registers through the loop
         #: (Schedule.mma_registers; stored to the accumulator's tile after the loop)
         self.reg_acc = {n for n in self.fused if self._reg_acc_ok(n)}
+        #: CUDA-core products blocked in registers (Schedule.cc_rows) whose plain sum lives in
+        #: the threads' registers through the loop, stored once after it (Schedule.mma_registers)
+        self.cc_acc = {n for n in self.fused if self._cc_acc_ok(n)}
         self.wg: set[Node] = set()  # (set by set_layout, which knows the ring)
         #: block outputs written straight from register accumulators (Schedule.reg_epilogue):
         #: output index -> the register products it is computed from
@@ -625,6 +629,21 @@ class KernelLayout:
         return (self.opts.mma_registers and self.bg.forloop > 1 and n not in self.gemv
                 and self._mma(n) and self.static_warp_tiles(n))
 
+    def _cc_acc_ok(self, n: Node) -> bool:
+        """CUDA-core product ``n``, added into its plain sum every iteration, keeps that sum in
+        registers through the loop: its blocking (:func:`schedule.cc_block`) gives every thread
+        exactly one block of outputs, so each thread's R x C registers are always the same
+        outputs (no stream-K, whose blocks restart their sums per segment)."""
+        if (not self.opts.mma_registers or self.bg.forloop < 2 or self.stream_k or n in self.gemv
+                or n in self.chains or self._mma(n)):
+            return False
+        a = self.fused[n]
+        if a.op != "accum" or a.attr("kind") != "sum" or a.attr("fold") is not None:
+            return False
+        R, C = cc_block(n.shape, self.opts.cc_rows, self.opts.cc_cols, self.T)
+        groups = math.prod(n.shape[:-2]) * (n.shape[-2] // R) * (n.shape[-1] // C)
+        return R * C > 1 and groups == self.T
+
     def _hoist_ok(self, n: Node, loop_defined: set[Node]) -> bool:
         """Loop-step matmul ``n`` runs on tensor cores, its A tile is stored and defined before
         the loop, and each warp owns one warp tile: its A fragments (at most 64 registers per
@@ -919,7 +938,8 @@ class KernelLayout:
             # one iteration: an accumulator is written, not added to (a matmul that adds into
             # its accumulator still needs the zeros)
             if n.op == "accum" and (self.bg.forloop > 1 or n.src[0] in self.fused) \
-                    and n.src[0] not in self.reg_acc and not self._invariant_accum(n):
+                    and n.src[0] not in self.reg_acc and n.src[0] not in self.cc_acc \
+                    and not self._invariant_accum(n):
                 pre.append(Zero(n))  # (register sums are stored, not added)
         for n in self.nodes:
             if (n in self.inline or n in self.fused or n in self.epi_of or n in self.raw
@@ -1029,7 +1049,7 @@ class KernelLayout:
             self.buf[n] = f"b{self.ids[n]}"
         for a, x in self.alias.items():
             self.buf[a] = self.buf[x]
-        for m in self.reg_acc:
+        for m in self.reg_acc | self.cc_acc:
             # written once after the loop from the warps' registers: free during the loop
             a = self.fused[m]
             bufs[f"b{self.ids[a]}"] = Buffer(f"b{self.ids[a]}", self.buf_size(a), q,

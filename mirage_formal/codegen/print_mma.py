@@ -710,15 +710,21 @@ class MmaPrinter(TilePrinter):
         return self.loop_over(n.shape, body, ind)
 
     def _matmul_blocked(self, n: Node, dnode: Node, add: bool, R: int, C: int,
-                        ind: str) -> list[str]:
+                        ind: str, store: bool = False) -> list[str]:
         """:meth:`emit_matmul_simple` with R x C outputs a thread: per k, C values of B and R
         of A read once each into registers and R x C FMAs. A thread's rows are ``M / R``
         apart, so that with at least 32 column groups a warp reads one row of A (a
         broadcast). Where the tiles allow (:meth:`_vector_a`, :meth:`_vector_b`) shared memory
         is read 16 bytes at a time: each A row four k at once, and B's columns in runs of four
         (a thread's runs ``4 N / C`` apart, neighbouring lanes on neighbouring runs: no bank
-        conflict); otherwise one float at a time, a thread's columns ``N / C`` apart. Either
-        way each output is summed over k in the same order as the unblocked loop."""
+        conflict; each run's outputs then written 16 bytes at a time too); otherwise one float
+        at a time, a thread's columns ``N / C`` apart. Either way each iteration's sum over its
+        k is taken in the unblocked loop's order and added to the accumulator's tile.
+
+        A product in ``cc_acc`` instead sums into registers declared before the loop
+        (:meth:`cc_acc_zeros`), one running fp32 sum over every k of every iteration in
+        increasing k order, and writes nothing in the loop; ``store`` prints only the write of
+        those registers to the accumulator's tile, after the loop."""
         A, B = n.src
         K = A.shape[-1]
         M, N = n.shape[-2], n.shape[-1]
@@ -742,10 +748,12 @@ class MmaPrinter(TilePrinter):
             cols = [at(ng, N // C, c) for c in range(C)]
             pb = [self._b_col(n, batch, c) for c in cols]
         pa = [self._a_row(n, batch, r) for r in rows]
-        op = "+=" if add else "="
         conv = FLOAT16[dnode.dtype].from_float if dnode in self.half else ""
         i2 = ind + "  "
-        acc = [[f"mf_s{r}_{c}" for c in range(C)] for r in range(R)]
+        acc = self._cc_acc_names(n, R, C)
+        regs = n in self.cc_acc
+        add = add and not store
+        op = "+=" if add else "="
         step = 4 if va else 1
         lanes = "xyzw"
 
@@ -770,19 +778,56 @@ class MmaPrinter(TilePrinter):
 
         a_loads = [f"{i2}  const float4 mf_av{r} = *reinterpret_cast<const float4*>(mf_pa{r} + k);"
                    for r in range(R)] if va else []
-        body = [*[i2 + d for d in decls],
-                *[f"{i2}const float* const mf_pa{r} = {e};" for r, e in enumerate(pa)],
-                *[f"{i2}const float* const mf_pb{c} = {e};" for c, e in enumerate(pb)],
-                *[f"{i2}float {acc[r][c]} = 0.f;" for r in range(R) for c in range(C)],
-                f"{i2}#pragma unroll {2 if va else 4}",
-                f"{i2}for (int k = 0; k < {K}; {'k += 4' if va else '++k'}) {{",
-                *a_loads,
-                *[line for j in range(step) for line in k_step(j)],
-                f"{i2}}}",
-                *[f"{i2}{self.buf[dnode]}[{self.addr(dnode, [*batch, rows[r], cols[c]])}] {op} "
-                  f"{conv}({self.epilogue(dnode, acc[r][c])});"
-                  for r in range(R) for c in range(C)]]
+        body = [i2 + d for d in decls]
+        if not store:
+            body += [*[f"{i2}const float* const mf_pa{r} = {e};" for r, e in enumerate(pa)],
+                     *[f"{i2}const float* const mf_pb{c} = {e};" for c, e in enumerate(pb)],
+                     *([] if regs else [f"{i2}float {acc[r][c]} = 0.f;"
+                                        for r in range(R) for c in range(C)]),
+                     f"{i2}#pragma unroll {2 if va else 4}",
+                     f"{i2}for (int k = 0; k < {K}; {'k += 4' if va else '++k'}) {{",
+                     *a_loads,
+                     *[line for j in range(step) for line in k_step(j)],
+                     f"{i2}}}"]
+        if regs and not store:
+            pass  # (the sums stay in registers: stored after the loop)
+        elif vb and not conv and self._vector_tile(dnode):
+            # each run of four outputs is four neighbouring floats of the destination: one
+            # 16-byte read-modify-write (or store) instead of four (the one-float ones hit a
+            # bank four times over: neighbouring lanes' runs are 16 bytes apart)
+            for r in range(R):
+                for q in range(C // 4):
+                    at_run = f"{self.buf[dnode]} + {self.addr(dnode, [*batch, rows[r], runs[q]])}"
+                    vals = [self.epilogue(dnode, acc[r][4 * q + j]) for j in range(4)]
+                    body.append(f"{i2}{{ float4* const mf_o = reinterpret_cast<float4*>({at_run});")
+                    if add:
+                        body += [f"{i2}  float4 mf_v = *mf_o;",
+                                 *[f"{i2}  mf_v.{lanes[j]} += {v};" for j, v in enumerate(vals)],
+                                 f"{i2}  *mf_o = mf_v; }}"]
+                    else:
+                        body.append(f"{i2}  *mf_o = make_float4({', '.join(vals)}); }}")
+        else:
+            body += [f"{i2}{self.buf[dnode]}[{self.addr(dnode, [*batch, rows[r], cols[c]])}] {op} "
+                     f"{conv}({self.epilogue(dnode, acc[r][c])});"
+                     for r in range(R) for c in range(C)]
         return [*self.block_loop("i", math.prod(groups), ind), *body, f"{ind}}}"]
+
+    def _cc_acc_names(self, n: Node, R: int, C: int) -> list[list[str]]:
+        """The R x C registers of a thread's sums of CUDA-core product ``n`` (kernel-wide
+        names for a product in ``cc_acc``, the loop step's own otherwise)."""
+        pre = f"mf_r{self.ids[n]}_" if n in self.cc_acc else "mf_s"
+        return [[f"{pre}{r}_{c}" for c in range(C)] for r in range(R)]
+
+    def cc_acc_zeros(self, n: Node, ind: str) -> list[str]:
+        """Before the loop: the zeroed registers product ``n`` (in ``cc_acc``) sums into."""
+        R, C = cc_block(n.shape, self.opts.cc_rows, self.opts.cc_cols, self.T)
+        return [f"{ind}float {a} = 0.f;" for row in self._cc_acc_names(n, R, C) for a in row]
+
+    def cc_acc_store(self, n: Node, ind: str) -> list[str]:
+        """After the loop: product ``n``'s (in ``cc_acc``) register sums written to its
+        accumulator's tile."""
+        R, C = cc_block(n.shape, self.opts.cc_rows, self.opts.cc_cols, self.T)
+        return self._matmul_blocked(n, self.fused[n], False, R, C, ind, store=True)
 
     def _vector_tile(self, x: Node) -> bool:
         """Whether operand tile ``x`` is a plain fp32 buffer whose rows (and so every row's

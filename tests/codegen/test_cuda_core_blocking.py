@@ -10,6 +10,7 @@ outputs a thread, blocked in registers.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -123,7 +124,8 @@ def test_blocked_products_compile(name: str, block: tuple[int, int, int | None],
     prog = PROGRAMS[name]()
     sched = _blocked(prog, *block)
     src, _, _ = emit_graph(prog, schedules=sched)
-    assert ("mf_s0_1" in src or "mf_s1_0" in src) is _blocks_some_product(prog, sched)
+    # (a thread's second output: mf_s* in the loop step, mf_r<id>_* held through the loop)
+    assert bool(re.search(r"\bmf_(s|r\d+_)(0_1|1_0)\b", src)) is _blocks_some_product(prog, sched)
     cache: Path = tmp_path_factory.getbasetemp() / "cc_cubin"
     assert compile_cubin(src, "sm_90", cache=cache)[:4] == b"\x7fELF"
 
@@ -137,23 +139,46 @@ def test_the_fp32_gated_block_is_blocked_two_by_two() -> None:
     (la,) = launches(prog, 128)
     sched = {la.graph.key: replace(Schedule(threads=256), cc_rows=4, cc_cols=4)}
     src, _, _ = emit_graph(prog, schedules=sched)
-    assert src.count("mf_s1_1 += mf_av1.w * mf_bv1_3;") == 2  # both products
+    # both products, each summed in registers through the loop
+    assert len(re.findall(r"mf_r\d+_1_1 \+= mf_av1\.w \* mf_bv1_3;", src)) == 2
     assert src.count("const float4 mf_av1 = *reinterpret_cast<const float4*>(mf_pa1 + k);") == 2
     assert "(64 + t1)" in src and "mf_s2_" not in src and "mf_s0_2" not in src
 
 
 def test_runs_of_four_columns_are_read_sixteen_bytes_at_a_time() -> None:
     """4 x 4 outputs a thread of a 32 x 32 product: B's columns in one run of four a thread
-    (lane t1 at column 4 t1), A four k at a time; an A of 6 k stays on one-float reads while
-    its B (16 columns) still takes runs of four."""
+    (lane t1 at column 4 t1), A four k at a time; each run's four sums written 16 bytes at a
+    time, after the loop from the registers that held them through it, or (without
+    ``mma_registers``) added to the accumulator's tile every iteration. An A of 6 k stays on
+    one-float reads while its B (16 columns) still takes runs of four."""
     prog = matmul_loop_program(32, 32, 32, 2, dtype="f32")
     src, _, _ = emit_graph(prog, schedules=_blocked(prog, 4, 4, 64))
     assert "const float4 mf_bv0_3 = *reinterpret_cast<const float4*>(mf_pb0 + (k + 3) * " in src
-    assert "mf_s3_3 += mf_av3.w * mf_bv0_3.w;" in src and "(4 * t1)" in src
+    assert re.search(r"mf_r(\d+)_3_3 \+= mf_av3\.w \* mf_bv0_3\.w;", src) and "(4 * t1)" in src
+    assert re.search(r"make_float4\(mf_r\d+_3_0, mf_r\d+_3_1, mf_r\d+_3_2, mf_r\d+_3_3\)", src)
+    assert "mf_s" not in src
+    in_tile = {k: replace(v, mma_registers=False) for k, v in _blocked(prog, 4, 4, 64).items()}
+    src, _, _ = emit_graph(prog, schedules=in_tile)
+    assert "mf_s3_3 += mf_av3.w * mf_bv0_3.w;" in src and "mf_v.w += mf_s3_3;" in src
     odd_k = matmul_loop_program(16, 6, 16, 2, dtype="f32")
     src, _, _ = emit_graph(odd_k, schedules=_blocked(odd_k, 2, 4, 32))
     assert "float4 mf_av" not in src and "const float mf_av1 = mf_pa1[k];" in src
-    assert "mf_s1_3 += mf_av1 * mf_bv0_0.w;" in src
+    assert re.search(r"mf_r\d+_1_3 \+= mf_av1 \* mf_bv0_0\.w;", src)
+
+
+def test_register_sums_only_where_each_thread_has_one_block_of_outputs() -> None:
+    """The sums stay in registers through the loop only when the blocking gives every thread
+    exactly one block of outputs (a thread with two blocks would need two sets): a 64 x 64
+    product at 4 x 4 on 256 threads does, on 128 threads (two blocks a thread) it does not;
+    nor does a loop of one iteration."""
+    prog = matmul_loop_program(64, 32, 64, 2, dtype="f32")
+    src, _, _ = emit_graph(prog, schedules=_blocked(prog, 4, 4, 256))
+    assert re.search(r"float mf_r\d+_3_3 = 0\.f;", src) and "mf_s" not in src
+    src, _, _ = emit_graph(prog, schedules=_blocked(prog, 4, 4, 128))
+    assert "mf_r" not in src and "mf_s3_3" in src
+    one = matmul_loop_program(64, 32, 64, 1, dtype="f32")
+    src, _, _ = emit_graph(one, schedules=_blocked(one, 4, 4, 256))
+    assert "mf_r" not in src
 
 
 @pytest.mark.gpu
