@@ -753,7 +753,6 @@ class MmaPrinter(TilePrinter):
         acc = self._cc_acc_names(n, R, C)
         regs = n in self.cc_acc
         add = add and not store
-        op = "+=" if add else "="
         step = 4 if va else 1
         lanes = "xyzw"
 
@@ -789,28 +788,38 @@ class MmaPrinter(TilePrinter):
                      *a_loads,
                      *[line for j in range(step) for line in k_step(j)],
                      f"{i2}}}"]
-        if regs and not store:
-            pass  # (the sums stay in registers: stored after the loop)
-        elif vb and not conv and self._vector_tile(dnode):
-            # each run of four outputs is four neighbouring floats of the destination: one
-            # 16-byte read-modify-write (or store) instead of four (the one-float ones hit a
-            # bank four times over: neighbouring lanes' runs are 16 bytes apart)
-            for r in range(R):
-                for q in range(C // 4):
-                    at_run = f"{self.buf[dnode]} + {self.addr(dnode, [*batch, rows[r], runs[q]])}"
-                    vals = [self.epilogue(dnode, acc[r][4 * q + j]) for j in range(4)]
-                    body.append(f"{i2}{{ float4* const mf_o = reinterpret_cast<float4*>({at_run});")
-                    if add:
-                        body += [f"{i2}  float4 mf_v = *mf_o;",
-                                 *[f"{i2}  mf_v.{lanes[j]} += {v};" for j, v in enumerate(vals)],
-                                 f"{i2}  *mf_o = mf_v; }}"]
-                    else:
-                        body.append(f"{i2}  *mf_o = make_float4({', '.join(vals)}); }}")
-        else:
-            body += [f"{i2}{self.buf[dnode]}[{self.addr(dnode, [*batch, rows[r], cols[c]])}] {op} "
-                     f"{conv}({self.epilogue(dnode, acc[r][c])});"
-                     for r in range(R) for c in range(C)]
+        if store or not regs:  # (a product in cc_acc writes its sums after the loop only)
+            run_starts = runs if vb and not conv and self._vector_tile(dnode) else None
+            body += self._blocked_writes(dnode, batch, rows, cols, run_starts, acc, add, conv, i2)
         return [*self.block_loop("i", math.prod(groups), ind), *body, f"{ind}}}"]
+
+    def _blocked_writes(self, dnode: Node, batch: list[str], rows: list[str], cols: list[str],
+                        runs: list[str] | None, acc: list[list[str]], add: bool, conv: str,
+                        ind: str) -> list[str]:
+        """A thread's R x C sums ``acc`` (at ``rows`` x ``cols``) added (``add``) or written
+        to ``dnode``'s tile through its epilogue: with ``runs`` (the columns in runs of four
+        starting there, a plain fp32 destination) each run's four as one 16-byte access, since
+        one float at a time hits each bank four times over (neighbouring lanes' runs are 16
+        bytes apart); otherwise one float at a time."""
+        buf = self.buf[dnode]
+        if runs is None:
+            op = "+=" if add else "="
+            return [f"{ind}{buf}[{self.addr(dnode, [*batch, row, col])}] {op} "
+                    f"{conv}({self.epilogue(dnode, acc[r][c])});"
+                    for r, row in enumerate(rows) for c, col in enumerate(cols)]
+        lines = []
+        for r, row in enumerate(rows):
+            for q, run in enumerate(runs):
+                vals = [self.epilogue(dnode, acc[r][4 * q + j]) for j in range(4)]
+                lines.append(f"{ind}{{ float4* const mf_o = reinterpret_cast<float4*>("
+                             f"{buf} + {self.addr(dnode, [*batch, row, run])});")
+                if add:
+                    lines += [f"{ind}  float4 mf_v = *mf_o;",
+                              *[f"{ind}  mf_v.{'xyzw'[j]} += {v};" for j, v in enumerate(vals)],
+                              f"{ind}  *mf_o = mf_v; }}"]
+                else:
+                    lines.append(f"{ind}  *mf_o = make_float4({', '.join(vals)}); }}")
+        return lines
 
     def _cc_acc_names(self, n: Node, R: int, C: int) -> list[list[str]]:
         """The R x C registers of a thread's sums of CUDA-core product ``n`` (kernel-wide
