@@ -629,6 +629,11 @@ class KernelLayout:
         return (self.opts.mma_registers and self.bg.forloop > 1 and n not in self.gemv
                 and self._mma(n) and self.static_warp_tiles(n))
 
+    def cc_rc(self, n: Node) -> tuple[int, int]:
+        """The outputs a thread (rows, columns) of CUDA-core product ``n`` under this schedule's
+        ``cc_rows`` / ``cc_cols`` (:func:`schedule.cc_block`; (1, 1): unblocked)."""
+        return cc_block(n.shape, self.opts.cc_rows, self.opts.cc_cols, self.T)
+
     def _cc_acc_ok(self, n: Node) -> bool:
         """CUDA-core product ``n``, added into its plain sum every iteration, keeps that sum in
         registers through the loop: its blocking (:func:`schedule.cc_block`) gives every thread
@@ -640,7 +645,7 @@ class KernelLayout:
         a = self.fused[n]
         if a.op != "accum" or a.attr("kind") != "sum" or a.attr("fold") is not None:
             return False
-        R, C = cc_block(n.shape, self.opts.cc_rows, self.opts.cc_cols, self.T)
+        R, C = self.cc_rc(n)
         groups = math.prod(n.shape[:-2]) * (n.shape[-2] // R) * (n.shape[-1] // C)
         return R * C > 1 and groups == self.T
 

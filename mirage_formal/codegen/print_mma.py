@@ -22,7 +22,7 @@ from mirage_formal.codegen.printer import (
     TilePrinter,
     zeroed_accumulators,
 )
-from mirage_formal.codegen.schedule import FRAGMENT_OPS, cc_block
+from mirage_formal.codegen.schedule import FRAGMENT_OPS
 from mirage_formal.ir.dtypes import tensor_core_type
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY
@@ -691,7 +691,7 @@ class MmaPrinter(TilePrinter):
         """A product off the tensor cores as plain fp32 loops over k: one output a thread,
         or (:func:`schedule.cc_block`) R x C outputs a thread from R rows of A and C columns of B, each
         summed over k in the same order as the unblocked loop."""
-        R, C = cc_block(n.shape, self.opts.cc_rows, self.opts.cc_cols, self.T)
+        R, C = self.cc_rc(n)
         if R * C > 1:
             return self._matmul_blocked(n, dnode, add, R, C, ind)
         A, B = n.src
@@ -829,13 +829,13 @@ class MmaPrinter(TilePrinter):
 
     def cc_acc_zeros(self, n: Node, ind: str) -> list[str]:
         """Before the loop: the zeroed registers product ``n`` (in ``cc_acc``) sums into."""
-        R, C = cc_block(n.shape, self.opts.cc_rows, self.opts.cc_cols, self.T)
+        R, C = self.cc_rc(n)
         return [f"{ind}float {a} = 0.f;" for row in self._cc_acc_names(n, R, C) for a in row]
 
     def cc_acc_store(self, n: Node, ind: str) -> list[str]:
         """After the loop: product ``n``'s (in ``cc_acc``) register sums written to its
         accumulator's tile."""
-        R, C = cc_block(n.shape, self.opts.cc_rows, self.opts.cc_cols, self.T)
+        R, C = self.cc_rc(n)
         return self._matmul_blocked(n, self.fused[n], False, R, C, ind, store=True)
 
     def _vector_tile(self, x: Node) -> bool:
