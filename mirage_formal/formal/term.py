@@ -186,7 +186,11 @@ def parse_raw(text: str) -> Raw:
             raise FormatError(f"unexpected end of expression {text!r}")
         i += 1
         if t[0] == "num":
-            v: int | float = float(t[1]) if any(c in t[1] for c in ".eE") else int(t[1])
+            try:
+                v: int | float = float(t[1]) if any(c in t[1] for c in ".eE") else int(t[1])
+            except ValueError:  # (an integer of more digits than Python converts)
+                raise FormatError(f"number {t[1][:20]}... in {text[:60]!r} is too long; write "
+                                  "it with at most 4300 digits") from None
             return Raw("num", value=v)
         if t[0] != "id":
             raise FormatError(f"unexpected {t[1]!r} in {text!r}")
