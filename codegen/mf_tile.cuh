@@ -317,6 +317,28 @@ __device__ __forceinline__ void mma_16816_bf(float* d, const unsigned* a, const 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// fp32 products on tensor cores as three TF32 products (Schedule.tf32x3). tf32_split: x as
+// big = x rounded to TF32 (cvt.rna: 10 mantissa bits, nearest, ties away) and small =
+// (x - big) rounded to TF32; x - big is exact in fp32, so big + small is x to within
+// 2^-22 |x|. (A |x| within one TF32 ulp of FLT_MAX rounds big to infinity; no such operand
+// occurs at the validators' input ranges.)
+__device__ __forceinline__ void tf32_split(float x, unsigned& big, unsigned& small) {
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(big) : "f"(x));
+  const float rest = x - __uint_as_float(big);
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(small) : "f"(rest));
+}
+// One m16n8k8 tensor-core product with TF32 operands and fp32 accumulators (sm_80+): d += a *
+// b, fragments as laid out by the PTX ISA for mma.sync.aligned.m16n8k8.row.col .tf32. A
+// product of fp32 values split by tf32_split is the sum of three: small·big, big·small and
+// big·big (small·small, below 2^-22 |a b|, left out; print_tf32).
+__device__ __forceinline__ void mma_1688_tf32(float* d, const unsigned* a, const unsigned* b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
 // e^x as one MUFU.EX2 of x * log2(e), with denormal results flushed to zero. __expf without
 // -ftz costs a range test and two more multiplies a value (its non-ftz ex2 rescales
 // arguments below -126); a result under 2^-126 is zero in fp16 and bf16 anyway, and in an

@@ -27,6 +27,7 @@ from mirage_formal.codegen.schedule import (
     pair_axis,
     split_ok,
     stream_k_ok,
+    tf32_warp_tiling,
     warp_tiles,
     wgmma_threads,
 )
@@ -207,8 +208,12 @@ class KernelLayout:
         #: tensor-core matmuls whose plain accumulator lives in registers through the loop
         #: (Schedule.mma_registers; stored to the accumulator's tile after the loop)
         self.reg_acc = {n for n in self.fused if self._reg_acc_ok(n)}
-        #: CUDA-core products blocked in registers (Schedule.cc_rows) whose plain sum lives in
-        #: the threads' registers through the loop, stored once after it (Schedule.mma_registers)
+        #: fp32 products on the tensor cores as three TF32 MMAs (Schedule.tf32x3): product ->
+        #: its warp tiling (16 x 8 tiles a warp down, across; warps across the columns)
+        self.tf32 = {n: wt for n in self.nodes if (wt := self.tf32_tiling(n)) is not None}
+        #: CUDA-core products blocked in registers (Schedule.cc_rows), and TF32 products, whose
+        #: plain sum lives in the threads' registers through the loop, stored once after it
+        #: (Schedule.mma_registers)
         self.cc_acc = {n for n in self.fused if self._cc_acc_ok(n)}
         self.wg: set[Node] = set()  # (set by set_layout, which knows the ring)
         #: block outputs written straight from register accumulators (Schedule.reg_epilogue):
@@ -278,6 +283,14 @@ class KernelLayout:
                             and s not in self.inline and s.shape[-1] % 4 == 0
                             and s.shape[-1] >= 8):
                         self.ld[s] = s.shape[-1] + 4
+        for n in self.tf32:
+            # a TF32 product's lanes read 8-byte pairs of A at rows g (0-7) and columns 2q
+            # (0-6): rows 8 or 24 floats apart mod 32 put a half-warp's 16 pairs in distinct
+            # banks (print_tf32; B's rows at 4 mod 8, as above, already do for its reads)
+            A = n.src[0]
+            if A in self.ld:
+                K = A.shape[-1]
+                self.ld[A] = K + (8 if K % 16 == 0 else 16)
         for n in self.half:  # fp16 rows padded by 8 halves (ldmatrix)
             self.ld[n] = n.shape[-1] + 8
         for n in raw:  # (raw tiles that only rms_norms read get the same rows)
@@ -645,9 +658,25 @@ class KernelLayout:
         a = self.fused[n]
         if a.op != "accum" or a.attr("kind") != "sum" or a.attr("fold") is not None:
             return False
+        if n in self.tf32:  # (every warp always owns the same 16 x 8 tiles)
+            return True
         R, C = self.cc_rc(n)
         groups = math.prod(n.shape[:-2]) * (n.shape[-2] // R) * (n.shape[-1] // C)
         return R * C > 1 and groups == self.T
+
+    def tf32_tiling(self, n: Node) -> tuple[int, int, int] | None:
+        """How the warps share fp32 product ``n`` on the tensor cores under Schedule.tf32x3
+        (:func:`schedule.tf32_warp_tiling`), or None where it stays on the CUDA cores: a
+        product of two fp32 tiles stored in shared memory (no batch, no one-row A or
+        one-column B, not inlined) that the function tiles for this block's warps."""
+        if not self.opts.tf32x3 or n.op != "matmul" or len(n.shape) != 2 or n in self.gemv:
+            return None
+        A, B = n.src
+        if (A.dtype is not DType.F32 or B.dtype is not DType.F32 or len(A.shape) != 2
+                or len(B.shape) != 2 or A in self.inline or B in self.inline
+                or A.shape[0] != n.shape[0] or B.shape[1] != n.shape[1] or self.T % 32):
+            return None
+        return tf32_warp_tiling(n.shape[0], n.shape[1], A.shape[1], self.T // 32)
 
     def _hoist_ok(self, n: Node, loop_defined: set[Node]) -> bool:
         """Loop-step matmul ``n`` runs on tensor cores, its A tile is stored and defined before

@@ -17,9 +17,9 @@ from typing import Literal
 from mirage_formal.codegen.cindex import align_idx, fmt_float, multi_index
 from mirage_formal.codegen.float16 import FLOAT16, Float16Names
 from mirage_formal.codegen.layout import Chain
+from mirage_formal.codegen.print_tf32 import Tf32Printer
 from mirage_formal.codegen.printer import (
     TileExpr,
-    TilePrinter,
     zeroed_accumulators,
 )
 from mirage_formal.codegen.schedule import FRAGMENT_OPS
@@ -32,7 +32,7 @@ from mirage_formal.ir.ops import REGISTRY
 WGMMA_MAX_N = 256
 
 
-class MmaPrinter(TilePrinter):
+class MmaPrinter(Tf32Printer):
     """Prints matmul steps, register chains and their after-loop sums."""
 
     def emit_matmul(self, n: Node, dst: Node, add: bool, ind: str) -> list[str]:
@@ -690,7 +690,10 @@ class MmaPrinter(TilePrinter):
     def emit_matmul_simple(self, n: Node, dnode: Node, add: bool, ind: str) -> list[str]:
         """A product off the tensor cores as plain fp32 loops over k: one output a thread,
         or (:func:`schedule.cc_block`) R x C outputs a thread from R rows of A and C columns of B, each
-        summed over k in the same order as the unblocked loop."""
+        summed over k in the same order as the unblocked loop; an fp32 product under
+        Schedule.tf32x3 (``tf32``) on the tensor cores instead (:mod:`print_tf32`)."""
+        if n in self.tf32:
+            return self.emit_matmul_tf32(n, dnode, add, ind)
         R, C = self.cc_rc(n)
         if R * C > 1:
             return self._matmul_blocked(n, dnode, add, R, C, ind)
@@ -829,12 +832,16 @@ class MmaPrinter(TilePrinter):
 
     def cc_acc_zeros(self, n: Node, ind: str) -> list[str]:
         """Before the loop: the zeroed registers product ``n`` (in ``cc_acc``) sums into."""
+        if n in self.tf32:
+            return self.tf32_zeros(n, ind)
         R, C = self.cc_rc(n)
         return [f"{ind}float {a} = 0.f;" for row in self._cc_acc_names(n, R, C) for a in row]
 
     def cc_acc_store(self, n: Node, ind: str) -> list[str]:
         """After the loop: product ``n``'s (in ``cc_acc``) register sums written to its
         accumulator's tile."""
+        if n in self.tf32:
+            return self.tf32_store(n, ind)
         R, C = self.cc_rc(n)
         return self._matmul_blocked(n, self.fused[n], False, R, C, ind, store=True)
 

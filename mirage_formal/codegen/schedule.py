@@ -68,6 +68,37 @@ def cc_block(shape: Sequence[int], cc_rows: int, cc_cols: int, threads: int) -> 
     return R, C
 
 
+#: 16 x 8 output tiles a warp of a TF32 product owns at most (4 fp32 sums each a thread, and
+#: as many again for the sums of one loop step: print_tf32)
+TF32_MAX_TILES = 16
+
+
+def tf32_warp_tiling(M: int, N: int, K: int, warps: int) -> tuple[int, int, int] | None:
+    """How ``warps`` warps share an M x N product over k ``K`` as TF32 MMAs
+    (:attr:`Schedule.tf32x3`): (WM, WN, GN), each warp owning WM x WN of its 16 x 8 output
+    tiles (a WM*16 x WN*8 block) and the warps laid out GN blocks across; None where M, N and
+    K do not split into 16, 8 and 8 or the tiles do not divide evenly over the warps, at most
+    :data:`TF32_MAX_TILES` a warp. Of the warp blocks, the one with the fewest fragment
+    loads per k step (two a 16-row tile, two an 8-column one) wins, the one of fewer columns
+    on a tie (a warp keeps all its B fragments through a k step, one tile row's A at a time)."""
+    if M % 16 or N % 8 or K % 8 or warps < 1:
+        return None
+    tiles_m, tiles_n = M // 16, N // 8
+    if (tiles_m * tiles_n) % warps or (tiles_m * tiles_n) // warps > TF32_MAX_TILES:
+        return None
+    per_warp = tiles_m * tiles_n // warps
+    best: tuple[int, int, int] | None = None
+    for wm in range(1, per_warp + 1):
+        wn = per_warp // wm
+        if per_warp % wm or tiles_m % wm or tiles_n % wn:
+            continue
+        if (tiles_m // wm) * (tiles_n // wn) != warps:
+            continue
+        if best is None or wm + wn <= best[0] + best[1]:
+            best = (wm, wn, tiles_n // wn)
+    return best
+
+
 def gemv_rows_ok(rows: int, threads: int) -> bool:
     """Whether a gemv with ``rows`` rows fits a block of ``threads`` threads' registers."""
     return rows <= 8 or (rows <= GEMV_MAX_ROWS and threads <= GEMV_WIDE_THREADS)
@@ -78,14 +109,14 @@ def gemv_rows_ok(rows: int, threads: int) -> bool:
 _CHECKED_FLAGS = ("cluster_combine", "fold_registers", "ring_first", "row_registers", "evict_first",
                   "dense_rows", "mma_kpair", "reg_epilogue", "fold_fragments", "one_barrier",
                   "tma_ring", "a_op_fragments", "wgmma", "tma_multicast", "pad_acc_rows",
-                  "fold_mma")
+                  "fold_mma", "tf32x3")
 
 
 #: the fields a schedule's text key holds only when they differ from their default
 _KEYED_WHEN_SET = ("stream_k", "dense_rows", "mma_kpair", "mma_kslice", "reg_epilogue",
                    "fold_fragments", "one_barrier", "tma_ring", "a_op_fragments", "wgmma",
                    "tma_multicast", "wgmma_cols", "pad_acc_rows", "fold_mma", "cc_rows",
-                   "cc_cols")
+                   "cc_cols", "tf32x3")
 
 
 @dataclass(frozen=True)
@@ -321,6 +352,17 @@ class Schedule:
     #: and still gives every thread of the block an output (:func:`cc_block`).
     cc_rows: int = 0
     cc_cols: int = 0
+    #: products of fp32 operands on the tensor cores as three TF32 MMAs each (m16n8k8): every
+    #: operand value x is split into big = x rounded to TF32 (11 significant bits) and small =
+    #: x - big rounded to TF32, and a·b is taken as small_a·big_b + big_a·small_b +
+    #: big_a·big_b with fp32 sums (the small·small term, below 2^-22 |a·b|, is dropped). Each
+    #: product is then exact to about 3·2^-22 of |a·b| before the fp32 summation (fp32 FMAs:
+    #: 2^-24), at up to 2.5 times the FMA units' rate (H200: 495 TFLOP/s of TF32 over 3
+    #: against 67 of fp32 FMA). Applies where a product's tile splits evenly into 16 x 8
+    #: output tiles, at most 16 a warp (:meth:`layout.KernelLayout.tf32_tiling`); the others
+    #: stay on the CUDA cores. Off by default: a tuner candidate, validated like any other
+    #: against the float64 program (fp32 tolerance 1e-4)
+    tf32x3: bool = False
 
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):

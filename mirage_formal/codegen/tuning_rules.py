@@ -31,10 +31,11 @@ from mirage_formal.codegen.schedule import (
     split_ok,
     stream_k_ok,
     streams_raw_tiles,
+    tf32_warp_tiling,
     tma_ring_fits,
     wgmma_threads,
 )
-from mirage_formal.ir.dtypes import tensor_core_type
+from mirage_formal.ir.dtypes import DType, tensor_core_type
 from mirage_formal.ir.graph import BlockGraph, elementwise_tree, streams_weights
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.occupancy import loop_splits
@@ -421,6 +422,20 @@ def stream_k_blocks(bg: BlockGraph, launched: int, sm_count: int) -> list[int]:
     return [sm_count] if units >= 4 * sm_count and stream_k_ok(bg, sm_count) else []
 
 
+def _tf32_thread_counts(bg: BlockGraph, threads: list[int | None]) -> list[int | None]:
+    """The block sizes among ``threads`` (None: the block graph's own) whose warps tile every
+    fp32 product of ``bg`` that Schedule.tf32x3 could take (:func:`tf32_warp_tiling`), widest
+    first; none when no product could."""
+    prods = [n for n in bg.nodes if n.op == "matmul" and len(n.shape) == 2
+             and all(s.dtype is DType.F32 and len(s.shape) == 2 for s in n.src)
+             and n.src[0].shape[0] == n.shape[0] and n.src[1].shape[1] == n.shape[1]]
+    if not prods:
+        return []
+    return [t for t in reversed(threads)
+            if all(tf32_warp_tiling(n.shape[0], n.shape[1], n.src[0].shape[1], (t or bg.threads) // 32)
+                   for n in prods)]
+
+
 def _consumers(bg: BlockGraph, n: object) -> list[Any]:
     return [c for c in bg.nodes if n in c.src]
 
@@ -537,7 +552,9 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
     - for a product off the tensor cores (fp32 operands), its outputs blocked in registers
       (``cc_rows`` x ``cc_cols``: 2 x 2 at the fullest split, alone and with 32 prefetch
       registers, 4 x 4 there with them, and up to 8 x 8 on the widest block, alone, with
-      them, and at the split that fills one wave);
+      them, and at the split that fills one wave); and the same products as TF32 MMAs
+      (``tf32x3``) on each block size whose warps tile them, at the split that fills one
+      wave, with 8 and with 16 prefetch registers;
     - for a loop-free kernel of one-row tiles (:func:`row_registers_ok`), every tile in
       registers (``row_registers``) at each of the thread counts above where it applies;
     - for a kernel whose blocks read fewer than 64 bytes of each row of an input
@@ -745,6 +762,13 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
                      replace(base, cc_rows=8, cc_cols=8, threads=threads[-1]),
                      replace(base, cc_rows=8, cc_cols=8, threads=threads[-1], prefetch_regs=32),
                      replace(base, cc_rows=8, cc_cols=8, threads=threads[-1], split=wave)]
+        # the same products on the tensor cores as three TF32 MMAs (Schedule.tf32x3) on each
+        # block size whose warps tile them, at the split that fills a wave, with 8 prefetch
+        # registers and with the default 16 (the 512 x 2048 x 2048 product's fastest: 128 x 128
+        # tiles on 256 threads split 2, 8 registers, 91.4 µs against 113.0 for 8 x 8 FMA
+        # blocking and 99.3 for cuBLAS's sgemm; 16 registers spilled there, 100.4: H200 s39 c5)
+        extra[:0] = [replace(base, tf32x3=True, threads=t, split=wave, prefetch_regs=p)
+                     for t in _tf32_thread_counts(bg, threads) for p in (8, 16)]
     if coarsen:
         extra[:0] = _coarsened_candidates(bg, sm_count)
     out = [grid[0], *extra, *grid[1:]]

@@ -1,0 +1,185 @@
+"""Schedule.tf32x3: fp32 products on the tensor cores as three TF32 MMAs each.
+
+- on any machine: how :func:`schedule.tf32_warp_tiling` shares a product among warps (a
+  property over shapes and warp counts, and worked examples), which products the layout
+  takes (fp32 operand tiles, 16-row and 8-column tiles, no batch), that the tuner tries it
+  on fp32 products only, that a schedule's key is unchanged without it, and that every
+  kernel below compiles for sm_90 with the TF32 products in it exactly where they apply;
+- on the GPU: each of those kernels computes the program's float64 function, and a long k
+  range (2048) stays within 2e-6 of the largest output: each loop step's MMAs sum into
+  sums of their own that are added into the product's fp32 sums once per step (one chain
+  through the loop measured 1.5e-5 at this size, fp32 FMAs 1.2e-6).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from graph_strategies import fold_loop_program, gated_loop_program, matmul_loop_program
+from hypothesis import given
+from hypothesis import strategies as st
+
+import mirage_formal as mf
+from mirage_formal.codegen import (
+    Schedule,
+    candidate_schedules,
+    compile_cubin,
+    compile_graph,
+    emit_graph,
+    gpu_available,
+    launches,
+)
+from mirage_formal.codegen.schedule import TF32_MAX_TILES, tf32_warp_tiling
+from mirage_formal.ir.graph import KernelGraph
+
+
+def _bias_product(m: int, k: int, n: int) -> KernelGraph:
+    """relu(X · W) in fp32, X (m, k), W (k, n): a kernel-level program whose product's
+    consumer prints as its epilogue (a loop-free product when lowered whole)."""
+    g = mf.Graph()
+    x = g.input((m, k), "f32", "X")
+    w = g.input((k, n), "f32", "W")
+    g.output(g.op("relu", g.matmul(x, w)))
+    return g.build()
+
+
+#: fp32 programs and whether their product can run as TF32 MMAs at some block size: a loop
+#: summed in registers, a loop-invariant A, two products and a gate, a fold beside the
+#: product, a loop-free product with an epilogue; and products it leaves on the CUDA cores
+#: (24 rows, a batch, 8 rows)
+PROGRAMS = {
+    "loop_32x64x64": (lambda: matmul_loop_program(32, 64, 64, 3, dtype="f32"), True),
+    "loop_16x8x8": (lambda: matmul_loop_program(16, 8, 8, 2, dtype="f32"), True),
+    "loop_fixed_a": (lambda: matmul_loop_program(32, 32, 32, 2, fixed_a=True, dtype="f32"), True),
+    "loop_neg_b": (lambda: matmul_loop_program(32, 32, 32, 3, pre_b=True, dtype="f32"), True),
+    "gated_16": (lambda: gated_loop_program(16, 64, 64, 4, dtype="f32"), True),
+    "fold_16": (lambda: fold_loop_program(16, 64, 3, n=32, dtype="f32"), True),
+    "relu_product": (lambda: _bias_product(64, 96, 128), True),
+    "rows_24": (lambda: matmul_loop_program(24, 32, 16, 2, dtype="f32"), False),
+    "batch": (lambda: matmul_loop_program(16, 16, 16, 3, batch=2, dtype="f32"), False),
+    "rows_8": (lambda: gated_loop_program(8, 64, 64, 4, dtype="f32"), False),
+}
+THREADS = [None, 32, 256]
+
+
+def _tf32(prog: KernelGraph, threads: int | None) -> dict[str, Schedule]:
+    return {la.graph.key: Schedule(tf32x3=True, threads=threads) for la in launches(prog, 128)}
+
+
+def _takes_tf32(prog: KernelGraph, sched: dict[str, Schedule]) -> bool:
+    """Whether some product of ``prog`` tiles for its kernel's warps under ``sched``."""
+    for la in launches(prog, 128):
+        T = sched[la.graph.key].threads or la.graph.threads
+        for n in la.graph.nodes:
+            if (n.op == "matmul" and len(n.shape) == 2 and all(len(s.shape) == 2 for s in n.src)
+                    and tf32_warp_tiling(n.shape[0], n.shape[1], n.src[0].shape[1], T // 32)):
+                return True
+    return False
+
+
+@given(m=st.integers(1, 512), n=st.integers(1, 512), k=st.integers(1, 128),
+       warps=st.sampled_from([1, 2, 4, 8, 16, 32]))
+def test_tiling_covers_the_product_once(m: int, n: int, k: int, warps: int) -> None:
+    t = tf32_warp_tiling(m, n, k, warps)
+    if t is None:
+        return
+    wm, wn, gn = t
+    assert m % 16 == 0 and n % 8 == 0 and k % 8 == 0
+    assert wm * wn <= TF32_MAX_TILES
+    # the warps' blocks, GN across and the rest down, are the product's tiles exactly
+    assert gn * wn * 8 == n and (warps // gn) * wm * 16 == m and warps % gn == 0
+
+
+@pytest.mark.parametrize(("mnk", "warps", "want"), [
+    ((128, 128, 32), 8, (4, 4, 4)),    # the fp32 prefill product's 128 x 128 tile, 256 threads
+    ((64, 128, 16), 4, (4, 4, 4)),
+    ((64, 128, 32), 8, (4, 2, 8)),     # a tie between 2 x 4 and 4 x 2: fewer columns
+    ((16, 8, 8), 1, (1, 1, 1)),
+    ((128, 128, 32), 4, None),         # 32 tiles a warp: more sums than registers
+    ((8, 64, 64), 4, None),            # 8 rows
+    ((32, 32, 12), 2, None),           # k not a multiple of 8
+    ((16, 8, 8), 2, None),             # fewer tiles than warps
+])
+def test_tiling_examples(mnk: tuple[int, int, int], warps: int,
+                         want: tuple[int, int, int] | None) -> None:
+    assert tf32_warp_tiling(*mnk, warps) == want
+
+
+def test_tf32_is_keyed_only_when_set() -> None:
+    """(Tuning caches keyed before the field existed keep their keys.)"""
+    assert "tf32" not in Schedule().key and "tf32" not in Schedule(cc_rows=2).key
+    assert '"tf32x3":true' in Schedule(tf32x3=True).key
+    assert Schedule.from_dict(Schedule(tf32x3=True).to_dict()) == Schedule(tf32x3=True)
+
+
+def test_tuner_tries_tf32_on_fp32_products_only() -> None:
+    for dtype, want in (("f32", True), ("f16", False)):
+        for la in launches(matmul_loop_program(32, 64, 64, 4, dtype=dtype), 128):
+            scheds = candidate_schedules(la.graph)
+            assert any(s.tf32x3 for s in scheds) is want, dtype
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_tf32_products_compile(name: str, threads: int | None,
+                               tmp_path_factory: pytest.TempPathFactory) -> None:
+    make, possible = PROGRAMS[name]
+    prog = make()
+    sched = _tf32(prog, threads)
+    src, _, _ = emit_graph(prog, schedules=sched)
+    takes = _takes_tf32(prog, sched)
+    assert ("mf::mma_1688_tf32(" in src) is (takes and possible), src
+    if takes and possible:
+        # a product of the loop: its step's MMAs into sums of their own (mf_tc), added once
+        assert "mf_tc" in src or "for (int it" not in src
+    cache: Path = tmp_path_factory.getbasetemp() / "tf32_cubin"
+    assert compile_cubin(src, "sm_90", cache=cache)[:4] == b"\x7fELF"
+
+
+def test_the_prefill_tile_reads_a_in_pairs_and_b_rows_four_apart() -> None:
+    """The fp32 prefill product's kernel at its tuned size (128 x 128 tiles of 32 k, 256
+    threads): each warp owns 4 x 4 tiles of 16 x 8; A rows padded to 40 floats (8 mod 32:
+    a half-warp's 8-byte pairs in distinct banks), read as pairs at column 2q; B rows at 132
+    floats (4 mod 8), read at rows 2q and 2q + 1."""
+    g = mf.Graph()
+    x = g.input((512, 2048), "f32", "X")
+    w = g.input((2048, 2048), "f32", "W")
+    kern = g.kernel([x, w], grid=(4, 16, 1), forloop=64)
+    a = kern.iter(x, imap=(0, -1, -1), fmap=1)
+    b = kern.iter(w, imap=(-1, 1, -1), fmap=0)
+    kern.output(kern.accum(kern.matmul(a, b), kind="sum"), omap=(0, 1, -1))
+    (y,) = kern.build()
+    g.output(y)
+    prog = g.build()
+    src, _, _ = emit_graph(prog, schedules=_tf32(prog, 256))
+    assert "(mf_m0 + mf_g) * 40 + 2 * mf_q" in src and "2 * mf_q * 132 + mf_n0 + mf_g" in src
+    assert "float mf_tc[4][4][4] = {};" in src and "p + 320);" in src
+    # (three MMA terms in each printed copy of the loop body)
+    assert src.count("mf::mma_1688_tf32(") == 3 * src.count("const int it = it0 + ") > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a GPU")
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_tf32_products_validate(name: str, threads: int | None) -> None:
+    from mirage_formal.codegen.validate import validate
+
+    prog = PROGRAMS[name][0]()
+    cg = compile_graph(prog, schedules=_tf32(prog, threads))
+    rep = validate(cg, trials=2)
+    assert rep.ok, f"{name} {threads}: {rep}\n{cg.source}"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a GPU")
+def test_a_long_k_range_keeps_fp32_accuracy() -> None:
+    from mirage_formal.codegen.validate import validate
+
+    prog = matmul_loop_program(64, 64, 64, 32, dtype="f32")  # k = 2048
+    cg = compile_graph(prog, schedules=_tf32(prog, 128))
+    assert "mf::mma_1688_tf32(" in cg.source
+    for low, high in ((-0.5, 0.5), (0.0, 1.0)):
+        rep = validate(cg, trials=2, low=low, high=high)
+        assert rep.ok and max(rep.errors) < 2e-6, rep
