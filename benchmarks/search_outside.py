@@ -326,6 +326,37 @@ def prefill_matmul_f32(b: int = 1) -> KernelGraph:
     return _matmul(512 * b, 2048, 2048, "f32")
 
 
+def prefill_gated_mlp_f32(b: int = 1) -> KernelGraph:
+    """silu(X·W1) ⊙ (X·W2) in fp32, X (512b, 2048), W1 and W2 (2048, 2048): the prompt's gated
+    up projection, two compute-bound products of one X, against cuBLAS's sgemm (thirty-ninth
+    session: products as TF32 MMAs, Schedule.tf32x3)."""
+    return _silu_gated(512 * b, 2048, 2048, "f32")
+
+
+def mlp_gelu_f32(b: int = 1) -> KernelGraph:
+    """gelu(X · W + c) in fp32, X (128b, 1024), W (1024, 4096), c (4096,): a small model's MLP
+    up projection run in PyTorch's default dtype, between the skinny and the prefill sizes
+    (thirty-ninth session)."""
+    g = mf.Graph()
+    x = g.input((128 * b, 1024), "f32", "X")
+    w = g.input((1024, 4096), "f32", "W")
+    c = g.input((4096,), "f32", "c")
+    g.output(g.op("gelu", g.add(g.matmul(x, w), c)))
+    return g.build()
+
+
+def prefill_attention_f32(b: int = 1) -> KernelGraph:
+    """prefill_attention in fp32: softmax(Q·K) · V over 512 queries and 512 keys a head, 8b
+    heads of 64 (thirty-ninth session)."""
+    g = mf.Graph()
+    q = g.input((8 * b, 512, 64), "f32", "Q")
+    k = g.input((8 * b, 64, 512), "f32", "K")
+    v = g.input((8 * b, 512, 64), "f32", "V")
+    e = g.exp(g.matmul(q, k))
+    g.output(g.div(g.matmul(e, v), g.sum(e, axis=-1, keepdims=True)))
+    return g.build()
+
+
 PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "scaled_attention": scaled_attention, "layernorm_matmul": layernorm_matmul,
     "norm_gain_matmul": norm_gain_matmul, "swish_matmul": swish_matmul,
@@ -339,7 +370,8 @@ PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "prefill_gated_mlp": prefill_gated_mlp, "rmsnorm_bf16": rmsnorm_bf16,
     "gated_mlp_bf16": gated_mlp_bf16, "prefill_matmul_bf16": prefill_matmul_bf16,
     "rmsnorm_f32": rmsnorm_f32, "gated_mlp_f32": gated_mlp_f32,
-    "prefill_matmul_f32": prefill_matmul_f32,
+    "prefill_matmul_f32": prefill_matmul_f32, "prefill_gated_mlp_f32": prefill_gated_mlp_f32,
+    "mlp_gelu_f32": mlp_gelu_f32, "prefill_attention_f32": prefill_attention_f32,
 }
 
 

@@ -14,7 +14,8 @@ machine without a GPU; codegen replaces it with measured time where a GPU exists
   cannot keep enough loads in flight), resident = min(blocks, SMs · blocks per SM).
 - *arithmetic*: matmul tiles of two fp16 or two bf16 operands at the tensor-core rate on
   tiles padded to the MMA shape (m to 16, n to 8, k to 16: the tile-shape efficiency of a thin
-  matmul; other operand types multiply on CUDA cores, 2mnk flops there), every other op and
+  matmul; two fp32 tiles at ``f32_mm_flops``, the rate of the autotuner's blocked and TF32
+  schedules; other operand types multiply on CUDA cores, 2mnk flops there), every other op and
   accumulator at the CUDA-core rate (one flop per element; exp, silu, sqrt, ... count 4), both
   scaled by the fraction of SMs the grid occupies. Loop-phase ops run F times per block,
   except loop-invariant ones (``ir.graph.loop_invariant``: codegen computes them once).
@@ -59,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from mirage_formal.errors import MirageError
-from mirage_formal.ir.dtypes import tensor_core_type
+from mirage_formal.ir.dtypes import DType, tensor_core_type
 from mirage_formal.ir.graph import (
     GET,
     INPUT,
@@ -91,6 +92,13 @@ class Target:
     bw_per_block: float = 2.0e10      # bytes/s one resident block can pull
     predefined_scale: float = 1.0     # pre-defined kernel ops' body time multiplier
     unpipelined_scale: float = 1.5    # memory-time multiplier when two stages do not fit
+    #: flop/s of products of two fp32 tiles, whose schedules the autotuner blocks in
+    #: registers or runs as TF32 MMAs (codegen Schedule.cc_rows, tf32x3). Measured, not
+    #: fitted: the H200's fastest 512 x 2048 x 2048 fp32 kernels ran 38 TFLOP/s blocked 8 x
+    #: 8 and 47 as TF32 MMAs (s38, s39); the CUDA-core rate fitted on fp16 programs' ops
+    #: (``simt_flops``, 2.5 TFLOP/s) put them 10-15 times too slow, so the model ranked fp32
+    #: sizes by their flops alone and not by the L2 re-reads that tell them apart
+    f32_mm_flops: float = 4.0e13
 
     def with_params(self, **p: float) -> Target:
         """A copy with fitted fields (``FITTED``) replaced."""
@@ -172,22 +180,37 @@ def _nbytes(n: Node) -> int:
     return math.prod(n.shape) * n.dtype.itemsize
 
 
-def _op_flops(n: Node) -> tuple[float, float]:
-    """(tensor-core flops, CUDA-core flops) of one application of op ``n`` on its tile; a
-    tensor-core matmul's flops are counted on the tile padded to the MMA shape (16 x 8 x 16),
-    a matmul of other operand types (fp32, or fp16 with bf16) on CUDA cores as they are."""
+def _op_work(n: Node) -> tuple[float, float, float]:
+    """(tensor-core flops, CUDA-core flops, fp32-product flops) of one application of op
+    ``n`` on its tile: a tensor-core matmul's flops are counted on the tile padded to the MMA
+    shape (16 x 8 x 16); a matmul of two fp32 tiles as fp32-product flops (``f32_mm_flops``);
+    one of other operand types (fp16 with bf16, fp16 with fp32) and every other op as
+    CUDA-core flops."""
     d = REGISTRY[n.op]
     if d.label == "matmul":
         a = n.src[0]
         batch = math.prod(n.shape[:-2])
         m, nn, k = n.shape[-2], n.shape[-1], a.shape[-1]
         if tensor_core_type(*(s.dtype for s in n.src)) is None:
-            return 0.0, 2.0 * batch * m * nn * k
-        return 2.0 * batch * _pad(m, 16) * _pad(nn, 8) * _pad(k, 16), 0.0
+            if all(s.dtype is DType.F32 for s in n.src):
+                return 0.0, 0.0, 2.0 * batch * m * nn * k
+            return 0.0, 2.0 * batch * m * nn * k, 0.0
+        return 2.0 * batch * _pad(m, 16) * _pad(nn, 8) * _pad(k, 16), 0.0, 0.0
     # ops that reduce (label rules reduce, norm, accum) touch every input element
     big = d.label in ("accum", "reduce", "norm")
     elems = math.prod(n.src[0].shape) if big else math.prod(n.shape)
-    return 0.0, float(elems) * d.cost
+    return 0.0, float(elems) * d.cost, 0.0
+
+
+def _op_flops(n: Node) -> tuple[float, float]:
+    """(tensor-core flops, flops off the tensor cores) of one application of op ``n``."""
+    a, b, c = _op_work(n)
+    return a, b + c
+
+
+def _arith_seconds(t: Target, tc: float, simt: float, mm32: float) -> float:
+    """Seconds of each kind of work at its rate on the whole GPU (:func:`_op_work`)."""
+    return tc / t.tc_flops + simt / t.simt_flops + mm32 / t.f32_mm_flops
 
 
 def smem_bytes(bg: BlockGraph) -> int:
@@ -248,11 +271,11 @@ class _KernelParts:
                 self.terms.append(("dram", size))
                 self.terms.append(("l2" if size <= t.l2_bytes else "dram", size * (rep - 1)))
                 continue
-            a, b = _op_flops(n)
+            a, b, c = _op_work(n)
             if n.op == "accum":
-                self.terms.append(("accum", a, b, 2.0 * math.prod(n.shape) * 4))
+                self.terms.append(("accum", a, b, c, 2.0 * math.prod(n.shape) * 4))
             else:
-                self.terms.append(("op", a, b, bool(phases[n]) or n in once))
+                self.terms.append(("op", a, b, c, bool(phases[n]) or n in once))
         self.out_bytes = [math.prod(bg.output_shape(o)) * o.node.dtype.itemsize for o in bg.outputs]
         self.has_accum = any(term[0] == "accum" for term in self.terms)
         self.per_sm = max(1, min(8, t.smem_per_sm // max(1, smem_bytes(bg))))
@@ -264,7 +287,7 @@ class _KernelParts:
         steps = bg.forloop // split
         dram = 0.0
         l2 = 0.0
-        tc = simt = 0.0
+        tc = simt = mm32 = 0.0
         for term in self.terms:
             kind = term[0]
             if kind == "dram":
@@ -272,12 +295,13 @@ class _KernelParts:
             elif kind == "l2":
                 l2 += term[1]
             else:
-                times = blocks * (1 if kind == "op" and term[3] else steps)
+                times = blocks * (1 if kind == "op" and term[4] else steps)
                 tc += term[1] * times
                 simt += term[2] * times
+                mm32 += term[3] * times
                 if split > 1 and kind == "accum":
                     # the split's combine: each block writes its fp32 partials, the last reads all
-                    l2 += term[3] * blocks
+                    l2 += term[4] * blocks
         for ob in self.out_bytes:
             dram += ob
         resident = min(blocks, t.n_sm * self.per_sm)
@@ -286,10 +310,10 @@ class _KernelParts:
         if self.unpipelined:
             mem *= t.unpipelined_scale
         parallel = min(1.0, blocks / t.n_sm)
-        arith = (tc / t.tc_flops + simt / t.simt_flops) / parallel
+        arith = _arith_seconds(t, tc, simt, mm32) / parallel
         waves = math.ceil(blocks / (t.n_sm * self.per_sm))
         sec = t.launch_s + max(mem, arith) + steps * t.loop_step_s * waves
-        return Cost(sec, 1, dram, l2, tc + simt)
+        return Cost(sec, 1, dram, l2, tc + simt + mm32)
 
 
 def estimate(graph: KernelGraph, target: str | Target = "h100") -> Cost:
@@ -304,10 +328,10 @@ def estimate(graph: KernelGraph, target: str | Target = "h100") -> Cost:
         if n.op == KERNEL_OP:
             c = kernel_cost(n.attr("graph"), list(n.src), t)
         else:
-            a, b = _op_flops(n)
+            a, b, m = _op_work(n)
             byt = sum(_nbytes(s) for s in n.src) + _nbytes(n)
-            s = t.launch_s + t.predefined_scale * max(byt / t.dram_bw, a / t.tc_flops + b / t.simt_flops)
-            c = Cost(s, 1, float(byt), 0.0, a + b)
+            s = t.launch_s + t.predefined_scale * max(byt / t.dram_bw, _arith_seconds(t, a, b, m))
+            c = Cost(s, 1, float(byt), 0.0, a + b + m)
         sec += c.seconds
         launches += c.launches
         dram += c.dram_bytes

@@ -135,3 +135,24 @@ def test_products_count_on_the_units_that_run_them() -> None:
 
     assert flops("f16") == flops("bf16") == (2.0 * 16 * 32 * 64, 0.0)  # (2 rows padded to 16)
     assert flops("f32") == (0.0, 2.0 * 2 * 32 * 64)
+
+
+def test_fp32_products_run_at_their_own_rate() -> None:
+    """Products of two fp32 tiles count at ``f32_mm_flops`` (the autotuner blocks them in
+    registers or runs them as TF32 MMAs), every other CUDA-core op at ``simt_flops``: the
+    estimate of a compute-bound fp32 product follows the first and ignores the second."""
+    import dataclasses
+
+    from mirage_formal.ir.builder import Graph
+
+    g = Graph()
+    x, w = g.input((512, 1024), "f32", "X"), g.input((1024, 1024), "f32", "W")
+    g.output(g.matmul(x, w))
+    prog = g.build()
+    (mm,) = [n for n in prog.nodes if n.op == "matmul"]
+    assert cost._op_work(mm) == (0.0, 0.0, 2.0 * 512 * 1024 * 1024)
+    t = cost.TARGETS["h200"]
+    slow = dataclasses.replace(t, f32_mm_flops=t.f32_mm_flops / 10)
+    assert cost.estimate(prog, slow).seconds > 5 * cost.estimate(prog, t).seconds
+    other = dataclasses.replace(t, simt_flops=t.simt_flops / 10)
+    assert cost.estimate(prog, other).seconds == cost.estimate(prog, t).seconds
