@@ -1,7 +1,7 @@
 """superoptimize's GPU stage: which accepted μGraphs are autotuned and timed on the device,
 which size variants of the fastest are measured too (the cost model's cheapest, the widest
-tiles a split still spreads, the grid-filling sizes, and a walk over neighbouring sizes while
-it finds faster ones), and the re-ranking by measured time (``_gpu_rank``). Every μGraph it
+tiles a split still spreads, the grid-filling sizes, longer loop ranges of fp32 loops, and a
+walk over neighbouring sizes while it finds faster ones), and the re-ranking by measured time (``_gpu_rank``). Every μGraph it
 measures is verified and re-checked in float64 first; the tuner (``codegen.autotune``)
 validates every kernel against the program before timing it.
 
@@ -265,6 +265,43 @@ def wgmma_variants(config: SearchConfig, accepted: Sequence[Optimized],
     return found[:limit]
 
 
+#: the GPU stage also measures the fastest structure at its own grids with each looping
+#: kernel's loop range this many times longer (shorter k tiles), where its loops multiply fp32
+#: tiles: the search keeps one loop range per structure, the cost model's, and for fp32
+#: products the tuner's kernels run faster on shorter k tiles (fewer prefetch registers beside
+#: the TF32 sums): the 512 x 2048 x 2048 fp32 product at 128 x 128 tiles ran 99.4 µs at k 64
+#: (the model's), 92.8 at k 32 and 91.4 at k 16 (H200, s39 c5, c7)
+GPU_LOOP_RANGE_FACTORS = (2, 4)
+
+
+def _fp32_loops(g: KernelGraph) -> bool:
+    """Every looping graph-defined kernel of ``g`` (at least one) has a product of two fp32
+    tiles."""
+    from mirage_formal.ir.dtypes import DType
+
+    loops = [n.attr("graph") for n in g.nodes if n.op == KERNEL_OP and n.attr("graph").forloop > 1]
+    return bool(loops) and all(any(x.op == "matmul" and all(s.dtype is DType.F32 for s in x.src)
+                                   for x in bg.nodes) for bg in loops)
+
+
+def loop_range_variants(config: SearchConfig, graph: KernelGraph, tried: set[str],
+                        factors: Sequence[int] = GPU_LOOP_RANGE_FACTORS) -> list[tuple[KernelGraph, Cost]]:
+    """The size variants of ``graph`` with its grids and every looping kernel's loop range
+    times each of ``factors`` (where the space has it), none of ``tried`` (graph keys), when
+    its loops multiply fp32 tiles (:func:`_fp32_loops`); none otherwise."""
+    if not _fp32_loops(graph):
+        return []
+    own = _kernel_grids(graph)
+    want = [tuple((gr, f * m if f > 1 else f) for gr, f in own) for m in factors]
+    out: list[tuple[KernelGraph, Cost]] = []
+    for v, c in ranked_variants(config, graph):  # cheapest first: the first of each range
+        sizes = _kernel_grids(v)
+        if sizes in want and v.key not in tried:
+            want.remove(sizes)
+            out.append((v, c))
+    return out
+
+
 #: bytes of one L2 line (and DRAM burst) on the GPUs we target
 LINE_BYTES = 128
 
@@ -445,6 +482,11 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
             for a, q in queues:
                 if turn < len(q):
                     measure(a, q[turn:turn + 1], "size")
+        for a in _fastest_measured(accepted, program, 1):
+            # (fp32 loops: the fastest structure's own grids at longer loop ranges)
+            ranges = loop_range_variants(ctx.config, a.graph, tried)
+            if ranges:
+                measure(a, ranges, "loop range")
         # walk the fastest structures' sizes, and the grid-filling ones' (the model ranks their
         # sizes least reliably: gqa b=1's attention-plus-combine at 256 blocks measured 19.4 µs,
         # a neighbour at 128 blocks is Mirage's 11.5), each while a step finds a faster size

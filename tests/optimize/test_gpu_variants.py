@@ -633,3 +633,54 @@ def test_the_inputs_own_lowering_is_timed_quickly_unless_it_may_win(
     assert firsts[1:] == ([(own.graph.key, False)] if full_round else [])
     assert [q for k, first_round, q in calls if k == first.graph.key and first_round] == [False]
     assert own.measured_us == floor_us
+
+
+def _gemm32() -> KernelGraph:
+    g = mf.Graph()
+    x = g.input((256, 1024), "f32", "X")
+    w = g.input((1024, 512), "f32", "W")
+    g.output(g.matmul(x, w))
+    return g.build()
+
+
+#: (the derived space, as for the fp16 product)
+GEMM32_SPACE: dict[str, Any] = {}
+
+
+def test_fp32_loops_are_measured_at_longer_loop_ranges_and_can_win(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the fastest structure's loops multiply fp32 tiles, its own grids at 2x and 4x its
+    loop range (shorter k tiles) are measured too (the search keeps the cost model's range
+    only); a faster one replaces its structure's entry. Not for fp16 loops."""
+    res = superoptimize(_gemm32(), budget_s=60, overrides=GEMM32_SPACE, gpu=False)
+    cfg = opt.make_config(_gemm32(), None, GEMM32_SPACE)
+    accepted = [optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+                for a in res.accepted]
+    looping = [a for a in accepted if any(f > 1 for _, f in gs._kernel_grids(a.graph))]
+    assert looping
+    a = looping[0]
+    own = gs._kernel_grids(a.graph)
+    found = gs.loop_range_variants(cfg, a.graph, set())
+    for v, _ in found:
+        assert structure_key(v) == structure_key(a.graph) and grids(v) == grids(a.graph)
+        assert any(gs._kernel_grids(v) == tuple((gr, f * m if f > 1 else f) for gr, f in own)
+                   for m in gs.GPU_LOOP_RANGE_FACTORS)
+    have = {tuple(f for _, f in gs._kernel_grids(w)) for w, _ in gs.ranked_variants(cfg, a.graph)
+            if grids(w) == grids(a.graph)}
+    assert len(found) == sum(tuple(f * m if f > 1 else f for _, f in own) in have
+                             for m in gs.GPU_LOOP_RANGE_FACTORS)
+    assert not gs.loop_range_variants(cfg, a.graph, {v.key for v, _ in found})
+    f16 = opt.make_config(_gemm(), None, GEMM_SPACE)
+    for b in superoptimize(_gemm(), budget_s=60, overrides=GEMM_SPACE, gpu=False).accepted:
+        assert not gs.loop_range_variants(f16, b.graph, set())
+    if not found:
+        return
+    v = found[0][0]
+    monkeypatch.setattr(gs, "_tune_one", _fake_tune({gs._kernel_grids(v): 5.0},
+                                                    key=gs._kernel_grids))
+    ctx = gs.VariantContext(cfg, Verifier(_gemm32(), seed=5), FloatRecheck(_gemm32()), n_sm=8)
+    ranked, kernel, notes = gs._gpu_rank(_gemm32(), [a], 1, 0, None, ctx)
+    assert kernel == ("kernel", v.key, False)
+    assert not [n for n in notes if "FAILED" in n or "failed" in n]
+    assert ranked[0] is a and a.graph.key == v.key and a.measured_us == 5.0
+    assert "loop range variant" in (a.validation or "")
