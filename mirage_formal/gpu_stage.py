@@ -302,6 +302,62 @@ def loop_range_variants(config: SearchConfig, graph: KernelGraph, tried: set[str
     return out
 
 
+#: the GPU stage also measures this many structures whose loops multiply fp32 tiles at the
+#: size whose every looping fp32 product gives a 256-thread block at least
+#: TF32_SIZE_MIN_TILES 16 x 8 output tiles a warp (Schedule.tf32x3: A and B fragments then
+#: serve several MMAs each) on the most blocks up to one wave: the search's sizes of the
+#: fused fp32 gated MLP at 512 rows (64 x 32 outputs a block) ran 258 µs, its 128 x 64 size
+#: 207 (H200, s39 c11)
+GPU_TF32_SIZES = 2
+TF32_SIZE_MIN_TILES = 8
+TF32_SIZE_THREADS = 256
+
+
+def _tf32_sizes(g: KernelGraph) -> bool:
+    """Every looping graph-defined kernel of ``g`` (at least one) multiplies fp32 tiles, and
+    each such product tiles for TF32 MMAs on TF32_SIZE_THREADS threads with at least
+    TF32_SIZE_MIN_TILES 16 x 8 tiles a warp (``codegen.schedule.tf32_warp_tiling``)."""
+    from mirage_formal.codegen.schedule import tf32_warp_tiling
+    from mirage_formal.ir.dtypes import DType
+
+    if not _fp32_loops(g):
+        return False
+    warps = TF32_SIZE_THREADS // 32
+    for n in g.nodes:
+        if n.op != KERNEL_OP or n.attr("graph").forloop < 2:
+            continue
+        for x in n.attr("graph").nodes:
+            if x.op != "matmul" or not all(s.dtype is DType.F32 for s in x.src):
+                continue
+            if len(x.shape) != 2 or tf32_warp_tiling(x.shape[0], x.shape[1], x.src[0].shape[-1], warps) is None:
+                return False
+            if (x.shape[0] // 16) * (x.shape[1] // 8) < TF32_SIZE_MIN_TILES * warps:
+                return False
+    return True
+
+
+def tf32_variants(config: SearchConfig, accepted: Sequence[Optimized],
+                  limit: int = GPU_TF32_SIZES, pool: int = GPU_GRID_FILLING_POOL,
+                  n_sm: int = H100_SMS) -> list[tuple[Optimized, KernelGraph, Cost]]:
+    """Up to ``limit`` (structure, size variant, cost): among the first ``pool`` structures of
+    ``accepted``, each one's size variant whose fp32 products all take TF32 MMAs on large
+    enough warp tiles (:func:`_tf32_sizes`) with the most blocks up to ``n_sm`` (one wave), the
+    cost model's cheapest among those; the ones with the most blocks first, then the
+    cheapest. (The same rule as :func:`wgmma_variants`, for fp32 products.)"""
+    found: list[tuple[Optimized, KernelGraph, Cost]] = []
+    for a in accepted[:pool]:
+        if not any(n.op == KERNEL_OP for n in a.graph.nodes):  # (a library-only lowering)
+            continue
+        best: tuple[Optimized, KernelGraph, Cost] | None = None
+        for v, c in ranked_variants(config, a.graph):  # cheapest first
+            if _blocks(v) <= n_sm and _tf32_sizes(v) and (best is None or _blocks(v) > _blocks(best[1])):
+                best = (a, v, c)
+        if best is not None:
+            found.append(best)
+    found.sort(key=lambda t: (-_blocks(t[1]), t[2].seconds, t[1].key))
+    return found[:limit]
+
+
 #: bytes of one L2 line (and DRAM burst) on the GPUs we target
 LINE_BYTES = 128
 
@@ -474,6 +530,10 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
         for a, v, c in wgmma:
             measure(a, [(v, c)], "warpgroup-MMA size")
         hedges += wgmma
+        tf32 = tf32_variants(ctx.config, accepted, n_sm=ctx.n_sm)
+        for a, v, c in tf32:
+            measure(a, [(v, c)], "TF32 size")
+        hedges += tf32
         # the fastest structures' size variants in turns (each one's first, then each one's
         # second...): a budget that ends early still measured the most likely sizes of each
         queues = [(a, variants_to_measure(ctx.config, a.graph, n_sm=ctx.n_sm))

@@ -684,3 +684,38 @@ def test_fp32_loops_are_measured_at_longer_loop_ranges_and_can_win(
     assert not [n for n in notes if "FAILED" in n or "failed" in n]
     assert ranked[0] is a and a.graph.key == v.key and a.measured_us == 5.0
     assert "loop range variant" in (a.validation or "")
+
+
+def test_tf32_sizes_are_measured_and_can_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Structures whose loops multiply fp32 tiles are also measured at the size whose every
+    looping fp32 product gives 256 threads at least 8 TF32 tiles a warp, the most blocks one
+    wave holds; a faster one replaces its structure's entry. Not for fp16 products."""
+    from mirage_formal.codegen.schedule import tf32_warp_tiling
+
+    res = superoptimize(_gemm32(), budget_s=60, overrides=GEMM32_SPACE, gpu=False)
+    cfg = opt.make_config(_gemm32(), None, GEMM32_SPACE)
+    accepted = [optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+                for a in res.accepted]
+    n_sm = 8
+    found = gs.tf32_variants(cfg, accepted, n_sm=n_sm)
+    assert found
+    for a, v, _ in found:
+        for bg in (n.attr("graph") for n in v.nodes if n.op == "kernel" and n.attr("graph").forloop > 1):
+            for x in (x for x in bg.nodes if x.op == "matmul"):
+                wm, wn, _ = tf32_warp_tiling(x.shape[0], x.shape[1], x.src[0].shape[1], 8) or (0, 0, 0)
+                assert wm * wn >= gs.TF32_SIZE_MIN_TILES
+        assert structure_key(v) == structure_key(a.graph) and gs._blocks(v) <= n_sm
+        eligible = [w for w, _ in gs.ranked_variants(cfg, a.graph)
+                    if gs._blocks(w) <= n_sm and gs._tf32_sizes(w)]
+        assert gs._blocks(v) == max(gs._blocks(w) for w in eligible)
+    f16 = superoptimize(_gemm(), budget_s=60, overrides=GEMM_SPACE, gpu=False).accepted
+    assert not gs.tf32_variants(opt.make_config(_gemm(), None, GEMM_SPACE), [
+        optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error) for a in f16])
+    a, v, _ = found[0]
+    monkeypatch.setattr(gs, "_tune_one", _fake_tune({gs._kernel_grids(v): 5.0}, key=gs._kernel_grids))
+    ctx = gs.VariantContext(cfg, Verifier(_gemm32(), seed=5), FloatRecheck(_gemm32()), n_sm=n_sm)
+    ranked, kernel, notes = gs._gpu_rank(_gemm32(), accepted, 1, 0, None, ctx)
+    assert kernel == ("kernel", v.key, False)
+    assert not [n for n in notes if "FAILED" in n or "failed" in n]
+    assert ranked[0] is a and a.graph.key == v.key and a.measured_us == 5.0
+    assert "TF32 size variant" in (a.validation or "")
