@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -253,11 +253,20 @@ def wgmma_variants(config: SearchConfig, accepted: Sequence[Optimized],
     ``accepted``, each one's size variant whose products all run as warpgroup MMAs
     (:func:`_wgmma_sizes`) with the most blocks up to ``n_sm`` (one wave), the cost model's
     cheapest among those; the ones with the most blocks first, then the cheapest."""
+    return _fullest_wave_sizes(config, accepted, _wgmma_sizes, limit, pool, n_sm)
+
+
+def _fullest_wave_sizes(config: SearchConfig, accepted: Sequence[Optimized],
+                        fits: Callable[[KernelGraph], bool], limit: int, pool: int,
+                        n_sm: int) -> list[tuple[Optimized, KernelGraph, Cost]]:
+    """Up to ``limit`` (structure, size variant, cost): among the first ``pool`` structures of
+    ``accepted``, each one's size variant that ``fits`` with the most blocks up to ``n_sm``,
+    the cost model's cheapest among those; the most blocks first, then the cheapest."""
     found: list[tuple[Optimized, KernelGraph, Cost]] = []
     for a in accepted[:pool]:
         best: tuple[Optimized, KernelGraph, Cost] | None = None
         for v, c in ranked_variants(config, a.graph):  # cheapest first
-            if _blocks(v) <= n_sm and _wgmma_sizes(v) and (best is None or _blocks(v) > _blocks(best[1])):
+            if _blocks(v) <= n_sm and fits(v) and (best is None or _blocks(v) > _blocks(best[1])):
                 best = (a, v, c)
         if best is not None:
             found.append(best)
@@ -344,18 +353,7 @@ def tf32_variants(config: SearchConfig, accepted: Sequence[Optimized],
     enough warp tiles (:func:`_tf32_sizes`) with the most blocks up to ``n_sm`` (one wave), the
     cost model's cheapest among those; the ones with the most blocks first, then the
     cheapest. (The same rule as :func:`wgmma_variants`, for fp32 products.)"""
-    found: list[tuple[Optimized, KernelGraph, Cost]] = []
-    for a in accepted[:pool]:
-        if not any(n.op == KERNEL_OP for n in a.graph.nodes):  # (a library-only lowering)
-            continue
-        best: tuple[Optimized, KernelGraph, Cost] | None = None
-        for v, c in ranked_variants(config, a.graph):  # cheapest first
-            if _blocks(v) <= n_sm and _tf32_sizes(v) and (best is None or _blocks(v) > _blocks(best[1])):
-                best = (a, v, c)
-        if best is not None:
-            found.append(best)
-    found.sort(key=lambda t: (-_blocks(t[1]), t[2].seconds, t[1].key))
-    return found[:limit]
+    return _fullest_wave_sizes(config, accepted, _tf32_sizes, limit, pool, n_sm)
 
 
 #: bytes of one L2 line (and DRAM burst) on the GPUs we target

@@ -531,10 +531,10 @@ def test_with_a_gpu_the_tail_is_rechecked_beside_the_stage_and_nothing_is_lost(
     assert out.kernel is not None and not out.not_rechecked
 
 
-def _gemm() -> KernelGraph:
+def _gemm(dtype: str = "f16") -> KernelGraph:
     g = mf.Graph()
-    x = g.input((256, 1024), "f16", "X")
-    w = g.input((1024, 512), "f16", "W")
+    x = g.input((256, 1024), dtype, "X")
+    w = g.input((1024, 512), dtype, "W")
     g.output(g.matmul(x, w))
     return g.build()
 
@@ -568,13 +568,22 @@ def test_warpgroup_mma_sizes_are_measured_and_can_win(monkeypatch: pytest.Monkey
         optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
         for a in superoptimize(program(), "norm", budget_s=60, overrides=SPACE, gpu=False).accepted])
     a, v, _ = found[0]
-    monkeypatch.setattr(gs, "_tune_one", _fake_tune({grids(v): 5.0}))
-    ctx = gs.VariantContext(cfg, Verifier(_gemm(), seed=5), FloatRecheck(_gemm()), n_sm=n_sm)
-    ranked, kernel, notes = gs._gpu_rank(_gemm(), accepted, 1, 0, None, ctx)
+    _variant_wins(monkeypatch, _gemm(), cfg, accepted, a, v, n_sm, "warpgroup-MMA size", grids)
+
+
+def _variant_wins(monkeypatch: pytest.MonkeyPatch, prog: KernelGraph, cfg: Any,
+                  accepted: list[Any], a: Any, v: KernelGraph, n_sm: int, kind: str,
+                  key: Any) -> None:
+    """With a stand-in tuner that times ``v`` (by ``key``) at 5 µs and everything else at 50,
+    the GPU stage ranks ``a``'s structure first with ``v`` as its graph, noted as a ``kind``
+    variant."""
+    monkeypatch.setattr(gs, "_tune_one", _fake_tune({key(v): 5.0}, key=key))
+    ctx = gs.VariantContext(cfg, Verifier(prog, seed=5), FloatRecheck(prog), n_sm=n_sm)
+    ranked, kernel, notes = gs._gpu_rank(prog, accepted, 1, 0, None, ctx)
     assert kernel == ("kernel", v.key, False)
     assert not [n for n in notes if "FAILED" in n or "failed" in n]
     assert ranked[0] is a and a.graph.key == v.key and a.measured_us == 5.0
-    assert "warpgroup-MMA size variant" in (a.validation or "")
+    assert f"{kind} variant" in (a.validation or "")
 
 
 def test_a_structure_that_is_two_kinds_of_hedge_is_walked_once(
@@ -636,11 +645,7 @@ def test_the_inputs_own_lowering_is_timed_quickly_unless_it_may_win(
 
 
 def _gemm32() -> KernelGraph:
-    g = mf.Graph()
-    x = g.input((256, 1024), "f32", "X")
-    w = g.input((1024, 512), "f32", "W")
-    g.output(g.matmul(x, w))
-    return g.build()
+    return _gemm("f32")
 
 
 #: (the derived space, as for the fp16 product)
@@ -675,15 +680,7 @@ def test_fp32_loops_are_measured_at_longer_loop_ranges_and_can_win(
         assert not gs.loop_range_variants(f16, b.graph, set())
     if not found:
         return
-    v = found[0][0]
-    monkeypatch.setattr(gs, "_tune_one", _fake_tune({gs._kernel_grids(v): 5.0},
-                                                    key=gs._kernel_grids))
-    ctx = gs.VariantContext(cfg, Verifier(_gemm32(), seed=5), FloatRecheck(_gemm32()), n_sm=8)
-    ranked, kernel, notes = gs._gpu_rank(_gemm32(), [a], 1, 0, None, ctx)
-    assert kernel == ("kernel", v.key, False)
-    assert not [n for n in notes if "FAILED" in n or "failed" in n]
-    assert ranked[0] is a and a.graph.key == v.key and a.measured_us == 5.0
-    assert "loop range variant" in (a.validation or "")
+    _variant_wins(monkeypatch, _gemm32(), cfg, [a], a, found[0][0], 8, "loop range", gs._kernel_grids)
 
 
 def test_tf32_sizes_are_measured_and_can_win(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -712,10 +709,4 @@ def test_tf32_sizes_are_measured_and_can_win(monkeypatch: pytest.MonkeyPatch) ->
     assert not gs.tf32_variants(opt.make_config(_gemm(), None, GEMM_SPACE), [
         optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error) for a in f16])
     a, v, _ = found[0]
-    monkeypatch.setattr(gs, "_tune_one", _fake_tune({gs._kernel_grids(v): 5.0}, key=gs._kernel_grids))
-    ctx = gs.VariantContext(cfg, Verifier(_gemm32(), seed=5), FloatRecheck(_gemm32()), n_sm=n_sm)
-    ranked, kernel, notes = gs._gpu_rank(_gemm32(), accepted, 1, 0, None, ctx)
-    assert kernel == ("kernel", v.key, False)
-    assert not [n for n in notes if "FAILED" in n or "failed" in n]
-    assert ranked[0] is a and a.graph.key == v.key and a.measured_us == 5.0
-    assert "TF32 size variant" in (a.validation or "")
+    _variant_wins(monkeypatch, _gemm32(), cfg, accepted, a, v, n_sm, "TF32 size", gs._kernel_grids)
