@@ -326,7 +326,7 @@ def _tf32_sizes(g: KernelGraph) -> bool:
     """Every looping graph-defined kernel of ``g`` (at least one) multiplies fp32 tiles, and
     each such product tiles for TF32 MMAs on TF32_SIZE_THREADS threads with at least
     TF32_SIZE_MIN_TILES 16 x 8 tiles a warp (``codegen.schedule.tf32_warp_tiling``)."""
-    from mirage_formal.codegen.schedule import tf32_warp_tiling
+    from mirage_formal.codegen.schedule import tf32_product_dims, tf32_warp_tiling
     from mirage_formal.ir.dtypes import DType
 
     if not _fp32_loops(g):
@@ -338,9 +338,9 @@ def _tf32_sizes(g: KernelGraph) -> bool:
         for x in n.attr("graph").nodes:
             if x.op != "matmul" or not all(s.dtype is DType.F32 for s in x.src):
                 continue
-            if len(x.shape) != 2 or tf32_warp_tiling(x.shape[0], x.shape[1], x.src[0].shape[-1], warps) is None:
-                return False
-            if (x.shape[0] // 16) * (x.shape[1] // 8) < TF32_SIZE_MIN_TILES * warps:
+            dims = tf32_product_dims(x)
+            tiling = tf32_warp_tiling(*dims, warps) if dims is not None else None
+            if tiling is None or tiling[0] * tiling[1] < TF32_SIZE_MIN_TILES:
                 return False
     return True
 

@@ -27,6 +27,7 @@ from mirage_formal.codegen.schedule import (
     pair_axis,
     split_ok,
     stream_k_ok,
+    tf32_product_dims,
     tf32_warp_tiling,
     warp_tiles,
     wgmma_threads,
@@ -667,16 +668,14 @@ class KernelLayout:
     def tf32_tiling(self, n: Node) -> tuple[int, int, int] | None:
         """How the warps share fp32 product ``n`` on the tensor cores under Schedule.tf32x3
         (:func:`schedule.tf32_warp_tiling`), or None where it stays on the CUDA cores: a
-        product of two fp32 tiles stored in shared memory (no batch, no one-row A or
-        one-column B, not inlined) that the function tiles for this block's warps."""
-        if not self.opts.tf32x3 or n.op != "matmul" or len(n.shape) != 2 or n in self.gemv:
+        product :func:`schedule.tf32_product_dims` takes, of two tiles stored in shared
+        memory (not inlined, not a gemv's), that the function tiles for this block's warps."""
+        dims = tf32_product_dims(n) if self.opts.tf32x3 else None
+        if dims is None or n in self.gemv or self.T % 32:
             return None
-        A, B = n.src
-        if (A.dtype is not DType.F32 or B.dtype is not DType.F32 or len(A.shape) != 2
-                or len(B.shape) != 2 or A in self.inline or B in self.inline
-                or A.shape[0] != n.shape[0] or B.shape[1] != n.shape[1] or self.T % 32):
+        if n.src[0] in self.inline or n.src[1] in self.inline:
             return None
-        return tf32_warp_tiling(n.shape[0], n.shape[1], A.shape[1], self.T // 32)
+        return tf32_warp_tiling(*dims, self.T // 32)
 
     def _hoist_ok(self, n: Node, loop_defined: set[Node]) -> bool:
         """Loop-step matmul ``n`` runs on tensor cores, its A tile is stored and defined before

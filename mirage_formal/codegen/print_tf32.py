@@ -118,15 +118,16 @@ class Tf32Printer(TilePrinter):
         op = "+=" if add else "="
         pairs = not conv and self.row(dnode) % 2 == 0 and not add
         i2, i3 = ind + "  ", ind + "    "
+        lead = ["0"] * (len(dnode.shape) - 2)  # (a per-head tile's leading dimensions of 1)
         body: list[str] = []
         for h, row in enumerate(("r", "r + 8")):
             vals = [self.epilogue(dnode, f"{sums}[wm][wn][{2 * h + j}]") for j in range(2)]
             if pairs:
-                at = self.addr(dnode, [row, "c"])
+                at = self.addr(dnode, [*lead, row, "c"])
                 body.append(f"{i3}*reinterpret_cast<float2*>(&{buf}[{at}]) = "
                             f"make_float2({vals[0]}, {vals[1]});")
             else:
-                body += [f"{i3}{buf}[{self.addr(dnode, [row, f'c + {j}'])}] {op} {conv}({v});"
+                body += [f"{i3}{buf}[{self.addr(dnode, [*lead, row, f'c + {j}'])}] {op} {conv}({v});"
                          for j, v in enumerate(vals)]
         return [f"{ind}#pragma unroll",
                 f"{ind}for (int wm = 0; wm < {WM}; ++wm) {{",

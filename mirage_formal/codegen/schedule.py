@@ -31,7 +31,7 @@ from typing import Any
 
 from mirage_formal.codegen.tma import BOX_COLS, box_rows, tma_tile_ok
 from mirage_formal.errors import GraphError
-from mirage_formal.ir.dtypes import tensor_core_type
+from mirage_formal.ir.dtypes import DType, tensor_core_type
 from mirage_formal.ir.graph import BlockGraph
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY
@@ -71,6 +71,24 @@ def cc_block(shape: Sequence[int], cc_rows: int, cc_cols: int, threads: int) -> 
 #: 16 x 8 output tiles a warp of a TF32 product owns at most (4 fp32 sums each a thread, and
 #: as many again for the sums of one loop step: print_tf32)
 TF32_MAX_TILES = 16
+
+
+def tf32_product_dims(n: Node) -> tuple[int, int, int] | None:
+    """(M, N, K) of block op ``n`` when it is a product Schedule.tf32x3 may take: a matmul of
+    two fp32 tiles with no batch but dimensions of size 1 (a per-head tile [1, M, K]), A of
+    the product's M rows and B of its N columns (no broadcast one-row A or one-column B);
+    None otherwise. Whether its tiles then divide over a block's warps is
+    :func:`tf32_warp_tiling`'s."""
+    if n.op != "matmul" or len(n.shape) < 2:
+        return None
+    A, B = n.src
+    if (A.dtype is not DType.F32 or B.dtype is not DType.F32 or len(A.shape) < 2
+            or len(B.shape) < 2 or any(math.prod(x.shape[:-2]) != 1 for x in (n, A, B))):
+        return None
+    M, N, K = n.shape[-2], n.shape[-1], A.shape[-1]
+    if A.shape[-2] != M or B.shape[-1] != N:
+        return None
+    return M, N, K
 
 
 def tf32_warp_tiling(M: int, N: int, K: int, warps: int) -> tuple[int, int, int] | None:
@@ -358,8 +376,8 @@ class Schedule:
     #: big_a·big_b with fp32 sums (the small·small term, below 2^-22 |a·b|, is dropped). Each
     #: product is then exact to about 3·2^-22 of |a·b| before the fp32 summation (fp32 FMAs:
     #: 2^-24), at up to 2.5 times the FMA units' rate (H200: 495 TFLOP/s of TF32 over 3
-    #: against 67 of fp32 FMA). Applies where a product's tile splits evenly into 16 x 8
-    #: output tiles, at most 16 a warp (:meth:`layout.KernelLayout.tf32_tiling`); the others
+    #: against 67 of fp32 FMA). Applies where a product's tile (:func:`tf32_product_dims`)
+    #: splits evenly into 16 x 8 output tiles, at most 16 a warp (:func:`tf32_warp_tiling`); the others
     #: stay on the CUDA cores. Off by default: a tuner candidate, validated like any other
     #: against the float64 program (fp32 tolerance 1e-4)
     tf32x3: bool = False

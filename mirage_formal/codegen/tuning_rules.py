@@ -31,11 +31,12 @@ from mirage_formal.codegen.schedule import (
     split_ok,
     stream_k_ok,
     streams_raw_tiles,
+    tf32_product_dims,
     tf32_warp_tiling,
     tma_ring_fits,
     wgmma_threads,
 )
-from mirage_formal.ir.dtypes import DType, tensor_core_type
+from mirage_formal.ir.dtypes import tensor_core_type
 from mirage_formal.ir.graph import BlockGraph, elementwise_tree, streams_weights
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.occupancy import loop_splits
@@ -426,14 +427,11 @@ def _tf32_thread_counts(bg: BlockGraph, threads: list[int | None]) -> list[int |
     """The block sizes among ``threads`` (None: the block graph's own) whose warps tile every
     fp32 product of ``bg`` that Schedule.tf32x3 could take (:func:`tf32_warp_tiling`), widest
     first; none when no product could."""
-    prods = [n for n in bg.nodes if n.op == "matmul" and len(n.shape) == 2
-             and all(s.dtype is DType.F32 and len(s.shape) == 2 for s in n.src)
-             and n.src[0].shape[0] == n.shape[0] and n.src[1].shape[1] == n.shape[1]]
+    prods = [d for n in bg.nodes if (d := tf32_product_dims(n)) is not None]
     if not prods:
         return []
     return [t for t in reversed(threads)
-            if all(tf32_warp_tiling(n.shape[0], n.shape[1], n.src[0].shape[1], (t or bg.threads) // 32)
-                   for n in prods)]
+            if all(tf32_warp_tiling(*d, (t or bg.threads) // 32) for d in prods)]
 
 
 def _consumers(bg: BlockGraph, n: object) -> list[Any]:

@@ -2,7 +2,8 @@
 
 - on any machine: how :func:`schedule.tf32_warp_tiling` shares a product among warps (a
   property over shapes and warp counts, and worked examples), which products the layout
-  takes (fp32 operand tiles, 16-row and 8-column tiles, no batch), that the tuner tries it
+  takes (fp32 operand tiles, 16-row and 8-column tiles, no batch but dimensions of 1), that
+  the tuner tries it
   on fp32 products only, that a schedule's key is unchanged without it, and that every
   kernel below compiles for sm_90 with the TF32 products in it exactly where they apply;
 - on the GPU: each of those kernels computes the program's float64 function, and a long k
@@ -13,10 +14,17 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
-from graph_strategies import fold_loop_program, gated_loop_program, matmul_loop_program
+from graph_strategies import (
+    as_dtype_program,
+    attention_loop_program,
+    fold_loop_program,
+    gated_loop_program,
+    matmul_loop_program,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -30,7 +38,7 @@ from mirage_formal.codegen import (
     gpu_available,
     launches,
 )
-from mirage_formal.codegen.schedule import TF32_MAX_TILES, tf32_warp_tiling
+from mirage_formal.codegen.schedule import TF32_MAX_TILES, tf32_product_dims, tf32_warp_tiling
 from mirage_formal.ir.graph import KernelGraph
 
 
@@ -46,8 +54,8 @@ def _bias_product(m: int, k: int, n: int) -> KernelGraph:
 
 #: fp32 programs and whether their product can run as TF32 MMAs at some block size: a loop
 #: summed in registers, a loop-invariant A, two products and a gate, a fold beside the
-#: product, a loop-free product with an epilogue; and products it leaves on the CUDA cores
-#: (24 rows, a batch, 8 rows)
+#: product, a loop-free product with an epilogue, attention's two products on per-head tiles;
+#: and products it leaves on the CUDA cores (24 rows, 8 rows)
 PROGRAMS = {
     "loop_32x64x64": (lambda: matmul_loop_program(32, 64, 64, 3, dtype="f32"), True),
     "loop_16x8x8": (lambda: matmul_loop_program(16, 8, 8, 2, dtype="f32"), True),
@@ -56,8 +64,11 @@ PROGRAMS = {
     "gated_16": (lambda: gated_loop_program(16, 64, 64, 4, dtype="f32"), True),
     "fold_16": (lambda: fold_loop_program(16, 64, 3, n=32, dtype="f32"), True),
     "relu_product": (lambda: _bias_product(64, 96, 128), True),
+    # (a batch over the grid: per-head tiles [1, rows, k], both products of the attention loop)
+    "attention_per_head": (lambda: as_dtype_program(
+        attention_loop_program(16, 64, 64, 32, 2, batch=2, divide=True), "f32"), True),
     "rows_24": (lambda: matmul_loop_program(24, 32, 16, 2, dtype="f32"), False),
-    "batch": (lambda: matmul_loop_program(16, 16, 16, 3, batch=2, dtype="f32"), False),
+    "batch_over_grid": (lambda: matmul_loop_program(16, 16, 16, 3, batch=2, dtype="f32"), True),
     "rows_8": (lambda: gated_loop_program(8, 64, 64, 4, dtype="f32"), False),
 }
 THREADS = [None, 32, 256]
@@ -72,8 +83,8 @@ def _takes_tf32(prog: KernelGraph, sched: dict[str, Schedule]) -> bool:
     for la in launches(prog, 128):
         T = sched[la.graph.key].threads or la.graph.threads
         for n in la.graph.nodes:
-            if (n.op == "matmul" and len(n.shape) == 2 and all(len(s.shape) == 2 for s in n.src)
-                    and tf32_warp_tiling(n.shape[0], n.shape[1], n.src[0].shape[1], T // 32)):
+            dims = tf32_product_dims(n)
+            if dims is not None and tf32_warp_tiling(*dims, T // 32):
                 return True
     return False
 
@@ -131,8 +142,9 @@ def test_tf32_products_compile(name: str, threads: int | None,
     takes = _takes_tf32(prog, sched)
     assert ("mf::mma_1688_tf32(" in src) is (takes and possible), src
     if takes and possible:
-        # a product of the loop: its step's MMAs into sums of their own (mf_tc), added once
-        assert "mf_tc" in src or "for (int it" not in src
+        # a product summed in registers through the loop (kernel-wide mf_t<id>): its step's
+        # MMAs into sums of their own (mf_tc), added once a step
+        assert "mf_tc" in src or not re.search(r"float mf_t\d+\[", src)
     cache: Path = tmp_path_factory.getbasetemp() / "tf32_cubin"
     assert compile_cubin(src, "sm_90", cache=cache)[:4] == b"\x7fELF"
 
@@ -183,3 +195,23 @@ def test_a_long_k_range_keeps_fp32_accuracy() -> None:
     for low, high in ((-0.5, 0.5), (0.0, 1.0)):
         rep = validate(cg, trials=2, low=low, high=high)
         assert rep.ok and max(rep.errors) < 2e-6, rep
+
+
+def test_which_products_have_tf32_dimensions() -> None:
+    """A product of two fp32 tiles whose leading dimensions are all 1 (a per-head tile) has
+    its last two; a batch in the tile or an fp16 operand has none; a one-row product has its
+    dimensions, and the warp tiling then refuses it (rows are taken 16 at a time)."""
+    g = mf.Graph()
+    x = g.input((1, 32, 64), "f32", "X")
+    w = g.input((1, 64, 16), "f32", "W")
+    xb = g.input((2, 32, 64), "f32", "XB")
+    wb = g.input((2, 64, 16), "f32", "WB")
+    r = g.input((1, 64), "f32", "R")
+    h = g.input((64, 16), "f16", "H")
+    hx = g.input((32, 64), "f16", "HX")
+    outs = [g.matmul(x, w), g.matmul(xb, wb), g.matmul(r, g.input((64, 16), "f32", "W2")),
+            g.matmul(hx, h)]
+    g.output(*outs)
+    dims = [tf32_product_dims(n) for n in g.build().nodes if n.op == "matmul"]
+    assert dims == [(32, 16, 64), None, (1, 16, 64), None]
+    assert tf32_warp_tiling(1, 16, 64, 1) is None
