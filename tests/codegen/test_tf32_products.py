@@ -215,3 +215,45 @@ def test_which_products_have_tf32_dimensions() -> None:
     dims = [tf32_product_dims(n) for n in g.build().nodes if n.op == "matmul"]
     assert dims == [(32, 16, 64), None, (1, 16, 64), None]
     assert tf32_warp_tiling(1, 16, 64, 1) is None
+
+
+def _table_ugraphs_in_fp32() -> list[tuple[str, KernelGraph]]:
+    """The μGraphs of the H200 table's fp16 rows (benchmark and outside programs), each with
+    every tensor in fp32 instead: the structures the search finds, as an fp32 program has them."""
+    import json
+
+    from mirage_formal.ir.text import parse_text
+
+    table = Path(__file__).resolve().parents[2] / "benchmarks/results/gpu_optimize_h200.json"
+    out = []
+    for row in json.loads(table.read_text()):
+        text = row.get("best_ugraph") or ""
+        if "f16[" in text and "bf16[" not in text:
+            out.append((f"{row['workload']}:{row['b']}", as_dtype_program(parse_text(text), "f32")))
+    return out
+
+
+def test_the_tuners_tf32_candidates_for_the_tables_structures_compile(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every TF32 schedule the tuner's first round tries on the table's structures in fp32
+    (attention chains, folds, gates, two-kernel splits), and the second round's from the
+    first of them, compiles for sm_90, with the TF32 products in the kernel."""
+    from mirage_formal.codegen.tuning_rules import refinements
+
+    cache: Path = tmp_path_factory.getbasetemp() / "tf32_table_cubin"
+    compiled = 0
+    for _, g in _table_ugraphs_in_fp32():
+        las = launches(g, 128)
+        for la in las:
+            cands = candidate_schedules(la.graph)
+            tf32 = [s for s in cands if s.tf32x3]
+            if not tf32:
+                continue
+            for s in [*tf32, *[r for r in refinements(tf32[0], cands, la.graph) if r.tf32x3][::3]]:
+                sched = {x.graph.key: s if x.graph.key == la.graph.key else Schedule()
+                         for x in las}
+                src, _, _ = emit_graph(g, schedules=sched)
+                assert "mf::mma_1688_tf32(" in src
+                assert compile_cubin(src, "sm_90", cache=cache)[:4] == b"\x7fELF"
+                compiled += 1
+    assert compiled >= 20, compiled
