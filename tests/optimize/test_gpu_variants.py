@@ -543,16 +543,22 @@ def _gemm(dtype: str = "f16") -> KernelGraph:
 GEMM_SPACE: dict[str, Any] = {}
 
 
+def _searched(prog: KernelGraph, space: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """The search space of ``prog`` under ``space`` and its accepted μGraphs (no GPU), as
+    the GPU stage receives them."""
+    res = superoptimize(prog, budget_s=60, overrides=space, gpu=False)
+    return opt.make_config(prog, None, space), [
+        optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+        for a in res.accepted]
+
+
 def test_warpgroup_mma_sizes_are_measured_and_can_win(monkeypatch: pytest.MonkeyPatch) -> None:
     """Structures with a size whose every looping product runs as warpgroup MMAs are also
     measured at such a size, the most blocks one wave holds (the cost model knows only
     mma.sync); a faster one replaces its structure's entry."""
     from mirage_formal.codegen.schedule import wgmma_threads
 
-    res = superoptimize(_gemm(), budget_s=60, overrides=GEMM_SPACE, gpu=False)
-    cfg = opt.make_config(_gemm(), None, GEMM_SPACE)
-    accepted = [optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
-                for a in res.accepted]
+    cfg, accepted = _searched(_gemm(), GEMM_SPACE)
     n_sm = 8
     found = gs.wgmma_variants(cfg, accepted, n_sm=n_sm)
     assert found
@@ -657,10 +663,7 @@ def test_fp32_loops_are_measured_at_longer_loop_ranges_and_can_win(
     """Where the fastest structure's loops multiply fp32 tiles, its own grids at 2x and 4x its
     loop range (shorter k tiles) are measured too (the search keeps the cost model's range
     only); a faster one replaces its structure's entry. Not for fp16 loops."""
-    res = superoptimize(_gemm32(), budget_s=60, overrides=GEMM32_SPACE, gpu=False)
-    cfg = opt.make_config(_gemm32(), None, GEMM32_SPACE)
-    accepted = [optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
-                for a in res.accepted]
+    cfg, accepted = _searched(_gemm32(), GEMM32_SPACE)
     looping = [a for a in accepted if any(f > 1 for _, f in gs._kernel_grids(a.graph))]
     assert looping
     a = looping[0]
@@ -675,8 +678,8 @@ def test_fp32_loops_are_measured_at_longer_loop_ranges_and_can_win(
     assert len(found) == sum(tuple(f * m if f > 1 else f for _, f in own) in have
                              for m in gs.GPU_LOOP_RANGE_FACTORS)
     assert not gs.loop_range_variants(cfg, a.graph, {v.key for v, _ in found})
-    f16 = opt.make_config(_gemm(), None, GEMM_SPACE)
-    for b in superoptimize(_gemm(), budget_s=60, overrides=GEMM_SPACE, gpu=False).accepted:
+    f16, f16_accepted = _searched(_gemm(), GEMM_SPACE)
+    for b in f16_accepted:
         assert not gs.loop_range_variants(f16, b.graph, set())
     if not found:
         return
@@ -689,10 +692,7 @@ def test_tf32_sizes_are_measured_and_can_win(monkeypatch: pytest.MonkeyPatch) ->
     wave holds; a faster one replaces its structure's entry. Not for fp16 products."""
     from mirage_formal.codegen.schedule import tf32_warp_tiling
 
-    res = superoptimize(_gemm32(), budget_s=60, overrides=GEMM32_SPACE, gpu=False)
-    cfg = opt.make_config(_gemm32(), None, GEMM32_SPACE)
-    accepted = [optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
-                for a in res.accepted]
+    cfg, accepted = _searched(_gemm32(), GEMM32_SPACE)
     n_sm = 8
     found = gs.tf32_variants(cfg, accepted, n_sm=n_sm)
     assert found
@@ -705,8 +705,6 @@ def test_tf32_sizes_are_measured_and_can_win(monkeypatch: pytest.MonkeyPatch) ->
         eligible = [w for w, _ in gs.ranked_variants(cfg, a.graph)
                     if gs._blocks(w) <= n_sm and gs._tf32_sizes(w)]
         assert gs._blocks(v) == max(gs._blocks(w) for w in eligible)
-    f16 = superoptimize(_gemm(), budget_s=60, overrides=GEMM_SPACE, gpu=False).accepted
-    assert not gs.tf32_variants(opt.make_config(_gemm(), None, GEMM_SPACE), [
-        optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error) for a in f16])
+    assert not gs.tf32_variants(*_searched(_gemm(), GEMM_SPACE))
     a, v, _ = found[0]
     _variant_wins(monkeypatch, _gemm32(), cfg, accepted, a, v, n_sm, "TF32 size", gs._kernel_grids)
