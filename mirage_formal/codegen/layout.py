@@ -669,11 +669,12 @@ class KernelLayout:
         """How the warps share fp32 product ``n`` on the tensor cores under Schedule.tf32x3
         (:func:`schedule.tf32_warp_tiling`), or None where it stays on the CUDA cores: a
         product :func:`schedule.tf32_product_dims` takes, of two tiles stored in shared
-        memory (not inlined, not a gemv's), that the function tiles for this block's warps."""
+        memory as fp32 (not inlined, not fp16 tiles, not a gemv's), that the function tiles
+        for this block's warps."""
         dims = tf32_product_dims(n) if self.opts.tf32x3 else None
         if dims is None or n in self.gemv or self.T % 32:
             return None
-        if n.src[0] in self.inline or n.src[1] in self.inline:
+        if any(s in self.inline or s in self.half for s in n.src):  # (fp32 buffers only)
             return None
         return tf32_warp_tiling(*dims, self.T // 32)
 
