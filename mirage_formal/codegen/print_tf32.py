@@ -52,7 +52,7 @@ class Tf32Printer(TilePrinter):
         The step's k runs in 8s. Within each 8, the fragment's k index j (0-7) reads column
         (or B row) 2j and 2j + 1 for j < 4 and j >= 4 as the PTX layout's q and q + 4: the
         same sum in another order, and each A fragment row a lane reads is one 8-byte pair
-        (rows padded to 8 mod 32 floats: no bank conflict; B's rows stay at 4 mod 8). The
+        (rows padded to 8 or 24 mod 32 floats: no bank conflict; B's rows stay at 4 mod 8). The
         three products of a 16 x 8 tile depend on each other through its sums, so each of
         the three terms is issued for every tile of the warp before the next term starts.
 
