@@ -217,7 +217,8 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         """Issue 16-byte ``cp.async`` copies of raw tile ``n`` at iteration ``itv`` into
         stage ``itv % stages`` of its buffer, or into slot counter ``slot``'s stage (a
         counted ring's refill) (no commit)."""
-        nv = math.prod(n.shape) // 8
+        per16 = 16 // n.dtype.itemsize  # (elements a 16-byte copy moves)
+        nv = math.prod(n.shape) // per16
         decls, idx = multi_index(n.shape, "i", "t")
         ref = self.iter_ref(n, idx, itv)
         off = (self.raw_offset(n, lin(n.shape[:-1], idx[:-1]), f"({idx[-1]}) >> 3", idx[-2])
@@ -231,7 +232,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         else:
             copy = f"mf::cp_async16({dst}, &{ref})"
         return [*self.block_loop("v", nv, ind),
-                f"{ind}  const int i = v * 8;", *[ind + "  " + d for d in decls],
+                f"{ind}  const int i = v * {per16};", *[ind + "  " + d for d in decls],
                 f"{ind}  {copy};", f"{ind}}}"]
 
     def emit_load(self, n: Node, ind: str) -> list[str]:
@@ -572,6 +573,10 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                 t = FLOAT16[half_names[bname]]
                 lines.append(f"  {t.c_type}* {bname} = reinterpret_cast<{t.c_type}*>({base} + {bb.offset});"
                              f"  // {t.name} tile, {bb.size} floats, steps {bb.first}..{bb.last}")
+                continue
+            if bname in raw_names and raw_names[bname] is DType.F32:  # (Schedule.ring32)
+                lines.append(f"  float* {bname} = {base} + {bb.offset};  // raw fp32, {self.stages} "
+                             f"stages, {bb.size} floats, steps {bb.first}..{bb.last}")
                 continue
             if bname in raw_names:
                 t = FLOAT16[raw_names[bname]]

@@ -265,7 +265,8 @@ class KernelLayout:
         #: Schedule.tma_multicast: the grid axis whose pairs of blocks form a cluster, and the
         #: ring tiles both blocks of a pair read (copied once for both), or None and nothing
         self.mcast_axis, self.mcast = self._multicast()
-        per_stage = sum(2 * math.prod(n.shape[:-1]) * (n.shape[-1] + self.raw_pad(n)) for n in raw)
+        per_stage = sum(n.dtype.itemsize * math.prod(n.shape[:-1]) * (n.shape[-1] + self.raw_pad(n))
+                        for n in raw)
         #: cp.async pipeline depth: iterations in flight (stages of every raw tile)
         self.stages = max(2, min(self.opts.async_stages, self.FL,
                                  self.opts.async_stage_bytes // max(per_stage, 1)))
@@ -290,8 +291,7 @@ class KernelLayout:
             # banks (print_tf32; B's rows at 4 mod 8, as above, already do for its reads)
             A = n.src[0]
             if A in self.ld:
-                K = A.shape[-1]
-                self.ld[A] = K + (8 if K % 16 == 0 else 16)
+                self.ld[A] = A.shape[-1] + self.tf32_pad(A)
         for n in self.half:  # fp16 rows padded by 8 halves (ldmatrix)
             self.ld[n] = n.shape[-1] + 8
         for n in raw:  # (raw tiles that only rms_norms read get the same rows)
@@ -363,8 +363,21 @@ class KernelLayout:
         return -(-math.prod(n.shape[:-1]) // 8) * 8 * BOX_COLS
 
     def raw_pad(self, n: Node) -> int:
-        """Halves of padding after each row of raw tile ``n``."""
+        """Elements (halves; floats for an fp32 tile) of padding after each row of raw tile
+        ``n``: 16 bytes for ldmatrix's rows, none where swizzled; an fp32 tile's as a TF32
+        product reads it (:meth:`tf32_pad`)."""
+        if n.dtype is DType.F32:
+            return self.tf32_pad(n)
         return 0 if n in self.swz else 8
+
+    def tf32_pad(self, n: Node) -> int:
+        """Floats of padding after each row of fp32 tile ``n`` that TF32 products read: as
+        some product's A, rows 8 or 24 floats apart mod 32 (a half-warp's 8-byte fragment
+        pairs in distinct banks); as B only, 4 (its fragment rows 2q and 2q + 1 at column g:
+        rows 4 apart mod 8 put them in distinct banks)."""
+        if any(c.src[0] is n for c in self.consumers[n] if c in self.tf32):
+            return 8 if n.shape[-1] % 16 == 0 else 16
+        return 4
 
     def _swizzle_ok(self, n: Node) -> bool:
         """Raw tile ``n`` can keep swizzled dense rows: rows of whole groups of eight 16-byte
@@ -847,13 +860,16 @@ class KernelLayout:
 
     def _ring_tile(self, n: Node) -> bool:
         """Iterator tile ``n`` could be a raw ring tile whoever reads it: it changes every
-        iteration of a real loop, is no output and not inlined, and is fp16 with rows of
-        16-byte multiples in the tile and in global memory."""
+        iteration of a real loop, is no output and not inlined, and is fp16 or bf16 (or, under
+        Schedule.ring32, fp32) with rows of 16-byte multiples in the tile and in global
+        memory."""
         if not self.opts.async_copy or n.op != ITER or self.bg.forloop < 2:
             return False
         if n.attr("fmap") == -1 or n in self.out_nodes or n in self.inline:
             return False
         shape, dt = self.bg.inputs[n.attr("input")]
+        if dt is DType.F32 and n.dtype is DType.F32:  # (Schedule.ring32: 4 floats a copy)
+            return self.opts.ring32 and n.shape[-1] % 4 == 0 and shape[-1] % 4 == 0
         return (tensor_core_type(dt, n.dtype) is not None and n.shape[-1] % 8 == 0
                 and shape[-1] % 8 == 0)
 
@@ -863,6 +879,8 @@ class KernelLayout:
         if not self._ring_tile(n):
             return False
         cs = self.consumers[n]
+        if n.dtype is DType.F32:  # (an fp32 ring tile: TF32 products read it, nothing else)
+            return bool(cs) and all(c in self.tf32 for c in cs)
 
         # consumers: tensor-core matmuls, gemv matmuls reading it as B (16-byte vectors from
         # the ring instead of prefetch registers; a gemv reads its A as fp32), row-wise
@@ -880,11 +898,12 @@ class KernelLayout:
         return bool(cs) and all(reads(c) for c in cs)
 
     def stage_halves(self, n: Node) -> int:
-        """Halves of one stage of raw tile ``n`` (16-byte multiple; in a TMA ring, whole
-        1024-byte boxes: :meth:`tma_box_halves`)."""
+        """Elements (halves; floats for an fp32 tile) of one stage of raw tile ``n`` (16-byte
+        multiple; in a TMA ring, whole 1024-byte boxes: :meth:`tma_box_halves`)."""
         if self.tma:
             return n.shape[-1] // BOX_COLS * self.tma_box_halves(n)
-        return -(-math.prod(n.shape[:-1]) * self.ld[n] // 8) * 8
+        per16 = 16 // n.dtype.itemsize
+        return -(-math.prod(n.shape[:-1]) * self.ld[n] // per16) * per16
 
     def ring_counted(self) -> bool:
         """Whether the loop keeps its ring slots in counters (``mf_s``, ``mf_sr``) instead of
@@ -929,9 +948,9 @@ class KernelLayout:
         return " + ".join(parts) if parts else "0"
 
     def buf_size(self, n: Node) -> int:
-        """Floats of ``n``'s buffer (a raw tile: ``stages`` stages of padded fp16 rows)."""
+        """Floats of ``n``'s buffer (a raw tile: ``stages`` stages of padded rows)."""
         if n in self.raw:
-            return self.stages * self.stage_halves(n) // 2
+            return self.stages * self.stage_halves(n) * n.dtype.itemsize // 4
         if n in self.half:
             return -(-math.prod(n.shape[:-1]) * self.ld[n] // 2)
         return math.prod(n.shape[:-1]) * self.row(n)

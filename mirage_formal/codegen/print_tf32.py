@@ -1,7 +1,8 @@
 """Printing fp32 products on the tensor cores as three TF32 MMAs each (Schedule.tf32x3).
 
 Each warp owns a fixed WM x WN block of 16 x 8 output tiles (:meth:`KernelLayout.tf32_tiling`).
-Per k step of 8 it reads its A and B fragments from the fp32 shared-memory tiles (PTX ISA
+Per k step of 8 it reads its A and B fragments from the fp32 shared-memory tiles (or their
+stage of the cp.async ring, Schedule.ring32; PTX ISA
 layout of ``mma.m16n8k8`` with ``.tf32`` operands: A rows g, g + 8 at columns q, q + 4; B rows
 q, q + 4 at column g; C rows g, g + 8 at columns 2q, 2q + 1, where g = lane / 4, q = lane % 4),
 splits every value into a TF32 big part and a TF32 small part (``mf::tf32_split``) and adds
@@ -32,6 +33,11 @@ class Tf32Printer(TilePrinter):
         return [f"{ind}const int mf_w = threadIdx.x >> 5, mf_g = (threadIdx.x & 31) >> 2, "
                 f"mf_q = threadIdx.x & 3;",
                 f"{ind}const int mf_m0 = (mf_w / {GN}) * {WM * 16}, mf_n0 = (mf_w % {GN}) * {WN * 8};"]
+
+    def _tf32_tile(self, x: Node) -> str:
+        """Where operand tile ``x`` starts: its buffer, or this iteration's stage of it in the
+        cp.async ring (Schedule.ring32)."""
+        return f"({self.buf[x]} + {self.stage_offset(x)})" if x in self.raw else self.buf[x]
 
     def tf32_zeros(self, n: Node, ind: str) -> list[str]:
         """Before the loop: the zeroed sums of TF32 product ``n`` (in ``cc_acc``)."""
@@ -78,8 +84,8 @@ class Tf32Printer(TilePrinter):
                       f"{i4}  mf::mma_1688_tf32({step}[wm][wn], {fa}, {fb}[wn]);"]
         lines = [f"{ind}{{", *self._tf32_head(n, i2),
                  f"{i2}float {step}[{WM}][{WN}][4] = {{}};",
-                 f"{i2}const float* const mf_pa = {self.buf[A]} + (mf_m0 + mf_g) * {lda} + 2 * mf_q;",
-                 f"{i2}const float* const mf_pb = {self.buf[B]} + 2 * mf_q * {ldb} + mf_n0 + mf_g;",
+                 f"{i2}const float* const mf_pa = {self._tf32_tile(A)} + (mf_m0 + mf_g) * {lda} + 2 * mf_q;",
+                 f"{i2}const float* const mf_pb = {self._tf32_tile(B)} + 2 * mf_q * {ldb} + mf_n0 + mf_g;",
                  f"{i2}#pragma unroll 2",
                  f"{i2}for (int k = 0; k < {K}; k += 8) {{",
                  f"{i3}unsigned mf_bb[{WN}][2], mf_bs[{WN}][2];",

@@ -127,14 +127,14 @@ def gemv_rows_ok(rows: int, threads: int) -> bool:
 _CHECKED_FLAGS = ("cluster_combine", "fold_registers", "ring_first", "row_registers", "evict_first",
                   "dense_rows", "mma_kpair", "reg_epilogue", "fold_fragments", "one_barrier",
                   "tma_ring", "a_op_fragments", "wgmma", "tma_multicast", "pad_acc_rows",
-                  "fold_mma", "tf32x3")
+                  "fold_mma", "tf32x3", "ring32")
 
 
 #: the fields a schedule's text key holds only when they differ from their default
 _KEYED_WHEN_SET = ("stream_k", "dense_rows", "mma_kpair", "mma_kslice", "reg_epilogue",
                    "fold_fragments", "one_barrier", "tma_ring", "a_op_fragments", "wgmma",
                    "tma_multicast", "wgmma_cols", "pad_acc_rows", "fold_mma", "cc_rows",
-                   "cc_cols", "tf32x3")
+                   "cc_cols", "tf32x3", "ring32")
 
 
 @dataclass(frozen=True)
@@ -381,6 +381,12 @@ class Schedule:
     #: stay on the CUDA cores. Off by default: a tuner candidate, validated like any other
     #: against the float64 program (fp32 tolerance 1e-4)
     tf32x3: bool = False
+    #: fp32 iterator tiles that change every iteration and are read only by TF32 products
+    #: (``tf32x3``) stream through the cp.async ring like fp16 tiles (``async_stages`` deep,
+    #: 16-byte copies, rows padded for the TF32 fragment reads) instead of through prefetch
+    #: registers and a store to shared memory: the registers go to the TF32 sums, and the
+    #: copies of later iterations overlap the products
+    ring32: bool = False
 
     def __post_init__(self) -> None:
         if self.l2_fetch not in (0, 128, 256):

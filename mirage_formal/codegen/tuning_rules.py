@@ -552,7 +552,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       registers, 4 x 4 there with them, and up to 8 x 8 on the widest block, alone, with
       them, and at the split that fills one wave); and the same products as TF32 MMAs
       (``tf32x3``) on each block size whose warps tile them, at the split that fills one
-      wave, with 8 and with 16 prefetch registers;
+      wave, with 8 and with 16 prefetch registers, and with the fp32 tiles through the
+      cp.async ring (``ring32``);
     - for a loop-free kernel of one-row tiles (:func:`row_registers_ok`), every tile in
       registers (``row_registers``) at each of the thread counts above where it applies;
     - for a kernel whose blocks read fewer than 64 bytes of each row of an input
@@ -765,8 +766,14 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
         # registers and with the default 16 (the 512 x 2048 x 2048 product's fastest: 128 x 128
         # tiles on 256 threads split 2, 8 registers, 91.4 µs against 113.0 for 8 x 8 FMA
         # blocking and 99.3 for cuBLAS's sgemm; 16 registers spilled there, 100.4: H200 s39 c5)
+        tf32_threads = _tf32_thread_counts(bg, threads)
         extra[:0] = [replace(base, tf32x3=True, threads=t, split=wave, prefetch_regs=p)
-                     for t in _tf32_thread_counts(bg, threads) for p in (8, 16)]
+                     for t in tf32_threads for p in (8, 16)]
+        # ... and with their fp32 tiles through the cp.async ring instead of prefetch
+        # registers (Schedule.ring32; up to 128 KB of stages: 3 of a 128 x 128 tile at k 32)
+        extra[len(tf32_threads) * 2:len(tf32_threads) * 2] = [
+            replace(base, tf32x3=True, ring32=True, threads=t, split=wave,
+                    async_stage_bytes=128 * 1024) for t in tf32_threads]
     if coarsen:
         extra[:0] = _coarsened_candidates(bg, sm_count)
     out = [grid[0], *extra, *grid[1:]]

@@ -36,7 +36,7 @@ def test_every_field_survives_the_text_key_and_unknown_fields_are_refused() -> N
                  mma_kslice=4, reg_epilogue=True, fold_fragments=True, one_barrier=True,
                  tma_ring=True, a_op_fragments=True, wgmma=True, tma_multicast=True,
                  wgmma_cols=2, pad_acc_rows=True, fold_mma=True, cc_rows=4, cc_cols=2,
-                 tf32x3=True)
+                 tf32x3=True, ring32=True)
     assert Schedule.from_dict(s.to_dict()) == s
     t = Schedule(stream_k=132, gemv=True)  # (stream-K comes without a split)
     assert Schedule.from_dict(t.to_dict()) == t

@@ -72,10 +72,13 @@ PROGRAMS = {
     "rows_8": (lambda: gated_loop_program(8, 64, 64, 4, dtype="f32"), False),
 }
 THREADS = [None, 32, 256]
+#: the fp32 tiles through prefetch registers (the default), or through the cp.async ring
+RINGS = [False, True]
 
 
-def _tf32(prog: KernelGraph, threads: int | None) -> dict[str, Schedule]:
-    return {la.graph.key: Schedule(tf32x3=True, threads=threads) for la in launches(prog, 128)}
+def _tf32(prog: KernelGraph, threads: int | None, ring: bool = False) -> dict[str, Schedule]:
+    return {la.graph.key: Schedule(tf32x3=True, threads=threads, ring32=ring)
+            for la in launches(prog, 128)}
 
 
 def _takes_tf32(prog: KernelGraph, sched: dict[str, Schedule]) -> bool:
@@ -131,13 +134,14 @@ def test_tuner_tries_tf32_on_fp32_products_only() -> None:
             assert any(s.tf32x3 for s in scheds) is want, dtype
 
 
+@pytest.mark.parametrize("ring", RINGS)
 @pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_tf32_products_compile(name: str, threads: int | None,
+def test_tf32_products_compile(name: str, threads: int | None, ring: bool,
                                tmp_path_factory: pytest.TempPathFactory) -> None:
     make, possible = PROGRAMS[name]
     prog = make()
-    sched = _tf32(prog, threads)
+    sched = _tf32(prog, threads, ring)
     src, _, _ = emit_graph(prog, schedules=sched)
     takes = _takes_tf32(prog, sched)
     assert ("mf::mma_1688_tf32(" in src) is (takes and possible), src
@@ -173,25 +177,27 @@ def test_the_prefill_tile_reads_a_in_pairs_and_b_rows_four_apart() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_available(), reason="needs a GPU")
+@pytest.mark.parametrize("ring", RINGS)
 @pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_tf32_products_validate(name: str, threads: int | None) -> None:
+def test_tf32_products_validate(name: str, threads: int | None, ring: bool) -> None:
     from mirage_formal.codegen.validate import validate
 
     prog = PROGRAMS[name][0]()
-    cg = compile_graph(prog, schedules=_tf32(prog, threads))
+    cg = compile_graph(prog, schedules=_tf32(prog, threads, ring))
     rep = validate(cg, trials=2)
-    assert rep.ok, f"{name} {threads}: {rep}\n{cg.source}"
+    assert rep.ok, f"{name} {threads} ring={ring}: {rep}\n{cg.source}"
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_available(), reason="needs a GPU")
-def test_a_long_k_range_keeps_fp32_accuracy() -> None:
+@pytest.mark.parametrize("ring", RINGS)
+def test_a_long_k_range_keeps_fp32_accuracy(ring: bool) -> None:
     from mirage_formal.codegen.validate import validate
 
     prog = matmul_loop_program(64, 64, 64, 32, dtype="f32")  # k = 2048
-    cg = compile_graph(prog, schedules=_tf32(prog, 128))
-    assert "mf::mma_1688_tf32(" in cg.source
+    cg = compile_graph(prog, schedules=_tf32(prog, 128, ring))
+    assert "mf::mma_1688_tf32(" in cg.source and ("raw fp32" in cg.source) is ring
     for low, high in ((-0.5, 0.5), (0.0, 1.0)):
         rep = validate(cg, trials=2, low=low, high=high)
         assert rep.ok and max(rep.errors) < 2e-6, rep
@@ -257,3 +263,40 @@ def test_the_tuners_tf32_candidates_for_the_tables_structures_compile(
                 assert compile_cubin(src, "sm_90", cache=cache)[:4] == b"\x7fELF"
                 compiled += 1
     assert compiled >= 20, compiled
+
+
+def test_the_ring_carries_the_fp32_tiles_a_tf32_product_reads() -> None:
+    """Under ``ring32`` the prefill tile's X and W tiles (128 x 32 and 32 x 128 fp32) are raw
+    ring tiles: 16-byte cp.async copies of 4 floats, three stages of padded rows (X at 40
+    floats, its A reads' padding; W at 132) in 128 KB, read by the TF32 product at this
+    iteration's stage; no prefetch registers for them. Without a TF32 product (the FMA loop) or without the field,
+    fp32 tiles keep the prefetch path."""
+    g = mf.Graph()
+    x = g.input((512, 2048), "f32", "X")
+    w = g.input((2048, 2048), "f32", "W")
+    kern = g.kernel([x, w], grid=(4, 16, 1), forloop=64)
+    a = kern.iter(x, imap=(0, -1, -1), fmap=1)
+    b = kern.iter(w, imap=(-1, 1, -1), fmap=0)
+    kern.output(kern.accum(kern.matmul(a, b), kind="sum"), omap=(0, 1, -1))
+    (y,) = kern.build()
+    g.output(y)
+    prog = g.build()
+    key = launches(prog, 128)[0].graph.key
+    src, _, _ = emit_graph(prog, schedules={key: Schedule(threads=256, tf32x3=True, ring32=True,
+                                                          async_stage_bytes=128 * 1024)})
+    assert src.count("// raw fp32, 3 stages") == 2 and "pf0_" not in src
+    # (3 stages: a counted ring, the refill into slot mf_sr, this iteration's stage mf_s)
+    assert re.search(r"mf::cp_async16\(b\d+ \+ mf_sr \* 5120 \+ \(\(t0\)\)\*40 \+ \(t1\)", src)
+    assert re.search(r"mf_pa = \(b\d+ \+ mf_s \* 5120\) \+ \(mf_m0 \+ mf_g\) \* 40", src)
+    assert re.search(r"mf_pb = \(b\d+ \+ mf_s \* 4224\) \+ 2 \* mf_q \* 132", src)
+    for sched in (Schedule(threads=256, ring32=True, cc_rows=8, cc_cols=8),
+                  Schedule(threads=256, tf32x3=True)):
+        src, _, _ = emit_graph(prog, schedules={key: sched})
+        assert "raw fp32" not in src and "pf0_" in src
+
+
+def test_tuner_tries_the_fp32_ring_with_tf32_products() -> None:
+    (la,) = launches(matmul_loop_program(32, 64, 64, 4, dtype="f32"), 128)
+    scheds = candidate_schedules(la.graph)
+    assert any(s.ring32 and s.tf32x3 for s in scheds)
+    assert not any(s.ring32 and not s.tf32x3 for s in scheds)
