@@ -153,11 +153,9 @@ def test_tf32_products_compile(name: str, threads: int | None, ring: bool,
     assert compile_cubin(src, "sm_90", cache=cache)[:4] == b"\x7fELF"
 
 
-def test_the_prefill_tile_reads_a_in_pairs_and_b_rows_four_apart() -> None:
-    """The fp32 prefill product's kernel at its tuned size (128 x 128 tiles of 32 k, 256
-    threads): each warp owns 4 x 4 tiles of 16 x 8; A rows padded to 40 floats (8 mod 32:
-    a half-warp's 8-byte pairs in distinct banks), read as pairs at column 2q; B rows at 132
-    floats (4 mod 8), read at rows 2q and 2q + 1."""
+def _prefill_tile() -> KernelGraph:
+    """The fp32 prefill product X (512, 2048) · W (2048, 2048) as one kernel of 128 x 128
+    tiles, k 32 an iteration."""
     g = mf.Graph()
     x = g.input((512, 2048), "f32", "X")
     w = g.input((2048, 2048), "f32", "W")
@@ -167,7 +165,15 @@ def test_the_prefill_tile_reads_a_in_pairs_and_b_rows_four_apart() -> None:
     kern.output(kern.accum(kern.matmul(a, b), kind="sum"), omap=(0, 1, -1))
     (y,) = kern.build()
     g.output(y)
-    prog = g.build()
+    return g.build()
+
+
+def test_the_prefill_tile_reads_a_in_pairs_and_b_rows_four_apart() -> None:
+    """The fp32 prefill product's kernel at its tuned size (128 x 128 tiles of 32 k, 256
+    threads): each warp owns 4 x 4 tiles of 16 x 8; A rows padded to 40 floats (8 mod 32:
+    a half-warp's 8-byte pairs in distinct banks), read as pairs at column 2q; B rows at 132
+    floats (4 mod 8), read at rows 2q and 2q + 1."""
+    prog = _prefill_tile()
     src, _, _ = emit_graph(prog, schedules=_tf32(prog, 256))
     assert "(mf_m0 + mf_g) * 40 + 2 * mf_q" in src and "2 * mf_q * 132 + mf_n0 + mf_g" in src
     assert "float mf_tc[4][4][4] = {};" in src and "p + 320);" in src
@@ -271,16 +277,7 @@ def test_the_ring_carries_the_fp32_tiles_a_tf32_product_reads() -> None:
     floats, its A reads' padding; W at 132) in 128 KB, read by the TF32 product at this
     iteration's stage; no prefetch registers for them. Without a TF32 product (the FMA loop) or without the field,
     fp32 tiles keep the prefetch path."""
-    g = mf.Graph()
-    x = g.input((512, 2048), "f32", "X")
-    w = g.input((2048, 2048), "f32", "W")
-    kern = g.kernel([x, w], grid=(4, 16, 1), forloop=64)
-    a = kern.iter(x, imap=(0, -1, -1), fmap=1)
-    b = kern.iter(w, imap=(-1, 1, -1), fmap=0)
-    kern.output(kern.accum(kern.matmul(a, b), kind="sum"), omap=(0, 1, -1))
-    (y,) = kern.build()
-    g.output(y)
-    prog = g.build()
+    prog = _prefill_tile()
     key = launches(prog, 128)[0].graph.key
     src, _, _ = emit_graph(prog, schedules={key: Schedule(threads=256, tf32x3=True, ring32=True,
                                                           async_stage_bytes=128 * 1024)})
