@@ -1,7 +1,8 @@
 """superoptimize's GPU stage: which accepted μGraphs are autotuned and timed on the device,
 which size variants of the fastest are measured too (the cost model's cheapest, the widest
-tiles a split still spreads, the grid-filling sizes, longer loop ranges of fp32 loops, and a
-walk over neighbouring sizes while it finds faster ones), and the re-ranking by measured time (``_gpu_rank``). Every μGraph it
+tiles a split still spreads, the grid-filling, warpgroup-MMA and TF32 sizes, longer loop
+ranges of fp32 loops, and a walk over neighbouring sizes while it finds faster ones), and the
+re-ranking by measured time (``_gpu_rank``). Every μGraph it
 measures is verified and re-checked in float64 first; the tuner (``codegen.autotune``)
 validates every kernel against the program before timing it.
 
@@ -18,7 +19,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mirage_formal.ir.graph import KERNEL_OP, KernelGraph, streams_weights
+from mirage_formal.ir.dtypes import DType
+from mirage_formal.ir.graph import KERNEL_OP, BlockGraph, KernelGraph, streams_weights
+from mirage_formal.ir.node import Node
 from mirage_formal.ir.serialize import ugraph_to_json
 from mirage_formal.optimized import RECHECK_RTOL, Optimized
 from mirage_formal.search import Cost, SearchConfig
@@ -94,6 +97,16 @@ def _kernel_grids(g: KernelGraph) -> tuple[tuple[tuple[int, int, int], int], ...
 
 def _grids(g: KernelGraph) -> tuple[tuple[int, int, int], ...]:
     return tuple(gr for gr, _ in _kernel_grids(g))
+
+
+def _loop_blocks(g: KernelGraph) -> list[BlockGraph]:
+    """The block graphs of ``g``'s graph-defined kernels that have a real loop."""
+    return [n.attr("graph") for n in g.nodes if n.op == KERNEL_OP and n.attr("graph").forloop > 1]
+
+
+def _fp32_product(x: Node) -> bool:
+    """Block op ``x`` is a product of two fp32 tiles."""
+    return x.op == "matmul" and all(s.dtype is DType.F32 for s in x.src)
 
 
 def variants_to_measure(config: SearchConfig, graph: KernelGraph,
@@ -242,7 +255,7 @@ def _wgmma_sizes(g: KernelGraph) -> bool:
     :attr:`Schedule.wgmma` can run (``codegen.schedule.wgmma_threads``)."""
     from mirage_formal.codegen.schedule import wgmma_threads
 
-    loops = [n.attr("graph") for n in g.nodes if n.op == KERNEL_OP and n.attr("graph").forloop > 1]
+    loops = _loop_blocks(g)
     return bool(loops) and all(wgmma_threads(bg) is not None for bg in loops)
 
 
@@ -286,11 +299,8 @@ GPU_LOOP_RANGE_FACTORS = (2, 4)
 def _fp32_loops(g: KernelGraph) -> bool:
     """Every looping graph-defined kernel of ``g`` (at least one) has a product of two fp32
     tiles."""
-    from mirage_formal.ir.dtypes import DType
-
-    loops = [n.attr("graph") for n in g.nodes if n.op == KERNEL_OP and n.attr("graph").forloop > 1]
-    return bool(loops) and all(any(x.op == "matmul" and all(s.dtype is DType.F32 for s in x.src)
-                                   for x in bg.nodes) for bg in loops)
+    loops = _loop_blocks(g)
+    return bool(loops) and all(any(_fp32_product(x) for x in bg.nodes) for bg in loops)
 
 
 def loop_range_variants(config: SearchConfig, graph: KernelGraph, tried: set[str],
@@ -327,22 +337,14 @@ def _tf32_sizes(g: KernelGraph) -> bool:
     each such product tiles for TF32 MMAs on TF32_SIZE_THREADS threads with at least
     TF32_SIZE_MIN_TILES 16 x 8 tiles a warp (``codegen.schedule.tf32_warp_tiling``)."""
     from mirage_formal.codegen.schedule import tf32_product_dims, tf32_warp_tiling
-    from mirage_formal.ir.dtypes import DType
 
-    if not _fp32_loops(g):
-        return False
-    warps = TF32_SIZE_THREADS // 32
-    for n in g.nodes:
-        if n.op != KERNEL_OP or n.attr("graph").forloop < 2:
-            continue
-        for x in n.attr("graph").nodes:
-            if x.op != "matmul" or not all(s.dtype is DType.F32 for s in x.src):
-                continue
-            dims = tf32_product_dims(x)
-            tiling = tf32_warp_tiling(*dims, warps) if dims is not None else None
-            if tiling is None or tiling[0] * tiling[1] < TF32_SIZE_MIN_TILES:
-                return False
-    return True
+    def large(x: Node) -> bool:  # (an fp32 product's TF32 warp tiles on 256 threads)
+        dims = tf32_product_dims(x)
+        tiling = tf32_warp_tiling(*dims, TF32_SIZE_THREADS // 32) if dims is not None else None
+        return tiling is not None and tiling[0] * tiling[1] >= TF32_SIZE_MIN_TILES
+
+    return _fp32_loops(g) and all(large(x) for bg in _loop_blocks(g) for x in bg.nodes
+                                  if _fp32_product(x))
 
 
 def tf32_variants(config: SearchConfig, accepted: Sequence[Optimized],

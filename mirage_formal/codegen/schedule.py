@@ -377,8 +377,8 @@ class Schedule:
     #: product is then exact to about 3·2^-22 of |a·b| before the fp32 summation (fp32 FMAs:
     #: 2^-24), at up to 2.5 times the FMA units' rate (H200: 495 TFLOP/s of TF32 over 3
     #: against 67 of fp32 FMA). Applies where a product's tile (:func:`tf32_product_dims`)
-    #: splits evenly into 16 x 8 output tiles, at most 16 a warp (:func:`tf32_warp_tiling`); the others
-    #: stay on the CUDA cores. Off by default: a tuner candidate, validated like any other
+    #: splits evenly into 16 x 8 output tiles, at most 16 a warp (:func:`tf32_warp_tiling`);
+    #: the others stay on the CUDA cores. Off by default: a tuner candidate, validated like any other
     #: against the float64 program (fp32 tolerance 1e-4)
     tf32x3: bool = False
     #: fp32 iterator tiles that change every iteration and are read only by TF32 products
