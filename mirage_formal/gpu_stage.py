@@ -13,12 +13,14 @@ Imports ``ir``, ``search``, ``verify``, ``optimized`` and, lazily, ``codegen.aut
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mirage_formal.errors import MirageError
 from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import KERNEL_OP, BlockGraph, KernelGraph, streams_weights
 from mirage_formal.ir.node import Node
@@ -271,14 +273,18 @@ def wgmma_variants(config: SearchConfig, accepted: Sequence[Optimized],
 
 def _fullest_wave_sizes(config: SearchConfig, accepted: Sequence[Optimized],
                         fits: Callable[[KernelGraph], bool], limit: int, pool: int,
-                        n_sm: int) -> list[tuple[Optimized, KernelGraph, Cost]]:
+                        n_sm: int, emitted: Any = None) -> list[tuple[Optimized, KernelGraph, Cost]]:
     """Up to ``limit`` (structure, size variant, cost): among the first ``pool`` structures of
     ``accepted``, each one's size variant that ``fits`` with the most blocks up to ``n_sm``,
-    the cost model's cheapest among those; the most blocks first, then the cheapest."""
+    the cost model's cheapest among those; the most blocks first, then the cheapest. With
+    ``emitted`` (a Schedule), the sizes are those the emitter fits under it
+    (:func:`_wave_sizes_that_emit`), not the space's ranked variants."""
     found: list[tuple[Optimized, KernelGraph, Cost]] = []
     for a in accepted[:pool]:
         best: tuple[Optimized, KernelGraph, Cost] | None = None
-        for v, c in ranked_variants(config, a.graph):  # cheapest first
+        sizes = (ranked_variants(config, a.graph) if emitted is None else
+                 _wave_sizes_that_emit(config, a.graph, n_sm, emitted))
+        for v, c in sizes:  # cheapest first
             if _blocks(v) <= n_sm and fits(v) and (best is None or _blocks(v) > _blocks(best[1])):
                 best = (a, v, c)
         if best is not None:
@@ -306,19 +312,37 @@ def _fp32_loops(g: KernelGraph) -> bool:
 def loop_range_variants(config: SearchConfig, graph: KernelGraph, tried: set[str],
                         factors: Sequence[int] = GPU_LOOP_RANGE_FACTORS) -> list[tuple[KernelGraph, Cost]]:
     """The size variants of ``graph`` with its grids and every looping kernel's loop range
-    times each of ``factors`` (where the space has it), none of ``tried`` (graph keys), when
-    its loops multiply fp32 tiles (:func:`_fp32_loops`); none otherwise."""
+    times each of ``factors``, none of ``tried`` (graph keys), when its loops multiply fp32
+    tiles (:func:`_fp32_loops`); none otherwise. The ranges may lie past the space's own
+    (the search stops at ``derive.MAX_FORLOOP``; the prefill product's best k 16 tiles are a
+    range of 128), down to k tiles of LOOP_RANGE_MIN_K: the GPU stage verifies every variant
+    before it times it, as it does the space's."""
     if not _fp32_loops(graph):
         return []
     own = _kernel_grids(graph)
     want = [tuple((gr, f * m if f > 1 else f) for gr, f in own) for m in factors]
+    # a space of the graph's own grid sizes and the wanted ranges only (a few variants)
+    narrow = dataclasses.replace(
+        config, forloop=tuple(sorted({1} | {f for w in want for _, f in w})),
+        grid_sizes=tuple(sorted({s for gr, _ in own for s in gr if s > 1})) or config.grid_sizes)
     out: list[tuple[KernelGraph, Cost]] = []
-    for v, c in ranked_variants(config, graph):  # cheapest first: the first of each range
+    for v, c in ranked_variants(narrow, graph):  # cheapest first: the first of each range
         sizes = _kernel_grids(v)
-        if sizes in want and v.key not in tried:
+        if sizes in want and v.key not in tried and _loop_k_at_least(v, LOOP_RANGE_MIN_K):
             want.remove(sizes)
             out.append((v, c))
     return out
+
+
+#: the shortest k tile (elements) a loop range variant may leave an fp32 product: one TF32
+#: MMA's k (Schedule.tf32x3's m16n8k8)
+LOOP_RANGE_MIN_K = 8
+
+
+def _loop_k_at_least(g: KernelGraph, k: int) -> bool:
+    """Every product in ``g``'s looping kernels contracts at least ``k`` elements a step."""
+    return all(x.src[0].shape[-1] >= k for bg in _loop_blocks(g) for x in bg.nodes
+               if x.op == "matmul")
 
 
 #: the GPU stage also measures this many structures whose loops multiply fp32 tiles at the
@@ -355,7 +379,47 @@ def tf32_variants(config: SearchConfig, accepted: Sequence[Optimized],
     enough warp tiles (:func:`_tf32_sizes`) with the most blocks up to ``n_sm`` (one wave), the
     cost model's cheapest among those; the ones with the most blocks first, then the
     cheapest. (The same rule as :func:`wgmma_variants`, for fp32 products.)"""
-    return _fullest_wave_sizes(config, accepted, _tf32_sizes, limit, pool, n_sm)
+    from mirage_formal.codegen.schedule import Schedule
+
+    # (structures without fp32 loops have no such size: their sizes are not enumerated)
+    fp32 = [a for a in accepted[:pool] if _fp32_loops(a.graph)]
+    return _fullest_wave_sizes(config, fp32, _tf32_sizes, limit, len(fp32), n_sm,
+                               emitted=Schedule(tf32x3=True, threads=TF32_SIZE_THREADS))
+
+
+#: size variants :func:`_wave_sizes_that_emit` enumerates at most per structure
+WAVE_SIZES_ENUMERATED = 4096
+
+
+def _wave_sizes_that_emit(config: SearchConfig, graph: KernelGraph, n_sm: int,
+                          schedule: Any) -> list[tuple[KernelGraph, Cost]]:
+    """The size variants of ``graph`` with at most ``n_sm`` blocks whose every graph-defined
+    kernel the emitter places in shared memory under ``schedule`` (no workspace spill),
+    cheapest first. Unlike ``ranked_variants`` this neither stops at the space's
+    ``max_variants`` nor trusts the cost model's shared-memory count, which holds every tile of
+    the block graph (accumulators and products included): the fused fp32 gated MLP's 128 x 64
+    outputs a block, 207 µs against the search's 258 (H200, s39 c11), count 320 KB there and
+    need 64 KB in the kernel."""
+    from mirage_formal.codegen.emit import SMEM_LIMIT_BYTES, emit_block_graph
+    from mirage_formal.search.cost import estimate
+    from mirage_formal.search.space import size_variants
+
+    wide = dataclasses.replace(config, max_variants=WAVE_SIZES_ENUMERATED)
+    ranked: list[tuple[float, str, KernelGraph, Cost]] = []
+    for v in size_variants(wide, graph):
+        if _blocks(v) > n_sm:
+            continue
+        try:
+            fits = all(e.smem_bytes <= SMEM_LIMIT_BYTES and e.ws_floats == 0
+                       for e in (emit_block_graph(n.attr("graph"), "k", opts=schedule)
+                                 for n in v.nodes if n.op == KERNEL_OP))
+        except MirageError:  # (a schedule the emitter refuses for this size)
+            fits = False
+        if fits:
+            c = estimate(v, config.target)
+            ranked.append((c.seconds, v.key, v, c))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    return [(v, c) for _, _, v, c in ranked]
 
 
 #: bytes of one L2 line (and DRAM burst) on the GPUs we target

@@ -673,10 +673,14 @@ def test_fp32_loops_are_measured_at_longer_loop_ranges_and_can_win(
         assert structure_key(v) == structure_key(a.graph) and grids(v) == grids(a.graph)
         assert any(gs._kernel_grids(v) == tuple((gr, f * m if f > 1 else f) for gr, f in own)
                    for m in gs.GPU_LOOP_RANGE_FACTORS)
-    have = {tuple(f for _, f in gs._kernel_grids(w)) for w, _ in gs.ranked_variants(cfg, a.graph)
-            if grids(w) == grids(a.graph)}
-    assert len(found) == sum(tuple(f * m if f > 1 else f for _, f in own) in have
+        assert gs._loop_k_at_least(v, gs.LOOP_RANGE_MIN_K)
+    # every factor whose k tiles stay at least LOOP_RANGE_MIN_K long, past the space's own
+    # ranges too (the search's stop at 64)
+    k = 1024
+    assert len(found) == sum(all(k // (f * m) >= gs.LOOP_RANGE_MIN_K for _, f in own if f > 1)
                              for m in gs.GPU_LOOP_RANGE_FACTORS)
+    assert any(f > max(cfg.forloop) for v, _ in found for _, f in gs._kernel_grids(v)) or \
+        all(f * max(gs.GPU_LOOP_RANGE_FACTORS) <= max(cfg.forloop) for _, f in own)
     assert not gs.loop_range_variants(cfg, a.graph, {v.key for v, _ in found})
     f16, f16_accepted = _searched(_gemm(), GEMM_SPACE)
     for b in f16_accepted:
@@ -690,7 +694,8 @@ def test_tf32_sizes_are_measured_and_can_win(monkeypatch: pytest.MonkeyPatch) ->
     """Structures whose loops multiply fp32 tiles are also measured at the size whose every
     looping fp32 product gives 256 threads at least 8 TF32 tiles a warp, the most blocks one
     wave holds; a faster one replaces its structure's entry. Not for fp16 products."""
-    from mirage_formal.codegen.schedule import tf32_warp_tiling
+    from mirage_formal.codegen.emit import SMEM_LIMIT_BYTES, emit_block_graph
+    from mirage_formal.codegen.schedule import Schedule, tf32_warp_tiling
 
     cfg, accepted = _searched(_gemm32(), GEMM32_SPACE)
     n_sm = 8
@@ -702,9 +707,16 @@ def test_tf32_sizes_are_measured_and_can_win(monkeypatch: pytest.MonkeyPatch) ->
                 wm, wn, _ = tf32_warp_tiling(x.shape[0], x.shape[1], x.src[0].shape[1], 8) or (0, 0, 0)
                 assert wm * wn >= gs.TF32_SIZE_MIN_TILES
         assert structure_key(v) == structure_key(a.graph) and gs._blocks(v) <= n_sm
-        eligible = [w for w, _ in gs.ranked_variants(cfg, a.graph)
-                    if gs._blocks(w) <= n_sm and gs._tf32_sizes(w)]
+        # the sizes the emitter fits (not the cost model's shared-memory count, which holds
+        # every tile): at least the space's eligible ones, the fullest wave among them
+        emits = gs._wave_sizes_that_emit(cfg, a.graph, n_sm, Schedule(tf32x3=True, threads=256))
+        assert v.key in {w.key for w, _ in emits}
+        eligible = [w for w, _ in emits if gs._tf32_sizes(w)]
         assert gs._blocks(v) == max(gs._blocks(w) for w in eligible)
+        for w, _ in emits:
+            for n in (n for n in w.nodes if n.op == "kernel"):
+                e = emit_block_graph(n.attr("graph"), "k", opts=Schedule(tf32x3=True, threads=256))
+                assert e.ws_floats == 0 and e.smem_bytes <= SMEM_LIMIT_BYTES
     assert not gs.tf32_variants(*_searched(_gemm(), GEMM_SPACE))
     a, v, _ = found[0]
     _variant_wins(monkeypatch, _gemm32(), cfg, accepted, a, v, n_sm, "TF32 size", gs._kernel_grids)
