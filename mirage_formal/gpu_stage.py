@@ -387,6 +387,85 @@ def tf32_variants(config: SearchConfig, accepted: Sequence[Optimized],
                                emitted=Schedule(tf32x3=True, threads=TF32_SIZE_THREADS))
 
 
+#: the GPU stage also measures this many structures whose loops multiply fp32 tiles at the
+#: size with the widest warp tiles (the most TF32 16 x 8 tiles a warp of 256 threads) whose
+#: blocks, times the split that fills a wave (``occupancy.loop_splits``), stay within one wave:
+#: larger tiles reuse each fragment more, and the tuner's TF32 candidates take that split. The
+#: 512 x 2048 x 2048 fp32 product's fastest, 128 x 128 tiles on 64 blocks split 2, ran 91.4 µs;
+#: the fullest wave's 128 x 64 tiles on 128 blocks 99.0-102.8 (H200, s39 c5; s40 c1, c2)
+GPU_TF32_SPLIT_SIZES = 1
+
+
+def _tf32_warp_tiles(g: KernelGraph) -> int:
+    """The fewest TF32 16 x 8 tiles a warp of TF32_SIZE_THREADS threads gets among ``g``'s
+    looping fp32 products (0 where one does not tile)."""
+    from mirage_formal.codegen.schedule import tf32_product_dims, tf32_warp_tiling
+
+    counts = []
+    for bg in _loop_blocks(g):
+        for x in bg.nodes:
+            if _fp32_product(x):
+                dims = tf32_product_dims(x)
+                t = tf32_warp_tiling(*dims, TF32_SIZE_THREADS // 32) if dims is not None else None
+                counts.append(t[0] * t[1] if t is not None else 0)
+    return min(counts, default=0)
+
+
+def _operand_rows(g: KernelGraph) -> int:
+    """The rows plus columns of every looping fp32 product of ``g``'s outputs: the operand
+    words one k step reads per unit of k."""
+    return sum(x.shape[-2] + x.shape[-1] for bg in _loop_blocks(g) for x in bg.nodes
+               if _fp32_product(x))
+
+
+def _split_wave_blocks(g: KernelGraph, n_sm: int) -> int:
+    """``g``'s blocks with every looping kernel split as the tuner's wave split does (0 where
+    some looping kernel has no split or the split overfills one wave of ``n_sm``)."""
+    from mirage_formal.ir.occupancy import loop_splits
+
+    total = 0
+    for gr, f in _kernel_grids(g):
+        blocks = math.prod(gr)
+        if f > 1:
+            splits = loop_splits(blocks, f, n_sm)
+            if not splits or blocks * splits[0] > n_sm:
+                return 0
+            blocks *= splits[0]
+        total += blocks
+    return total
+
+
+def tf32_split_variants(config: SearchConfig, accepted: Sequence[Optimized],
+                        limit: int = GPU_TF32_SPLIT_SIZES, pool: int = GPU_GRID_FILLING_POOL,
+                        n_sm: int = H100_SMS) -> list[tuple[Optimized, KernelGraph, Cost]]:
+    """Up to ``limit`` (structure, size variant, cost): among the first ``pool`` structures of
+    ``accepted`` whose loops multiply fp32 tiles, each one's size that the emitter fits
+    (:func:`_wave_sizes_that_emit`) and that a wave split fills (:func:`_split_wave_blocks`)
+    with the most TF32 tiles a warp (at least TF32_SIZE_MIN_TILES), then the squarest tiles,
+    the most split blocks, the cheapest; the widest tiles first, then in ``accepted``'s
+    order."""
+    from mirage_formal.codegen.schedule import Schedule
+
+    sched = Schedule(tf32x3=True, threads=TF32_SIZE_THREADS)
+    found: list[tuple[tuple[int, int, int, float], Optimized, KernelGraph, Cost]] = []
+    for a in accepted[:pool]:
+        if not _fp32_loops(a.graph):
+            continue
+        best: tuple[tuple[int, int, int, float], KernelGraph, Cost] | None = None
+        for v, c in _wave_sizes_that_emit(config, a.graph, n_sm, sched):  # cheapest first
+            tiles, blocks = _tf32_warp_tiles(v), _split_wave_blocks(v, n_sm)
+            if tiles >= TF32_SIZE_MIN_TILES and blocks and _tf32_sizes(v):
+                # (then the squarest tiles: fewer operand words a step for the same outputs;
+                # 64 x 256 tiles ran 103.9 µs where 128 x 128 ran 91.4)
+                rank = (-tiles, _operand_rows(v), -blocks, c.seconds)
+                if best is None or rank < best[0]:
+                    best = (rank, v, c)
+        if best is not None:
+            found.append((best[0], a, best[1], best[2]))
+    found.sort(key=lambda t: t[0][0])  # (stable: structures of equal tiles in the search's order)
+    return [(a, v, c) for _, a, v, c in found[:limit]]
+
+
 #: size variants :func:`_wave_sizes_that_emit` enumerates at most per structure
 WAVE_SIZES_ENUMERATED = 4096
 
@@ -598,6 +677,11 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
         for a, v, c in tf32:
             measure(a, [(v, c)], "TF32 size")
         hedges += tf32
+        tf32_split = [h for h in tf32_split_variants(ctx.config, accepted, n_sm=ctx.n_sm)
+                      if h[1].key not in tried]
+        for a, v, c in tf32_split:
+            measure(a, [(v, c)], "TF32 split size")
+        hedges += tf32_split
         # the fastest structures' size variants in turns (each one's first, then each one's
         # second...): a budget that ends early still measured the most likely sizes of each
         queues = [(a, variants_to_measure(ctx.config, a.graph, n_sm=ctx.n_sm))

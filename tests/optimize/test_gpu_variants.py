@@ -690,6 +690,34 @@ def test_fp32_loops_are_measured_at_longer_loop_ranges_and_can_win(
     _variant_wins(monkeypatch, _gemm32(), cfg, [a], a, found[0][0], 8, "loop range", gs._kernel_grids)
 
 
+def test_tf32_split_sizes_are_measured_and_can_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Structures whose loops multiply fp32 tiles are also measured at the size with the most
+    TF32 tiles a warp whose blocks the tuner's wave split fills within one wave (then the
+    squarest tiles); a faster one replaces its structure's entry. Not for fp16 products."""
+    from mirage_formal.codegen.schedule import Schedule
+
+    cfg, accepted = _searched(_gemm32(), GEMM32_SPACE)
+    n_sm = 16
+    found = gs.tf32_split_variants(cfg, accepted, n_sm=n_sm)
+    assert found
+    for a, v, _ in found:
+        assert structure_key(v) == structure_key(a.graph)
+        assert 0 < gs._split_wave_blocks(v, n_sm) <= n_sm
+        tiles = gs._tf32_warp_tiles(v)
+        assert tiles >= gs.TF32_SIZE_MIN_TILES
+        emits = gs._wave_sizes_that_emit(cfg, a.graph, n_sm, Schedule(tf32x3=True, threads=256))
+        assert v.key in {w.key for w, _ in emits}
+        rivals = [w for w, _ in emits if gs._split_wave_blocks(w, n_sm) and gs._tf32_sizes(w)]
+        assert tiles == max(gs._tf32_warp_tiles(w) for w in rivals)
+        assert gs._operand_rows(v) == min(gs._operand_rows(w) for w in rivals
+                                          if gs._tf32_warp_tiles(w) == tiles)
+    assert not gs.tf32_split_variants(*_searched(_gemm(), GEMM_SPACE))
+    a, v, _ = found[0]
+    monkeypatch.setattr(gs, "tf32_variants", lambda *args, **kw: [])
+    _variant_wins(monkeypatch, _gemm32(), cfg, accepted, a, v, n_sm, "TF32 split size",
+                  gs._kernel_grids)
+
+
 def test_tf32_sizes_are_measured_and_can_win(monkeypatch: pytest.MonkeyPatch) -> None:
     """Structures whose loops multiply fp32 tiles are also measured at the size whose every
     looping fp32 product gives 256 threads at least 8 TF32 tiles a warp, the most blocks one
