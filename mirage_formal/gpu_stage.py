@@ -682,6 +682,13 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
         for a, v, c in tf32_split:
             measure(a, [(v, c)], "TF32 split size")
         hedges += tf32_split
+        for a in _fastest_measured(accepted, program, 1):
+            # (fp32 loops: the fastest structure's own grids at longer loop ranges, before the
+            # other sizes: two targeted variants that a 90 s budget never reached after them;
+            # the prefill product's k 16 tiles, s40 c3)
+            ranges = loop_range_variants(ctx.config, a.graph, tried)
+            if ranges:
+                measure(a, ranges, "loop range")
         # the fastest structures' size variants in turns (each one's first, then each one's
         # second...): a budget that ends early still measured the most likely sizes of each
         queues = [(a, variants_to_measure(ctx.config, a.graph, n_sm=ctx.n_sm))
@@ -690,11 +697,6 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
             for a, q in queues:
                 if turn < len(q):
                     measure(a, q[turn:turn + 1], "size")
-        for a in _fastest_measured(accepted, program, 1):
-            # (fp32 loops: the fastest structure's own grids at longer loop ranges)
-            ranges = loop_range_variants(ctx.config, a.graph, tried)
-            if ranges:
-                measure(a, ranges, "loop range")
         # walk the fastest structures' sizes, and the grid-filling ones' (the model ranks their
         # sizes least reliably: gqa b=1's attention-plus-combine at 256 blocks measured 19.4 µs,
         # a neighbour at 128 blocks is Mirage's 11.5), each while a step finds a faster size
