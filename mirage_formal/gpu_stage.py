@@ -325,9 +325,14 @@ def loop_range_variants(config: SearchConfig, graph: KernelGraph, tried: set[str
     narrow = dataclasses.replace(
         config, forloop=tuple(sorted({1} | {f for w in want for _, f in w})),
         grid_sizes=tuple(sorted({s for gr, _ in own for s in gr if s > 1})) or config.grid_sizes)
+    from mirage_formal.codegen.schedule import Schedule
+
+    # (sizes the emitter fits, not the cost model's shared-memory count: the fused gated
+    # MLP's 128 x 128 tiles at k 64 count past the limit, s40 c4)
     out: list[tuple[KernelGraph, Cost]] = []
-    for v, c in ranked_variants(narrow, graph):  # cheapest first: the first of each range
-        sizes = _kernel_grids(v)
+    for v, c in _sizes_that_emit(narrow, graph, lambda v: _kernel_grids(v) in want,
+                                 Schedule(tf32x3=True, threads=TF32_SIZE_THREADS)):
+        sizes = _kernel_grids(v)  # (cheapest first: the first of each range)
         if sizes in want and v.key not in tried and _loop_k_at_least(v, LOOP_RANGE_MIN_K):
             want.remove(sizes)
             out.append((v, c))
@@ -472,13 +477,20 @@ WAVE_SIZES_ENUMERATED = 4096
 
 def _wave_sizes_that_emit(config: SearchConfig, graph: KernelGraph, n_sm: int,
                           schedule: Any) -> list[tuple[KernelGraph, Cost]]:
-    """The size variants of ``graph`` with at most ``n_sm`` blocks whose every graph-defined
-    kernel the emitter places in shared memory under ``schedule`` (no workspace spill),
-    cheapest first. Unlike ``ranked_variants`` this neither stops at the space's
-    ``max_variants`` nor trusts the cost model's shared-memory count, which holds every tile of
-    the block graph (accumulators and products included): the fused fp32 gated MLP's 128 x 64
-    outputs a block, 207 µs against the search's 258 (H200, s39 c11), count 320 KB there and
-    need 64 KB in the kernel."""
+    """The size variants of ``graph`` with at most ``n_sm`` blocks that the emitter fits
+    (:func:`_sizes_that_emit`), cheapest first."""
+    return _sizes_that_emit(config, graph, lambda v: _blocks(v) <= n_sm, schedule)
+
+
+def _sizes_that_emit(config: SearchConfig, graph: KernelGraph, keep: Callable[[KernelGraph], bool],
+                     schedule: Any) -> list[tuple[KernelGraph, Cost]]:
+    """The size variants of ``graph`` in ``config``'s space that ``keep`` and whose every
+    graph-defined kernel the emitter places in shared memory under ``schedule`` (no workspace
+    spill), cheapest first. Unlike ``ranked_variants`` this neither stops at the space's
+    ``max_variants`` (up to WAVE_SIZES_ENUMERATED) nor trusts the cost model's shared-memory
+    count, which holds every tile of the block graph (accumulators and products included): the
+    fused fp32 gated MLP's 128 x 64 outputs a block, 207 µs against the search's 258 (H200,
+    s39 c11), count 320 KB there and need 64 KB in the kernel."""
     from mirage_formal.codegen.emit import SMEM_LIMIT_BYTES, emit_block_graph
     from mirage_formal.search.cost import estimate
     from mirage_formal.search.space import size_variants
@@ -486,7 +498,7 @@ def _wave_sizes_that_emit(config: SearchConfig, graph: KernelGraph, n_sm: int,
     wide = dataclasses.replace(config, max_variants=WAVE_SIZES_ENUMERATED)
     ranked: list[tuple[float, str, KernelGraph, Cost]] = []
     for v in size_variants(wide, graph):
-        if _blocks(v) > n_sm:
+        if not keep(v):
             continue
         try:
             fits = all(e.smem_bytes <= SMEM_LIMIT_BYTES and e.ws_floats == 0
