@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -283,7 +284,7 @@ def _fullest_wave_sizes(config: SearchConfig, accepted: Sequence[Optimized],
     for a in accepted[:pool]:
         best: tuple[Optimized, KernelGraph, Cost] | None = None
         sizes = (ranked_variants(config, a.graph) if emitted is None else
-                 _wave_sizes_that_emit(config, a.graph, n_sm, emitted))
+                 _wave_sizes_that_emit(config, a.graph, n_sm, emitted, fits))
         for v, c in sizes:  # cheapest first
             if _blocks(v) <= n_sm and fits(v) and (best is None or _blocks(v) > _blocks(best[1])):
                 best = (a, v, c)
@@ -357,6 +358,10 @@ def _loop_k_at_least(g: KernelGraph, k: int) -> bool:
 #: fused fp32 gated MLP at 512 rows (64 x 32 outputs a block) ran 258 µs, its 128 x 64 size
 #: 207 (H200, s39 c11)
 GPU_TF32_SIZES = 2
+#: the TF32 hedges look at the first this many structures whose loops multiply fp32 tiles
+#: (each enumerates up to WAVE_SIZES_ENUMERATED sizes and emits the candidates: about a
+#: second a structure on the device machine's CPU)
+GPU_TF32_POOL = 8
 TF32_SIZE_MIN_TILES = 8
 TF32_SIZE_THREADS = 256
 
@@ -387,7 +392,7 @@ def tf32_variants(config: SearchConfig, accepted: Sequence[Optimized],
     from mirage_formal.codegen.schedule import Schedule
 
     # (structures without fp32 loops have no such size: their sizes are not enumerated)
-    fp32 = [a for a in accepted[:pool] if _fp32_loops(a.graph)]
+    fp32 = [a for a in accepted[:pool] if _fp32_loops(a.graph)][:GPU_TF32_POOL]
     return _fullest_wave_sizes(config, fp32, _tf32_sizes, limit, len(fp32), n_sm,
                                emitted=Schedule(tf32x3=True, threads=TF32_SIZE_THREADS))
 
@@ -453,13 +458,13 @@ def tf32_split_variants(config: SearchConfig, accepted: Sequence[Optimized],
 
     sched = Schedule(tf32x3=True, threads=TF32_SIZE_THREADS)
     found: list[tuple[tuple[int, int, int, float], Optimized, KernelGraph, Cost]] = []
-    for a in accepted[:pool]:
-        if not _fp32_loops(a.graph):
-            continue
+    for a in [a for a in accepted[:pool] if _fp32_loops(a.graph)][:GPU_TF32_POOL]:
         best: tuple[tuple[int, int, int, float], KernelGraph, Cost] | None = None
-        for v, c in _wave_sizes_that_emit(config, a.graph, n_sm, sched):  # cheapest first
+        for v, c in _wave_sizes_that_emit(config, a.graph, n_sm, sched,
+                                          lambda v: bool(_split_wave_blocks(v, n_sm))
+                                          and _tf32_sizes(v)):  # cheapest first
             tiles, blocks = _tf32_warp_tiles(v), _split_wave_blocks(v, n_sm)
-            if tiles >= TF32_SIZE_MIN_TILES and blocks and _tf32_sizes(v):
+            if tiles >= TF32_SIZE_MIN_TILES:
                 # (then the squarest tiles: fewer operand words a step for the same outputs;
                 # 64 x 256 tiles ran 103.9 µs where 128 x 128 ran 91.4)
                 rank = (-tiles, _operand_rows(v), -blocks, c.seconds)
@@ -475,11 +480,12 @@ def tf32_split_variants(config: SearchConfig, accepted: Sequence[Optimized],
 WAVE_SIZES_ENUMERATED = 4096
 
 
-def _wave_sizes_that_emit(config: SearchConfig, graph: KernelGraph, n_sm: int,
-                          schedule: Any) -> list[tuple[KernelGraph, Cost]]:
-    """The size variants of ``graph`` with at most ``n_sm`` blocks that the emitter fits
-    (:func:`_sizes_that_emit`), cheapest first."""
-    return _sizes_that_emit(config, graph, lambda v: _blocks(v) <= n_sm, schedule)
+def _wave_sizes_that_emit(config: SearchConfig, graph: KernelGraph, n_sm: int, schedule: Any,
+                          fits: Callable[[KernelGraph], bool] = lambda v: True,
+                          ) -> list[tuple[KernelGraph, Cost]]:
+    """The size variants of ``graph`` with at most ``n_sm`` blocks that ``fits`` and that the
+    emitter fits (:func:`_sizes_that_emit`), cheapest first."""
+    return _sizes_that_emit(config, graph, lambda v: _blocks(v) <= n_sm and fits(v), schedule)
 
 
 def _sizes_that_emit(config: SearchConfig, graph: KernelGraph, keep: Callable[[KernelGraph], bool],
@@ -490,27 +496,40 @@ def _sizes_that_emit(config: SearchConfig, graph: KernelGraph, keep: Callable[[K
     ``max_variants`` (up to WAVE_SIZES_ENUMERATED) nor trusts the cost model's shared-memory
     count, which holds every tile of the block graph (accumulators and products included): the
     fused fp32 gated MLP's 128 x 64 outputs a block, 207 µs against the search's 258 (H200,
-    s39 c11), count 320 KB there and need 64 KB in the kernel."""
-    from mirage_formal.codegen.emit import SMEM_LIMIT_BYTES, emit_block_graph
+    s39 c11), count 320 KB there and need 64 KB in the kernel. (The sizes of a structure and
+    each kernel's verdict are cached: two hedges ask about the same structures, and one
+    kernel size recurs across many variants.)"""
     from mirage_formal.search.cost import estimate
-    from mirage_formal.search.space import size_variants
 
-    wide = dataclasses.replace(config, max_variants=WAVE_SIZES_ENUMERATED)
     ranked: list[tuple[float, str, KernelGraph, Cost]] = []
-    for v in size_variants(wide, graph):
-        if not keep(v):
-            continue
-        try:
-            fits = all(e.smem_bytes <= SMEM_LIMIT_BYTES and e.ws_floats == 0
-                       for e in (emit_block_graph(n.attr("graph"), "k", opts=schedule)
-                                 for n in v.nodes if n.op == KERNEL_OP))
-        except MirageError:  # (a schedule the emitter refuses for this size)
-            fits = False
-        if fits:
+    for v in _every_size(config, graph):
+        if keep(v) and all(_emits_in_smem(n.attr("graph"), schedule) for n in v.nodes
+                           if n.op == KERNEL_OP):
             c = estimate(v, config.target)
             ranked.append((c.seconds, v.key, v, c))
     ranked.sort(key=lambda r: (r[0], r[1]))
     return [(v, c) for _, _, v, c in ranked]
+
+
+@functools.lru_cache(maxsize=16)
+def _every_size(config: SearchConfig, graph: KernelGraph) -> tuple[KernelGraph, ...]:
+    """Up to WAVE_SIZES_ENUMERATED size variants of ``graph`` in ``config``'s space."""
+    from mirage_formal.search.space import size_variants
+
+    return tuple(size_variants(dataclasses.replace(config, max_variants=WAVE_SIZES_ENUMERATED), graph))
+
+
+@functools.lru_cache(maxsize=4096)
+def _emits_in_smem(bg: BlockGraph, schedule: Any) -> bool:
+    """The emitter places block graph ``bg`` under ``schedule`` in shared memory (within the
+    limit, no workspace spill), and does not refuse it."""
+    from mirage_formal.codegen.emit import SMEM_LIMIT_BYTES, emit_block_graph
+
+    try:
+        e = emit_block_graph(bg, "k", opts=schedule)
+    except MirageError:  # (a schedule the emitter refuses for this size)
+        return False
+    return e.smem_bytes <= SMEM_LIMIT_BYTES and e.ws_floats == 0
 
 
 #: bytes of one L2 line (and DRAM burst) on the GPUs we target
