@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import mirage_formal as mf
-from mirage_formal.gpu_stage import _kernel_grids, variants_to_measure
+from mirage_formal.gpu_sizes import kernel_grids, variants_to_measure
 from mirage_formal.ir.builder import Graph
 from mirage_formal.optimize import make_config
 from mirage_formal.search.cost import input_cost
@@ -33,6 +33,6 @@ r = mf.superoptimize(p, budget_s=300, workers=2, gpu=False, overrides=ov)
 print(f"max_block_ops {cfg.max_block_ops}; search {time.time() - t:.1f} s, complete={r.search.complete}, "
       f"accepted={len(r.accepted)}, input estimated {input_cost(p).seconds * 1e6:.1f} us")
 for a in r.accepted[:3]:
-    print("cand", _kernel_grids(a.graph), f"{a.cost.seconds * 1e6:.1f} us", f"f64 err {a.float64_error:.1e}")
+    print("cand", kernel_grids(a.graph), f"{a.cost.seconds * 1e6:.1f} us", f"f64 err {a.float64_error:.1e}")
     for v, c in variants_to_measure(cfg, a.graph):
-        print("   size variant", _kernel_grids(v), f"{c.seconds * 1e6:.1f} us")
+        print("   size variant", kernel_grids(v), f"{c.seconds * 1e6:.1f} us")

@@ -15,7 +15,7 @@ import mirage_formal as mf
 from mirage_formal.codegen import compile_graph
 from mirage_formal.codegen.lower import launches
 from mirage_formal.codegen.tuning_rules import candidate_schedules
-from mirage_formal.gpu_stage import _kernel_grids, variants_to_measure
+from mirage_formal.gpu_sizes import kernel_grids, variants_to_measure
 from mirage_formal.ir.builder import Graph
 from mirage_formal.optimize import make_config
 from mirage_formal.verify import Verifier
@@ -36,14 +36,14 @@ cfg = make_config(p)
 ver, rc = Verifier(p, seed=11), FloatRecheck(p)
 nsched = ngemv = nvar = 0
 for a in r.accepted[:3]:
-    print("cand", _kernel_grids(a.graph), round(a.cost.seconds * 1e6, 1))
+    print("cand", kernel_grids(a.graph), round(a.cost.seconds * 1e6, 1))
     for v, c in [(a.graph, a.cost), *variants_to_measure(cfg, a.graph)]:
         if v is not a.graph:
             d = ver.check(v)
             e = rc.error(v, d.output_map)
             assert d.accepted and e < 1e-6, (d, e)
             nvar += 1
-            print("   variant", _kernel_grids(v), round(c.seconds * 1e6, 1), "verified, f64 err", f"{e:.1e}")
+            print("   variant", kernel_grids(v), round(c.seconds * 1e6, 1), "verified, f64 err", f"{e:.1e}")
         for la in launches(v, 128):
             for s in candidate_schedules(la.graph):
                 cg = compile_graph(v, arch="sm_90", load=False, schedules={la.graph.key: s})

@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import mirage_formal as mf
-from mirage_formal import gpu_stage as gs
+from mirage_formal import gpu_sizes as gs
 from mirage_formal import optimize as opt
 from mirage_formal import optimized
 from mirage_formal.search.canon import structure_key
@@ -60,7 +60,7 @@ def main() -> int:
                 err = recheck.error(v, verdict.output_map) if verdict.accepted else float("inf")
                 ok = verdict.accepted and err < optimized.RECHECK_RTOL and structure_key(v) == structure_key(a.graph)
                 n, bad = n + 1, bad + (not ok)
-                print(f"  {gs._kernel_grids(cur)} -> {gs._kernel_grids(v)}: estimated "
+                print(f"  {gs.kernel_grids(cur)} -> {gs.kernel_grids(v)}: estimated "
                       f"{c.seconds * 1e6:.1f} µs, verified {verdict.accepted}, float64 error {err:.1e}")
             cur = step[-1][0]
     print(f"{n} walk neighbours of the six best: {n - bad} verified and re-checked, {bad} not")

@@ -9,7 +9,7 @@ numpy's evaluation of a block graph holds the GIL for much of its time, and on t
 cores mqa b=8's 32 re-checks took 24.9 s on 8 threads, no faster than on one. Beside the GPU
 stage they stay on threads (no fork while the CUDA context and the stage's threads live).
 
-Imports ``ir``, ``search``, ``verify``, ``optimized`` and ``gpu_stage`` (its pool size).
+Imports ``ir``, ``search``, ``verify``, ``optimized`` and ``gpu_sizes`` (its pool size).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from threadpoolctl import threadpool_limits
 
-from mirage_formal import gpu_stage
+from mirage_formal import gpu_sizes
 from mirage_formal.ir.graph import KernelGraph
 from mirage_formal.optimized import RECHECK_RTOL, Optimized
 from mirage_formal.search import Accepted
@@ -52,7 +52,7 @@ def _gpu_stage_pool(found: Sequence[Accepted], gpu_top: int,
     """(head, tail) of the search's accepted μGraphs (best-first by cost): the head holds every
     one the GPU stage may pick (``gpu_candidates``: the first of each kernel count, then the
     cheapest; ``grid_filling_variants``: the first ``pool``), each list in the search's order."""
-    pool = gpu_stage.GPU_GRID_FILLING_POOL if pool is None else pool
+    pool = gpu_sizes.GPU_GRID_FILLING_POOL if pool is None else pool
     firsts: dict[int, Accepted] = {}
     for a in found:
         firsts.setdefault(len(a.graph.kernels), a)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import mirage_formal as mf
+from mirage_formal import gpu_sizes as sz
 from mirage_formal import gpu_stage as gs
 from mirage_formal import optimize as opt
 from mirage_formal import optimized, superoptimize, workloads
@@ -33,7 +34,7 @@ def result() -> Any:
 
 
 def grids(g: KernelGraph) -> tuple[Any, ...]:
-    return tuple(gr for gr, _ in gs._kernel_grids(g))
+    return tuple(gr for gr, _ in sz.kernel_grids(g))
 
 
 def test_variants_are_the_same_structure_with_other_grids_and_verify(result: Any) -> None:
@@ -111,16 +112,16 @@ def test_half_the_variants_spread_towards_wide_tiles(result: Any) -> None:
     """Beyond the cost model's cheapest grids, the widest tiles whose split still fills the
     SMs are measured (the model ranks them worst)."""
     cfg = opt.make_config(program(), "norm", SPACE)
-    looped = [a for a in result.accepted if any(f > 1 for _, f in gs._kernel_grids(a.graph))]
+    looped = [a for a in result.accepted if any(f > 1 for _, f in sz.kernel_grids(a.graph))]
     assert looped
     g = looped[0].graph
     vs = gs.variants_to_measure(cfg, g, limit=4, n_sm=4)
     cheap = gs.variants_to_measure(cfg, g, limit=1, n_sm=4)
-    spread = [vc for vc in vs[1:] if gs._blocks(vc[0]) <= gs._blocks(g) or gs._blocks(vc[0]) > 4]
-    assert spread, [gs._kernel_grids(v) for v, _ in vs]
+    spread = [vc for vc in vs[1:] if sz._blocks(vc[0]) <= sz._blocks(g) or sz._blocks(vc[0]) > 4]
+    assert spread, [sz.kernel_grids(v) for v, _ in vs]
     for v, _ in spread:
-        assert gs._split_fills(v, 4)
-    assert min(gs._blocks(v) for v, _ in spread) <= min(gs._blocks(v) for v, _ in cheap)
+        assert sz._split_fills(v, 4)
+    assert min(sz._blocks(v) for v, _ in spread) <= min(sz._blocks(v) for v, _ in cheap)
 
 
 def test_the_fullest_single_wave_is_measured_second(result: Any) -> None:
@@ -131,26 +132,26 @@ def test_the_fullest_single_wave_is_measured_second(result: Any) -> None:
     cfg = opt.make_config(program(), "norm", SPACE)
     checked = 0
     # each structure from each of its sizes (the search's own pick is often the largest grid)
-    starts = [w for a in result.accepted for w, _ in gs.ranked_variants(cfg, a.graph)]
+    starts = [w for a in result.accepted for w, _ in sz.ranked_variants(cfg, a.graph)]
     for g in starts:
-        own = gs._blocks(g)
-        if gs._streams_weights(g):
+        own = sz._blocks(g)
+        if sz._streams_weights(g):
             continue  # (measured first: the next test)
         for n_sm in (4, 8, 16):
             vs = gs.variants_to_measure(cfg, g, limit=4, n_sm=n_sm)
-            full = [v for v, _ in gs.ranked_variants(cfg, g)
-                    if own < gs._blocks(v) <= n_sm and grids(v) not in {grids(w) for w, _ in vs[:1]}]
+            full = [v for v, _ in sz.ranked_variants(cfg, g)
+                    if own < sz._blocks(v) <= n_sm and grids(v) not in {grids(w) for w, _ in vs[:1]}]
             if len(vs) < 2 or not full:
                 continue
             picked = vs[1][0]
-            assert own < gs._blocks(picked) <= n_sm
-            best = max((gs._whole_lines(v), gs._blocks(v)) for v in full)
-            assert (gs._whole_lines(picked), gs._blocks(picked)) == best
+            assert own < sz._blocks(picked) <= n_sm
+            best = max((sz._whole_lines(v), sz._blocks(v)) for v in full)
+            assert (sz._whole_lines(picked), sz._blocks(picked)) == best
             # at the graph's own loop ranges where the space has that grid with them
-            loops = [f for _, f in gs._kernel_grids(g)]
-            if any(grids(v) == grids(picked) and [f for _, f in gs._kernel_grids(v)] == loops
-                   for v, _ in gs.ranked_variants(cfg, g)):
-                assert [f for _, f in gs._kernel_grids(picked)] == loops
+            loops = [f for _, f in sz.kernel_grids(g)]
+            if any(grids(v) == grids(picked) and [f for _, f in sz.kernel_grids(v)] == loops
+                   for v, _ in sz.ranked_variants(cfg, g)):
+                assert [f for _, f in sz.kernel_grids(picked)] == loops
             checked += 1
     assert checked, "some structure of the fixture has a fuller single wave"
 
@@ -161,22 +162,22 @@ def _wave_first_cases(cfg: Any, starts: list[KernelGraph], monkeypatch: pytest.M
     order with the rule against the order without it (``_streams_weights`` off). Returns how
     many moved."""
     moved = 0
-    for g in (g for g in starts if gs._streams_weights(g)):
+    for g in (g for g in starts if sz._streams_weights(g)):
         for n_sm in sms:
             new = gs.variants_to_measure(cfg, g, limit=4, n_sm=n_sm)
             with monkeypatch.context() as m:
-                m.setattr(gs, "_streams_weights", lambda _g: False)
+                m.setattr(sz, "_streams_weights", lambda _g: False)
                 old = gs.variants_to_measure(cfg, g, limit=4, n_sm=n_sm)
             # a fullest wave exists: a grid other than the graph's own and the cheapest one's
             # with more blocks than the graph and at most one per SM (then old[1] is it)
             per_grid: dict[Any, Any] = {}
-            for v, c in gs.ranked_variants(cfg, g):
+            for v, c in sz.ranked_variants(cfg, g):
                 if grids(v) != grids(g):
                     per_grid.setdefault(grids(v), (v, c))
             others = list(per_grid.values())[1:]
-            has_wave = any(gs._blocks(g) < gs._blocks(v) <= n_sm for v, _ in others)
-            if (has_wave and gs._whole_lines(old[1][0]) and gs._blocks(old[1][0]) > gs._blocks(old[0][0])
-                    and old[1][1].seconds <= gs.FULL_WAVE_FIRST_MAX_RATIO * old[0][1].seconds):
+            has_wave = any(sz._blocks(g) < sz._blocks(v) <= n_sm for v, _ in others)
+            if (has_wave and sz._whole_lines(old[1][0]) and sz._blocks(old[1][0]) > sz._blocks(old[0][0])
+                    and old[1][1].seconds <= sz.FULL_WAVE_FIRST_MAX_RATIO * old[0][1].seconds):
                 assert [v.key for v, _ in new[:2]] == [old[1][0].key, old[0][0].key]
                 assert [v.key for v, _ in new[2:]] == [v.key for v, _ in old[2:]]
                 moved += 1
@@ -193,8 +194,8 @@ def test_a_weight_stream_measures_its_fullest_wave_first(result: Any,
     costly; otherwise, and for the other sizes, the order stays. (The fixture's tiles are
     narrower than a line; with every tile counted as whole lines, some sizes move.)"""
     cfg = opt.make_config(program(), "norm", SPACE)
-    starts = [w for a in result.accepted for w, _ in gs.ranked_variants(cfg, a.graph)]
-    assert any(gs._streams_weights(g) for g in starts), "the fixture has a loop streaming weights"
+    starts = [w for a in result.accepted for w, _ in sz.ranked_variants(cfg, a.graph)]
+    assert any(sz._streams_weights(g) for g in starts), "the fixture has a loop streaming weights"
     _wave_first_cases(cfg, starts, monkeypatch)  # (its cheapest sizes have the most blocks)
     # (X + Y)·W at its real size, where it happened: the model's cheapest size of the found
     # 40-block structure has 20 blocks, its fullest whole-line wave 80 (64 columns each)
@@ -208,7 +209,7 @@ def test_a_weight_stream_measures_its_fullest_wave_first(result: Any,
     assert _wave_first_cases(cfg, [a.graph for a in found.accepted], monkeypatch, (132,))
     top = found.accepted[0].graph
     first = gs.variants_to_measure(cfg, top, n_sm=132)[0][0]
-    assert gs._blocks(first) == 80 and gs._whole_lines(first)
+    assert sz._blocks(first) == 80 and sz._whole_lines(first)
 
 
 def test_whole_lines_tells_tiles_that_split_lines() -> None:
@@ -231,8 +232,8 @@ def test_whole_lines_tells_tiles_that_split_lines() -> None:
   %3 = get(%2) {{index=0}} : f16[16, 6144]
   return %3
 }}""")
-    assert gs._whole_lines(fused(96, 32)) and gs._whole_lines(fused(48, 16))
-    assert not gs._whole_lines(fused(128, 16))
+    assert sz._whole_lines(fused(96, 32)) and sz._whole_lines(fused(48, 16))
+    assert not sz._whole_lines(fused(128, 16))
 
 
 def test_structures_take_turns_and_library_only_ones_take_no_slot(
@@ -249,7 +250,7 @@ def test_structures_take_turns_and_library_only_ones_take_no_slot(
     queues = {a.graph.key: [v.key for v, _ in gs.variants_to_measure(cfg, a.graph, n_sm=4)]
               for a in (first, second)}
     library = SimpleNamespace(graph=program(), measured_us=1.0)  # stands for a library-only μGraph
-    monkeypatch.setattr(gs, "_kernel_grids", lambda g, real=gs._kernel_grids:
+    monkeypatch.setattr(gs, "kernel_grids", lambda g, real=sz.kernel_grids:
                         () if g is library.graph else real(g))
     assert gs._fastest_measured([library, first, second], workloads.program("gated_mlp", 1)) == []
     first.measured_us, second.measured_us = 10.0, 11.0
@@ -308,18 +309,18 @@ def test_grid_filling_variants_are_measured_and_can_win(
                 for a in result.accepted]
     # the model picks the widest grids of this small space; make the best looping structure's
     # entry its smallest-grid size (as the model picks for long loops on large programs)
-    best = next(a for a in accepted if any(f > 1 for _, f in gs._kernel_grids(a.graph)))
-    small = min((vc for vc in gs.ranked_variants(cfg, best.graph) if not gs._grid_fills(vc[0], n_sm)),
-                key=lambda vc: gs._blocks(vc[0]))
+    best = next(a for a in accepted if any(f > 1 for _, f in sz.kernel_grids(a.graph)))
+    small = min((vc for vc in sz.ranked_variants(cfg, best.graph) if not sz._grid_fills(vc[0], n_sm)),
+                key=lambda vc: sz._blocks(vc[0]))
     verifier = Verifier(program(), seed=5)
     best.graph, best.cost, best.verdict = small[0], small[1], verifier.check(small[0])
     hedges = gs.grid_filling_variants(cfg, accepted, limit=2, n_sm=n_sm)
     assert hedges and hedges[0][0] is best
     for a, v, c in hedges:
-        assert not gs._grid_fills(a.graph, n_sm) and gs._grid_fills(v, n_sm)
+        assert not sz._grid_fills(a.graph, n_sm) and sz._grid_fills(v, n_sm)
         assert structure_key(v) == structure_key(a.graph) and v.key != a.graph.key
-        cheaper = [w for w, cw in gs.ranked_variants(cfg, a.graph)
-                   if cw.seconds < c.seconds and gs._grid_fills(w, n_sm)]
+        cheaper = [w for w, cw in sz.ranked_variants(cfg, a.graph)
+                   if cw.seconds < c.seconds and sz._grid_fills(w, n_sm)]
         assert not cheaper  # the model's cheapest grid-filling size of that structure
     a, v, _ = hedges[-1]
     monkeypatch.setattr(gs, "_tune_one", _fake_tune({grids(v): 5.0}))
@@ -390,10 +391,10 @@ def test_sizes_near_a_graph_are_those_within_the_radius(result: Any) -> None:
     cfg = dataclasses.replace(opt.make_config(program(), "norm", SPACE), max_variants=10**6)
     checked = 0
     for a in result.accepted:
-        own = gs._kernel_grids(a.graph)
+        own = sz.kernel_grids(a.graph)
 
         def dist(v: KernelGraph, own: Any = own) -> float:
-            return sum(size_distance(o, s) for o, s in zip(own, gs._kernel_grids(v), strict=True))
+            return sum(size_distance(o, s) for o, s in zip(own, sz.kernel_grids(v), strict=True))
 
         full = [v for v in size_variants(cfg, a.graph) if v.key != a.graph.key]
         for radius in (1.0, 2.0):
@@ -412,13 +413,13 @@ def test_the_walk_follows_faster_neighbours_and_stops_when_none_is(
     cfg = opt.make_config(program(), "norm", SPACE)
     accepted = [optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
                 for a in result.accepted]
-    best = next(a for a in accepted if any(f > 1 for _, f in gs._kernel_grids(a.graph)))
+    best = next(a for a in accepted if any(f > 1 for _, f in sz.kernel_grids(a.graph)))
     start = best.graph
     first = gs.walk_step(cfg, start, {start.key})
     assert first and all(v.key != start.key for v, _ in first)
     mid = first[-1][0]  # the step's last pick: not the one the cost model likes best
     second = gs.walk_step(cfg, mid, {start.key} | {v.key for v, _ in first})
-    sizes = gs._kernel_grids
+    sizes = sz.kernel_grids
     far = [v for v, _ in second if sizes(v) != sizes(start)]
     assert far
     goal = far[-1]
@@ -491,7 +492,7 @@ def test_with_a_gpu_the_tail_is_rechecked_beside_the_stage_and_nothing_is_lost(
 
     plain = superoptimize(program(), "norm", budget_s=120, overrides=SPACE, gpu=False)
     assert len(plain.accepted) >= 5
-    monkeypatch.setattr(gs, "GPU_GRID_FILLING_POOL", 2)
+    monkeypatch.setattr(sz, "GPU_GRID_FILLING_POOL", 2)
     monkeypatch.setattr(codegen, "gpu_available", lambda: True)
     monkeypatch.setattr(rt, "runtime", lambda: SimpleNamespace(name="stand-in GPU"))
     calls: list[Any] = []
@@ -565,10 +566,10 @@ def test_warpgroup_mma_sizes_are_measured_and_can_win(monkeypatch: pytest.Monkey
     for a, v, _ in found:
         loops = [n.attr("graph") for n in v.nodes if n.op == "kernel" and n.attr("graph").forloop > 1]
         assert loops and all(wgmma_threads(bg) is not None for bg in loops)
-        assert structure_key(v) == structure_key(a.graph) and gs._blocks(v) <= n_sm
-        eligible = [w for w, _ in gs.ranked_variants(cfg, a.graph)
-                    if gs._blocks(w) <= n_sm and gs._wgmma_sizes(w)]
-        assert gs._blocks(v) == max(gs._blocks(w) for w in eligible)
+        assert structure_key(v) == structure_key(a.graph) and sz._blocks(v) <= n_sm
+        eligible = [w for w, _ in sz.ranked_variants(cfg, a.graph)
+                    if sz._blocks(w) <= n_sm and sz._wgmma_sizes(w)]
+        assert sz._blocks(v) == max(sz._blocks(w) for w in eligible)
     # (not for a program of 16-row products)
     assert not gs.wgmma_variants(opt.make_config(program(), "norm", SPACE), [
         optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
@@ -598,8 +599,8 @@ def test_a_structure_that_is_two_kinds_of_hedge_is_walked_once(
     cfg = opt.make_config(program(), "norm", SPACE)
     accepted = [optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
                 for a in result.accepted]
-    a = next(x for x in accepted if gs.ranked_variants(cfg, x.graph))
-    v, c = next((w, cw) for w, cw in gs.ranked_variants(cfg, a.graph) if w.key != a.graph.key)
+    a = next(x for x in accepted if sz.ranked_variants(cfg, x.graph))
+    v, c = next((w, cw) for w, cw in sz.ranked_variants(cfg, a.graph) if w.key != a.graph.key)
     monkeypatch.setattr(gs, "grid_filling_variants", lambda *args, **kw: [(a, v, c)])
     monkeypatch.setattr(gs, "wgmma_variants", lambda *args, **kw: [(a, v, c)])
     monkeypatch.setattr(gs, "_fastest_measured", lambda *args, **kw: [])
@@ -664,30 +665,30 @@ def test_fp32_loops_are_measured_at_longer_loop_ranges_and_can_win(
     loop range (shorter k tiles) are measured too (the search keeps the cost model's range
     only); a faster one replaces its structure's entry. Not for fp16 loops."""
     cfg, accepted = _searched(_gemm32(), GEMM32_SPACE)
-    looping = [a for a in accepted if any(f > 1 for _, f in gs._kernel_grids(a.graph))]
+    looping = [a for a in accepted if any(f > 1 for _, f in sz.kernel_grids(a.graph))]
     assert looping
     a = looping[0]
-    own = gs._kernel_grids(a.graph)
+    own = sz.kernel_grids(a.graph)
     found = gs.loop_range_variants(cfg, a.graph, set())
     for v, _ in found:
         assert structure_key(v) == structure_key(a.graph) and grids(v) == grids(a.graph)
-        assert any(gs._kernel_grids(v) == tuple((gr, f * m if f > 1 else f) for gr, f in own)
-                   for m in gs.GPU_LOOP_RANGE_FACTORS)
-        assert gs._loop_k_at_least(v, gs.LOOP_RANGE_MIN_K)
+        assert any(sz.kernel_grids(v) == tuple((gr, f * m if f > 1 else f) for gr, f in own)
+                   for m in sz.GPU_LOOP_RANGE_FACTORS)
+        assert sz._loop_k_at_least(v, sz.LOOP_RANGE_MIN_K)
     # every factor whose k tiles stay at least LOOP_RANGE_MIN_K long, past the space's own
     # ranges too (the search's stop at 64)
     k = 1024
-    assert len(found) == sum(all(k // (f * m) >= gs.LOOP_RANGE_MIN_K for _, f in own if f > 1)
-                             for m in gs.GPU_LOOP_RANGE_FACTORS)
-    assert any(f > max(cfg.forloop) for v, _ in found for _, f in gs._kernel_grids(v)) or \
-        all(f * max(gs.GPU_LOOP_RANGE_FACTORS) <= max(cfg.forloop) for _, f in own)
+    assert len(found) == sum(all(k // (f * m) >= sz.LOOP_RANGE_MIN_K for _, f in own if f > 1)
+                             for m in sz.GPU_LOOP_RANGE_FACTORS)
+    assert any(f > max(cfg.forloop) for v, _ in found for _, f in sz.kernel_grids(v)) or \
+        all(f * max(sz.GPU_LOOP_RANGE_FACTORS) <= max(cfg.forloop) for _, f in own)
     assert not gs.loop_range_variants(cfg, a.graph, {v.key for v, _ in found})
     f16, f16_accepted = _searched(_gemm(), GEMM_SPACE)
     for b in f16_accepted:
         assert not gs.loop_range_variants(f16, b.graph, set())
     if not found:
         return
-    _variant_wins(monkeypatch, _gemm32(), cfg, [a], a, found[0][0], 8, "loop range", gs._kernel_grids)
+    _variant_wins(monkeypatch, _gemm32(), cfg, [a], a, found[0][0], 8, "loop range", sz.kernel_grids)
 
 
 def test_tf32_split_sizes_are_measured_and_can_win(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -702,20 +703,20 @@ def test_tf32_split_sizes_are_measured_and_can_win(monkeypatch: pytest.MonkeyPat
     assert found
     for a, v, _ in found:
         assert structure_key(v) == structure_key(a.graph)
-        assert 0 < gs._split_wave_blocks(v, n_sm) <= n_sm
-        tiles = gs._tf32_warp_tiles(v)
-        assert tiles >= gs.TF32_SIZE_MIN_TILES
-        emits = gs._wave_sizes_that_emit(cfg, a.graph, n_sm, Schedule(tf32x3=True, threads=256))
+        assert 0 < sz._split_wave_blocks(v, n_sm) <= n_sm
+        tiles = sz._tf32_warp_tiles(v)
+        assert tiles >= sz.TF32_SIZE_MIN_TILES
+        emits = sz._wave_sizes_that_emit(cfg, a.graph, n_sm, Schedule(tf32x3=True, threads=256))
         assert v.key in {w.key for w, _ in emits}
-        rivals = [w for w, _ in emits if gs._split_wave_blocks(w, n_sm) and gs._tf32_sizes(w)]
-        assert tiles == max(gs._tf32_warp_tiles(w) for w in rivals)
-        assert gs._operand_rows(v) == min(gs._operand_rows(w) for w in rivals
-                                          if gs._tf32_warp_tiles(w) == tiles)
+        rivals = [w for w, _ in emits if sz._split_wave_blocks(w, n_sm) and sz._tf32_sizes(w)]
+        assert tiles == max(sz._tf32_warp_tiles(w) for w in rivals)
+        assert sz._operand_rows(v) == min(sz._operand_rows(w) for w in rivals
+                                          if sz._tf32_warp_tiles(w) == tiles)
     assert not gs.tf32_split_variants(*_searched(_gemm(), GEMM_SPACE))
     a, v, _ = found[0]
     monkeypatch.setattr(gs, "tf32_variants", lambda *args, **kw: [])
     _variant_wins(monkeypatch, _gemm32(), cfg, accepted, a, v, n_sm, "TF32 split size",
-                  gs._kernel_grids)
+                  sz.kernel_grids)
 
 
 def test_tf32_sizes_are_measured_and_can_win(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -733,18 +734,18 @@ def test_tf32_sizes_are_measured_and_can_win(monkeypatch: pytest.MonkeyPatch) ->
         for bg in (n.attr("graph") for n in v.nodes if n.op == "kernel" and n.attr("graph").forloop > 1):
             for x in (x for x in bg.nodes if x.op == "matmul"):
                 wm, wn, _ = tf32_warp_tiling(x.shape[0], x.shape[1], x.src[0].shape[1], 8) or (0, 0, 0)
-                assert wm * wn >= gs.TF32_SIZE_MIN_TILES
-        assert structure_key(v) == structure_key(a.graph) and gs._blocks(v) <= n_sm
+                assert wm * wn >= sz.TF32_SIZE_MIN_TILES
+        assert structure_key(v) == structure_key(a.graph) and sz._blocks(v) <= n_sm
         # the sizes the emitter fits (not the cost model's shared-memory count, which holds
         # every tile): at least the space's eligible ones, the fullest wave among them
-        emits = gs._wave_sizes_that_emit(cfg, a.graph, n_sm, Schedule(tf32x3=True, threads=256))
+        emits = sz._wave_sizes_that_emit(cfg, a.graph, n_sm, Schedule(tf32x3=True, threads=256))
         assert v.key in {w.key for w, _ in emits}
-        eligible = [w for w, _ in emits if gs._tf32_sizes(w)]
-        assert gs._blocks(v) == max(gs._blocks(w) for w in eligible)
+        eligible = [w for w, _ in emits if sz._tf32_sizes(w)]
+        assert sz._blocks(v) == max(sz._blocks(w) for w in eligible)
         for w, _ in emits:
             for n in (n for n in w.nodes if n.op == "kernel"):
                 e = emit_block_graph(n.attr("graph"), "k", opts=Schedule(tf32x3=True, threads=256))
                 assert e.ws_floats == 0 and e.smem_bytes <= SMEM_LIMIT_BYTES
     assert not gs.tf32_variants(*_searched(_gemm(), GEMM_SPACE))
     a, v, _ = found[0]
-    _variant_wins(monkeypatch, _gemm32(), cfg, accepted, a, v, n_sm, "TF32 size", gs._kernel_grids)
+    _variant_wins(monkeypatch, _gemm32(), cfg, accepted, a, v, n_sm, "TF32 size", sz.kernel_grids)
