@@ -236,12 +236,16 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
         for a, v, c in wgmma:
             measure(a, [(v, c)], "warpgroup-MMA size")
         hedges += wgmma
-        tf32 = tf32_variants(ctx.config, accepted, n_sm=ctx.n_sm)
+        # (the TF32 hedges enumerate and emit sizes, up to seconds of CPU: not begun unless a
+        # step would still fit)
+        tf32 = ([] if out_of_time(reserve=1) else
+                tf32_variants(ctx.config, accepted, n_sm=ctx.n_sm))
         for a, v, c in tf32:
             measure(a, [(v, c)], "TF32 size")
         hedges += tf32
-        tf32_split = [h for h in tf32_split_variants(ctx.config, accepted, n_sm=ctx.n_sm)
-                      if h[1].key not in tried]
+        tf32_split = ([] if out_of_time(reserve=1) else
+                      [h for h in tf32_split_variants(ctx.config, accepted, n_sm=ctx.n_sm)
+                       if h[1].key not in tried])
         for a, v, c in tf32_split:
             measure(a, [(v, c)], "TF32 split size")
         hedges += tf32_split
