@@ -312,16 +312,15 @@ TF32_SIZE_THREADS = 256
 def _tf32_sizes(g: KernelGraph) -> bool:
     """Every looping graph-defined kernel of ``g`` (at least one) multiplies fp32 tiles, and
     each such product tiles for TF32 MMAs on TF32_SIZE_THREADS threads with at least
-    TF32_SIZE_MIN_TILES 16 x 8 tiles a warp (``codegen.schedule.tf32_warp_tiling``)."""
-    from mirage_formal.codegen.schedule import tf32_product_dims, tf32_warp_tiling
+    TF32_SIZE_MIN_TILES 16 x 8 tiles a warp (:func:`_tf32_warp_tiles`)."""
+    return _fp32_loops(g) and _tf32_warp_tiles(g) >= TF32_SIZE_MIN_TILES
 
-    def large(x: Node) -> bool:  # (an fp32 product's TF32 warp tiles on 256 threads)
-        dims = tf32_product_dims(x)
-        tiling = tf32_warp_tiling(*dims, TF32_SIZE_THREADS // 32) if dims is not None else None
-        return tiling is not None and tiling[0] * tiling[1] >= TF32_SIZE_MIN_TILES
 
-    return _fp32_loops(g) and all(large(x) for bg in _loop_blocks(g) for x in bg.nodes
-                                  if _fp32_product(x))
+def _fp32_structures(accepted: Sequence[Optimized], pool: int) -> list[Optimized]:
+    """The first GPU_TF32_POOL of the first ``pool`` structures whose loops multiply fp32
+    tiles: the TF32 hedges' candidates (others have no such size, and their sizes are not
+    enumerated)."""
+    return [a for a in accepted[:pool] if _fp32_loops(a.graph)][:GPU_TF32_POOL]
 
 
 def tf32_variants(config: SearchConfig, accepted: Sequence[Optimized],
@@ -334,8 +333,7 @@ def tf32_variants(config: SearchConfig, accepted: Sequence[Optimized],
     cheapest. (The same rule as :func:`wgmma_variants`, for fp32 products.)"""
     from mirage_formal.codegen.schedule import Schedule
 
-    # (structures without fp32 loops have no such size: their sizes are not enumerated)
-    fp32 = [a for a in accepted[:pool] if _fp32_loops(a.graph)][:GPU_TF32_POOL]
+    fp32 = _fp32_structures(accepted, pool)
     return _fullest_wave_sizes(config, fp32, _tf32_sizes, limit, len(fp32), n_sm,
                                emitted=Schedule(tf32x3=True, threads=TF32_SIZE_THREADS))
 
@@ -401,18 +399,16 @@ def tf32_split_variants(config: SearchConfig, accepted: Sequence[Optimized],
 
     sched = Schedule(tf32x3=True, threads=TF32_SIZE_THREADS)
     found: list[tuple[tuple[int, int, int, float], Optimized, KernelGraph, Cost]] = []
-    for a in [a for a in accepted[:pool] if _fp32_loops(a.graph)][:GPU_TF32_POOL]:
+    for a in _fp32_structures(accepted, pool):
         best: tuple[tuple[int, int, int, float], KernelGraph, Cost] | None = None
         for v, c in _wave_sizes_that_emit(config, a.graph, n_sm, sched,
                                           lambda v: bool(_split_wave_blocks(v, n_sm))
                                           and _tf32_sizes(v)):  # cheapest first
-            tiles, blocks = _tf32_warp_tiles(v), _split_wave_blocks(v, n_sm)
-            if tiles >= TF32_SIZE_MIN_TILES:
-                # (then the squarest tiles: fewer operand words a step for the same outputs;
-                # 64 x 256 tiles ran 103.9 µs where 128 x 128 ran 91.4)
-                rank = (-tiles, _operand_rows(v), -blocks, c.seconds)
-                if best is None or rank < best[0]:
-                    best = (rank, v, c)
+            # (then the squarest tiles: fewer operand words a step for the same outputs;
+            # 64 x 256 tiles ran 103.9 µs where 128 x 128 ran 91.4)
+            rank = (-_tf32_warp_tiles(v), _operand_rows(v), -_split_wave_blocks(v, n_sm), c.seconds)
+            if best is None or rank < best[0]:
+                best = (rank, v, c)
         if best is not None:
             found.append((best[0], a, best[1], best[2]))
     found.sort(key=lambda t: t[0][0])  # (stable: structures of equal tiles in the search's order)

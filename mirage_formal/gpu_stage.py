@@ -61,9 +61,9 @@ def gpu_candidates(accepted: list[Optimized], top: int,
 
 
 #: the GPU stage also measures size variants (other grid sizes and loop ranges of the space:
-#: other tiles, as many blocks as they make) of this many of the fastest measured structures ...
+#: other tiles, as many blocks as they make) of this many of the fastest measured structures,
+#: ``gpu_sizes.GPU_VARIANTS`` each
 GPU_VARIANT_STRUCTURES = 2
-#: ... ``gpu_sizes.GPU_VARIANTS`` each
 #: with time left after those, the fastest this many structures in all get theirs too
 GPU_MORE_STRUCTURES = 4
 #: how many of the fastest structures get the tuner's second round (time allowing), and how
