@@ -8,7 +8,10 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import mirage_formal as mf
 from mirage_formal import gpu_sizes as sz
@@ -20,6 +23,7 @@ from mirage_formal.ir.graph import KernelGraph
 from mirage_formal.search.canon import structure_key
 from mirage_formal.verify import Verifier
 from mirage_formal.verify.float64 import FloatRecheck
+from mirage_formal.verify.verifier import run_float64
 
 SPACE = {"grid_sizes": [2, 4, 8, 16], "forloop": [1, 2, 4], "max_block_ops": 6}
 
@@ -749,3 +753,32 @@ def test_tf32_sizes_are_measured_and_can_win(monkeypatch: pytest.MonkeyPatch) ->
     assert not gs.tf32_variants(*_searched(_gemm(), GEMM_SPACE))
     a, v, _ = found[0]
     _variant_wins(monkeypatch, _gemm32(), cfg, accepted, a, v, n_sm, "TF32 size", sz.kernel_grids)
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mkn=st.sampled_from([(128, 2048, 256), (256, 1024, 512), (256, 2048, 256),
+                            (512, 1024, 256)]),
+       seed=st.integers(0, 2**31 - 1))
+def test_fp32_size_hedges_compute_the_program(mkn: tuple[int, int, int], seed: int) -> None:
+    """Every size the fp32 hedges pick (loop ranges past the space, TF32 sizes from the
+    emitter's fit) computes the program's function: the float64 semantics of the variant and
+    of the program agree on fresh random inputs (the GPU stage verifies them too before it
+    times them; this checks the rules build nothing else)."""
+    m, k, n = mkn
+    g = mf.Graph()
+    x = g.input((m, k), "f32", "X")
+    w = g.input((k, n), "f32", "W")
+    g.output(g.matmul(x, w))
+    prog = g.build()
+    cfg, accepted = _searched(prog, GEMM32_SPACE)
+    picked = [v for _, v, _ in gs.tf32_variants(cfg, accepted, n_sm=16)]
+    picked += [v for _, v, _ in gs.tf32_split_variants(cfg, accepted, n_sm=16)]
+    for a in accepted[:3]:
+        picked += [v for v, _ in gs.loop_range_variants(cfg, a.graph, set())]
+    assert picked  # (these products' searches return a looping fp32 structure)
+    rng = np.random.default_rng(seed)
+    inputs = {"X": rng.uniform(-1, 1, (m, k)), "W": rng.uniform(-1, 1, (k, n))}
+    want = run_float64(prog, inputs)[0]
+    for v in picked:
+        got = run_float64(v, inputs)[0]
+        assert np.allclose(got, want, rtol=1e-9, atol=1e-9 * np.abs(want).max()), sz.kernel_grids(v)
