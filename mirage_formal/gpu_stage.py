@@ -3,8 +3,9 @@ which size variants of the fastest are measured too (the rules that pick them li
 ``gpu_sizes``: the cost model's cheapest, the fullest wave, the grid-filling, warpgroup-MMA and
 TF32 sizes, longer loop ranges of fp32 loops, and a walk over neighbouring sizes while it finds
 faster ones), in what order within the budget, and the re-ranking by measured time
-(``_gpu_rank``). Every μGraph it measures is verified and re-checked in float64 first; the
-tuner (``codegen.autotune``) validates every kernel against the program before timing it.
+(``_gpu_rank``). Every μGraph it measures is verified and re-checked in float64 first (size
+variants on a thread of their own, ahead of their tuning: ``_VerifyAhead``); the tuner
+(``codegen.autotune``) validates every kernel against the program before timing it.
 
 Imports ``ir``, ``search``, ``verify``, ``optimized``, ``gpu_sizes`` and, lazily,
 ``codegen.autotune`` and ``codegen.validate``.
@@ -12,10 +13,12 @@ Imports ``ir``, ``search``, ``verify``, ``optimized``, ``gpu_sizes`` and, lazily
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +37,7 @@ from mirage_formal.ir.serialize import ugraph_to_json
 from mirage_formal.optimized import RECHECK_RTOL, Optimized
 from mirage_formal.search import Cost, SearchConfig
 from mirage_formal.search.derive import H100_SMS
-from mirage_formal.verify import Verifier
+from mirage_formal.verify import Verdict, Verifier
 from mirage_formal.verify.float64 import FloatRecheck
 
 
@@ -146,6 +149,73 @@ class _StageDeadline:
             self.longest = max(self.longest, time.monotonic() - t)
 
 
+class _VerifyAhead:
+    """Verifies and re-checks in float64 the size variants the stage will measure, on one
+    daemon thread of its own with a twin of the stage's verifier (``Verifier.twin``: same
+    trials and verdicts, caches of its own), in the order asked: the next variant's field
+    verification runs while the current one is tuned. (The fused fp32 gated MLP at 512 rows:
+    17-23 s to verify each size variant on a 2-core CPU, 12-19 s gaps between the sizes its
+    stage measured, H200 s40 c4-c5.) A graph the stage needs that was not asked for goes to
+    the front. The thread is a daemon and is never waited for beyond the verdicts the stage
+    asks for, so the stage's budget holds; what it verified past the stage's end is dropped."""
+
+    def __init__(self, ctx: VariantContext) -> None:
+        self._verifier = ctx.verifier.twin()
+        # (first on the thread: the reference in as many trials as the stage's verifier has
+        # drawn, while the stage tunes its first candidates)
+        self._warm = ctx.verifier.trials_drawn
+        self._recheck = ctx.recheck
+        self._lock = threading.Condition()
+        self._queue: collections.deque[KernelGraph] = collections.deque()
+        self._done: dict[str, tuple[Verdict, float] | BaseException] = {}
+        self._asked: set[str] = set()
+        self._thread = threading.Thread(target=self._run, name="verify-ahead", daemon=True)
+        self._thread.start()
+
+    def ask(self, graphs: Iterable[KernelGraph]) -> None:
+        """Verify ``graphs`` after those asked before (each once)."""
+        with self._lock:
+            for g in graphs:
+                if g.key not in self._asked:
+                    self._asked.add(g.key)
+                    self._queue.append(g)
+            self._lock.notify()
+
+    def result(self, g: KernelGraph) -> tuple[Verdict, float]:
+        """``g``'s verdict and float64 error (inf when rejected), waiting for them; a graph
+        not asked for yet is verified next. Re-raises what its verification raised."""
+        with self._lock:
+            if g.key not in self._asked:
+                self._asked.add(g.key)
+                self._queue.appendleft(g)
+                self._lock.notify()
+            while g.key not in self._done:
+                self._lock.wait()
+            got = self._done[g.key]
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+    def _run(self) -> None:
+        with contextlib.suppress(Exception):  # (a failure shows again in the first check)
+            self._verifier.prepare(self._warm)
+        while True:
+            with self._lock:
+                while not self._queue:
+                    self._lock.wait()
+                g = self._queue.popleft()
+            got: tuple[Verdict, float] | BaseException
+            try:
+                verdict = self._verifier.check(g)
+                err = self._recheck.error(g, verdict.output_map) if verdict.accepted else math.inf
+                got = (verdict, err)
+            except BaseException as e:  # (handed to the stage, which raises it where it asked)
+                got = e
+            with self._lock:
+                self._done[g.key] = got
+                self._lock.notify_all()
+
+
 def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
               seed: int | None, deadline: float | None = None,
               variants: VariantContext | None = None) -> tuple[list[Optimized], Any, list[str]]:
@@ -164,6 +234,8 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
 
     out_of_time = _StageDeadline(deadline)
     shared: dict[Any, Any] = variants.shared if variants is not None else {}
+    # (started first: its verifier twin evaluates the reference while the first round tunes)
+    ahead = _VerifyAhead(variants) if variants is not None else None
     picked = gpu_candidates(accepted, top, program)
     if picked and not out_of_time():
         # the program's validation draws and float64 outputs, once for every μGraph, before
@@ -224,31 +296,31 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
             nonlocal best_us, best_cg
             tried.update(v.key for v, _ in vcs)
             cg, us, more = _measure_variants(a, vcs, program, seed, ctx, out_of_time, start_sched,
-                                             kind, reserve)
+                                             kind, reserve, ahead)
             notes.extend(more)
             if cg is not None and us < best_us:
                 best_us, best_cg = us, cg
 
-        hedges = grid_filling_variants(ctx.config, accepted, n_sm=ctx.n_sm)
-        for a, v, c in hedges:
-            measure(a, [(v, c)], "grid-filling size")
+        # the hedges' sizes, all chosen first so that their verification runs ahead of the
+        # tuning (``_VerifyAhead``), then measured in this order
+        grid_fill = grid_filling_variants(ctx.config, accepted, n_sm=ctx.n_sm)
         wgmma = wgmma_variants(ctx.config, accepted, n_sm=ctx.n_sm)
-        for a, v, c in wgmma:
-            measure(a, [(v, c)], "warpgroup-MMA size")
-        hedges += wgmma
         # (the TF32 hedges enumerate and emit sizes, up to seconds of CPU: not begun unless a
         # step would still fit)
         tf32 = ([] if out_of_time(reserve=1) else
                 tf32_variants(ctx.config, accepted, n_sm=ctx.n_sm))
-        for a, v, c in tf32:
-            measure(a, [(v, c)], "TF32 size")
-        hedges += tf32
         tf32_split = ([] if out_of_time(reserve=1) else
-                      [h for h in tf32_split_variants(ctx.config, accepted, n_sm=ctx.n_sm)
-                       if h[1].key not in tried])
-        for a, v, c in tf32_split:
-            measure(a, [(v, c)], "TF32 split size")
-        hedges += tf32_split
+                      tf32_split_variants(ctx.config, accepted, n_sm=ctx.n_sm))
+        planned = [(grid_fill, "grid-filling size"), (wgmma, "warpgroup-MMA size"),
+                   (tf32, "TF32 size"), (tf32_split, "TF32 split size")]
+        assert ahead is not None
+        ahead.ask(v for vs, _ in planned for _, v, _ in vs if v.key not in tried)
+        hedges: list[tuple[Optimized, KernelGraph, Cost]] = []
+        for vs, kind in planned:
+            vs = [h for h in vs if h[1].key not in tried]  # (a size an earlier hedge measured)
+            for a, v, c in vs:
+                measure(a, [(v, c)], kind)
+            hedges += vs
         for a in _fastest_measured(accepted, program, 1):
             # (fp32 loops: the fastest structure's own grids at longer loop ranges, before the
             # other sizes: two targeted variants that a 90 s budget never reached after them;
@@ -260,7 +332,9 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
         # second...): a budget that ends early still measured the most likely sizes of each
         queues = [(a, variants_to_measure(ctx.config, a.graph, n_sm=ctx.n_sm))
                   for a in _fastest_measured(accepted, program)]
-        for turn in range(max((len(q) for _, q in queues), default=0)):
+        turns = range(max((len(q) for _, q in queues), default=0))
+        ahead.ask(q[t][0] for t in turns for _, q in queues if t < len(q))
+        for turn in turns:
             for a, q in queues:
                 if turn < len(q):
                     measure(a, q[turn:turn + 1], "size")
@@ -327,21 +401,29 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
 def _measure_variants(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], program: KernelGraph,
                       seed: int | None, ctx: VariantContext, out_of_time: _StageDeadline,
                       start_sched: dict[str, Any] | None = None,
-                      kind: str = "size", reserve: int = 1) -> tuple[Any, float, list[str]]:
+                      kind: str = "size", reserve: int = 1,
+                      ahead: _VerifyAhead | None = None) -> tuple[Any, float, list[str]]:
     """Verify, re-check and tune each size variant of ``vcs``; the fastest, if faster than
     ``a`` (or ``a`` was not measured), replaces ``a``'s graph, verdict, cost and measurements
     (same structure: it stays one entry). Returns its compiled kernel and time (None, inf when
-    none was faster). No variant is begun unless ``reserve`` more steps would still fit."""
+    none was faster). No variant is begun unless ``reserve`` more steps would still fit.
+    With ``ahead``, the verdicts come from its thread (all of ``vcs`` asked for at once, so
+    the next one's verification runs during this one's tuning)."""
     notes: list[str] = []
     best: tuple[Any, float] = (None, math.inf)
     base_key = a.graph.key
+    if ahead is not None:
+        ahead.ask(v for v, _ in vcs)
     for v, c in vcs:
         if out_of_time(reserve=reserve):
             notes.append(f"budget spent: {kind} variants of {base_key[:12]} not all measured")
             break
         with out_of_time.step():
-            verdict = ctx.verifier.check(v)
-            err = ctx.recheck.error(v, verdict.output_map) if verdict.accepted else math.inf
+            if ahead is not None:
+                verdict, err = ahead.result(v)
+            else:
+                verdict = ctx.verifier.check(v)
+                err = ctx.recheck.error(v, verdict.output_map) if verdict.accepted else math.inf
             if not verdict.accepted or err > RECHECK_RTOL:
                 # cannot happen for a sound structure: its variants compute the same function
                 notes.append(f"{kind} variant {v.key[:12]} of {base_key[:12]} failed verification "

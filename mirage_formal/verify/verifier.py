@@ -186,6 +186,26 @@ class Verifier:
         self._ref_float: list[np.ndarray] | None = None
         self._float_inputs: dict[str, np.ndarray] | None = None
 
+    def twin(self) -> Verifier:
+        """A verifier of the same reference with the same settings and seed (so the same
+        trials and verdicts) and caches of its own: for another thread, since a verifier's
+        trial caches are not shared safely."""
+        return Verifier(self.reference, bound=self.bound, seed=self.seed, p=self.p, q=self.q,
+                        float_check=self.float_check, max_trials=self.max_trials,
+                        cache_bytes=self.cache_bytes)
+
+    @property
+    def trials_drawn(self) -> int:
+        """How many trials this verifier has drawn (and evaluated the reference in) so far."""
+        return len(self._trials)
+
+    def prepare(self, trials: int) -> None:
+        """Draw the first ``trials`` trials and evaluate the reference in them now (what the
+        first checks would otherwise do): a twin made for another thread warms up before it
+        is asked for verdicts."""
+        for i in range(min(trials, self.max_trials)):
+            self._trial(i)
+
     # ------------------------------------------------------------ trials
     def _trial(self, index: int) -> _Trial:
         while len(self._trials) <= index:

@@ -782,3 +782,38 @@ def test_fp32_size_hedges_compute_the_program(mkn: tuple[int, int, int], seed: i
     for v in picked:
         got = run_float64(v, inputs)[0]
         assert np.allclose(got, want, rtol=1e-9, atol=1e-9 * np.abs(want).max()), sz.kernel_grids(v)
+
+
+def test_variants_verified_ahead_get_the_stage_verifiers_verdicts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stage's verify-ahead thread gives each size variant the verdict the stage's own
+    verifier gives (a twin: same seed and trials), in any order asked, a graph not asked for
+    included; a verification that raises raises where the stage asks for that verdict, and
+    the thread goes on with the others."""
+    prog = _gemm()
+    cfg, accepted = _searched(prog, GEMM_SPACE)
+    a = next(x for x in accepted if sz.kernel_grids(x.graph))
+    sizes = [v for v, _ in sz.ranked_variants(cfg, a.graph)[:4]]
+    assert len(sizes) == 4
+    verifier = Verifier(prog, seed=5)
+    ctx = gs.VariantContext(cfg, verifier, FloatRecheck(prog), n_sm=8)
+    ahead = gs._VerifyAhead(ctx)
+    ahead.ask(sizes[:3])
+    for v in [sizes[3], *reversed(sizes[:3])]:  # (the last one never asked for)
+        verdict, err = ahead.result(v)
+        want = Verifier(prog, seed=5).check(v)
+        assert (verdict.accepted, verdict.output_map) == (want.accepted, want.output_map)
+        assert verdict.accepted and err <= optimized.RECHECK_RTOL
+    boom = gs._VerifyAhead(ctx)
+    real = boom._verifier.check
+
+    def check(g: KernelGraph) -> Any:
+        if g.key == sizes[1].key:
+            raise RuntimeError("a verification that fails")
+        return real(g)
+
+    monkeypatch.setattr(boom._verifier, "check", check)
+    boom.ask(sizes[:3])
+    with pytest.raises(RuntimeError, match="a verification that fails"):
+        boom.result(sizes[1])
+    assert boom.result(sizes[2])[0].accepted
