@@ -273,6 +273,24 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
         if tuned.us < best_us:
             best_us, best_cg = tuned.us, tuned.compiled
 
+    # the hedges' sizes (they depend on the accepted μGraphs only), chosen before the first
+    # round so that their verification runs during its tuning (``_VerifyAhead``); measured
+    # after it, in this order
+    planned: list[tuple[list[tuple[Optimized, KernelGraph, Cost]], str]] = []
+    if variants is not None and ahead is not None:
+        ctx = variants
+        grid_fill = grid_filling_variants(ctx.config, accepted, n_sm=ctx.n_sm)
+        wgmma = wgmma_variants(ctx.config, accepted, n_sm=ctx.n_sm)
+        # (the TF32 hedges enumerate and emit sizes, up to seconds of CPU: not begun unless a
+        # step would still fit)
+        tf32 = ([] if out_of_time(reserve=1) else
+                tf32_variants(ctx.config, accepted, n_sm=ctx.n_sm))
+        tf32_split = ([] if out_of_time(reserve=1) else
+                      tf32_split_variants(ctx.config, accepted, n_sm=ctx.n_sm))
+        planned = [(grid_fill, "grid-filling size"), (wgmma, "warpgroup-MMA size"),
+                   (tf32, "TF32 size"), (tf32_split, "TF32 split size")]
+        known = {a.graph.key for a in accepted}
+        ahead.ask(v for vs, _ in planned for _, v, _ in vs if v.key not in known)
     floor: Optimized | None = None
     for i, a in enumerate(picked):
         if out_of_time(reserve=1):
@@ -288,7 +306,6 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
         first_round(floor)  # a floor that may win: its full first round
     if variants is not None:
         ctx = variants
-
         tried: set[str] = {a.graph.key for a in accepted}
 
         def measure(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], kind: str,
@@ -301,20 +318,6 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
             if cg is not None and us < best_us:
                 best_us, best_cg = us, cg
 
-        # the hedges' sizes, all chosen first so that their verification runs ahead of the
-        # tuning (``_VerifyAhead``), then measured in this order
-        grid_fill = grid_filling_variants(ctx.config, accepted, n_sm=ctx.n_sm)
-        wgmma = wgmma_variants(ctx.config, accepted, n_sm=ctx.n_sm)
-        # (the TF32 hedges enumerate and emit sizes, up to seconds of CPU: not begun unless a
-        # step would still fit)
-        tf32 = ([] if out_of_time(reserve=1) else
-                tf32_variants(ctx.config, accepted, n_sm=ctx.n_sm))
-        tf32_split = ([] if out_of_time(reserve=1) else
-                      tf32_split_variants(ctx.config, accepted, n_sm=ctx.n_sm))
-        planned = [(grid_fill, "grid-filling size"), (wgmma, "warpgroup-MMA size"),
-                   (tf32, "TF32 size"), (tf32_split, "TF32 split size")]
-        assert ahead is not None
-        ahead.ask(v for vs, _ in planned for _, v, _ in vs if v.key not in tried)
         hedges: list[tuple[Optimized, KernelGraph, Cost]] = []
         for vs, kind in planned:
             vs = [h for h in vs if h[1].key not in tried]  # (a size an earlier hedge measured)
@@ -333,7 +336,8 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
         queues = [(a, variants_to_measure(ctx.config, a.graph, n_sm=ctx.n_sm))
                   for a in _fastest_measured(accepted, program)]
         turns = range(max((len(q) for _, q in queues), default=0))
-        ahead.ask(q[t][0] for t in turns for _, q in queues if t < len(q))
+        if ahead is not None:
+            ahead.ask(q[t][0] for t in turns for _, q in queues if t < len(q))
         for turn in turns:
             for a, q in queues:
                 if turn < len(q):
