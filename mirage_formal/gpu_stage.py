@@ -169,6 +169,7 @@ class _VerifyAhead:
         self._queue: collections.deque[KernelGraph] = collections.deque()
         self._done: dict[str, tuple[Verdict, float] | BaseException] = {}
         self._asked: set[str] = set()
+        self._closed = False
         self._thread = threading.Thread(target=self._run, name="verify-ahead", daemon=True)
         self._thread.start()
 
@@ -196,13 +197,23 @@ class _VerifyAhead:
             raise got
         return got
 
+    def close(self) -> None:
+        """Drop what is still queued; the thread ends after the verification it is running
+        (not waited for), and with it the twin verifier's caches."""
+        with self._lock:
+            self._closed = True
+            self._queue.clear()
+            self._lock.notify_all()
+
     def _run(self) -> None:
         with contextlib.suppress(Exception):  # (a failure shows again in the first check)
             self._verifier.prepare(self._warm)
         while True:
             with self._lock:
-                while not self._queue:
+                while not self._queue and not self._closed:
                     self._lock.wait()
+                if self._closed:
+                    return
                 g = self._queue.popleft()
             got: tuple[Verdict, float] | BaseException
             try:
@@ -219,6 +230,19 @@ class _VerifyAhead:
 def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
               seed: int | None, deadline: float | None = None,
               variants: VariantContext | None = None) -> tuple[list[Optimized], Any, list[str]]:
+    """:func:`_rank`, with its verify-ahead thread (``variants`` given) closed after it."""
+    # (started first: its verifier twin evaluates the reference while the first round tunes)
+    ahead = _VerifyAhead(variants) if variants is not None else None
+    try:
+        return _rank(program, accepted, top, seed, deadline, variants, ahead)
+    finally:
+        if ahead is not None:
+            ahead.close()
+
+
+def _rank(program: KernelGraph, accepted: list[Optimized], top: int, seed: int | None,
+          deadline: float | None, variants: VariantContext | None,
+          ahead: _VerifyAhead | None) -> tuple[list[Optimized], Any, list[str]]:
     """Autotune, validate and time the ``top`` best (codegen.autotune: every kernel's schedule
     measured on this GPU, timed like the benchmarks' baselines); then, with ``variants``, the
     size variants of the fastest few (each verified and re-checked in float64 first; a faster
@@ -234,8 +258,6 @@ def _gpu_rank(program: KernelGraph, accepted: list[Optimized], top: int,
 
     out_of_time = _StageDeadline(deadline)
     shared: dict[Any, Any] = variants.shared if variants is not None else {}
-    # (started first: its verifier twin evaluates the reference while the first round tunes)
-    ahead = _VerifyAhead(variants) if variants is not None else None
     picked = gpu_candidates(accepted, top, program)
     if picked and not out_of_time():
         # the program's validation draws and float64 outputs, once for every μGraph, before

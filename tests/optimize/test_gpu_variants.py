@@ -4,6 +4,7 @@ one replaces its structure's entry (the autotuner replaced by a stand-in with ma
 
 from __future__ import annotations
 
+import threading
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -817,3 +818,14 @@ def test_variants_verified_ahead_get_the_stage_verifiers_verdicts(
     with pytest.raises(RuntimeError, match="a verification that fails"):
         boom.result(sizes[1])
     assert boom.result(sizes[2])[0].accepted
+    for t in (ahead, boom):  # closed, the thread ends (and frees its twin verifier)
+        t.ask(sizes)
+        t.close()
+        t._thread.join(timeout=60)
+        assert not t._thread.is_alive()
+    # the stage closes its own
+    monkeypatch.setattr(gs, "_tune_one", _fake_tune({}, key=lambda g: g.key))
+    gs._gpu_rank(prog, accepted, 1, 0, None, ctx)
+    for t in [t for t in threading.enumerate() if t.name == "verify-ahead"]:
+        t.join(timeout=60)
+        assert not t.is_alive()
