@@ -21,11 +21,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mirage_formal.errors import MirageError
-from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import KERNEL_OP, BlockGraph, KernelGraph, streams_weights
-from mirage_formal.ir.node import Node
 from mirage_formal.optimized import Optimized
 from mirage_formal.search import Cost, SearchConfig
+from mirage_formal.search.cost import fp32_product
 from mirage_formal.search.derive import H100_SMS
 from mirage_formal.search.state import ranked_variants
 
@@ -48,11 +47,6 @@ def _grids(g: KernelGraph) -> tuple[tuple[int, int, int], ...]:
 def _loop_blocks(g: KernelGraph) -> list[BlockGraph]:
     """The block graphs of ``g``'s graph-defined kernels that have a real loop."""
     return [n.attr("graph") for n in g.nodes if n.op == KERNEL_OP and n.attr("graph").forloop > 1]
-
-
-def _fp32_product(x: Node) -> bool:
-    """Block op ``x`` is a product of two fp32 tiles."""
-    return x.op == "matmul" and all(s.dtype is DType.F32 for s in x.src)
 
 
 def variants_to_measure(config: SearchConfig, graph: KernelGraph,
@@ -250,7 +244,7 @@ def _fp32_loops(g: KernelGraph) -> bool:
     """Every looping graph-defined kernel of ``g`` (at least one) has a product of two fp32
     tiles."""
     loops = _loop_blocks(g)
-    return bool(loops) and all(any(_fp32_product(x) for x in bg.nodes) for bg in loops)
+    return bool(loops) and all(any(fp32_product(x) for x in bg.nodes) for bg in loops)
 
 
 def loop_range_variants(config: SearchConfig, graph: KernelGraph, tried: set[str],
@@ -355,7 +349,7 @@ def _tf32_warp_tiles(g: KernelGraph) -> int:
     counts = []
     for bg in _loop_blocks(g):
         for x in bg.nodes:
-            if _fp32_product(x):
+            if fp32_product(x):
                 dims = tf32_product_dims(x)
                 t = tf32_warp_tiling(*dims, TF32_SIZE_THREADS // 32) if dims is not None else None
                 counts.append(t[0] * t[1] if t is not None else 0)
@@ -366,7 +360,7 @@ def _operand_rows(g: KernelGraph) -> int:
     """The rows plus columns of every looping fp32 product of ``g``'s outputs: the operand
     words one k step reads per unit of k."""
     return sum(x.shape[-2] + x.shape[-1] for bg in _loop_blocks(g) for x in bg.nodes
-               if _fp32_product(x))
+               if fp32_product(x))
 
 
 def _split_wave_blocks(g: KernelGraph, n_sm: int) -> int:

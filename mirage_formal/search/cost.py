@@ -180,6 +180,12 @@ def _nbytes(n: Node) -> int:
     return math.prod(n.shape) * n.dtype.itemsize
 
 
+def fp32_product(n: Node) -> bool:
+    """Op ``n`` is a product of two fp32 tiles: what the model charges at ``f32_mm_flops``
+    (and what the GPU stage's fp32 size rules, ``gpu_sizes``, look for)."""
+    return n.op == "matmul" and all(s.dtype is DType.F32 for s in n.src)
+
+
 def _op_work(n: Node) -> tuple[float, float, float]:
     """(tensor-core flops, CUDA-core flops, fp32-product flops) of one application of op
     ``n`` on its tile: a tensor-core matmul's flops are counted on the tile padded to the MMA
@@ -192,7 +198,7 @@ def _op_work(n: Node) -> tuple[float, float, float]:
         batch = math.prod(n.shape[:-2])
         m, nn, k = n.shape[-2], n.shape[-1], a.shape[-1]
         if tensor_core_type(*(s.dtype for s in n.src)) is None:
-            if all(s.dtype is DType.F32 for s in n.src):
+            if fp32_product(n):
                 return 0.0, 0.0, 2.0 * batch * m * nn * k
             return 0.0, 2.0 * batch * m * nn * k, 0.0
         return 2.0 * batch * _pad(m, 16) * _pad(nn, 8) * _pad(k, 16), 0.0, 0.0
