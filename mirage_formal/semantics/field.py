@@ -20,7 +20,9 @@ arithmetic interface :class:`SideOps` (``F``), exact int64 arithmetic mod the si
   the rule's ``post`` (rsqrt is 1 / the sqrt function, rms_norm is x · inverse(sqrt_fn(mean
   of squares + eps)), so rewrites between ops sharing a function are seen as equal);
 - ``accum``: the for-loop accumulator (:func:`accum_op`); ``kind=rms`` is the sqrt function
-  of the mean of squares, over ``accum_terms`` terms.
+  of the mean of squares, over ``accum_terms`` terms. A sum or mean of a product of tiles
+  (times or over loop-invariant tiles) is taken as one GEMM over the joined iterations
+  (:func:`loop_sum_of_products`), the same residues without the per-iteration products.
 
 :class:`FieldEvaluator` walks kernel graphs and block graphs (reusing ``layout``'s iterate,
 save and align, so it is the same vectorized scheme as the float64 interpreter). It
@@ -44,7 +46,15 @@ from typing import Any
 import numpy as np
 
 from mirage_formal.errors import MirageError
-from mirage_formal.ir.graph import GET, INPUT, ITER, KERNEL_OP, BlockGraph, KernelGraph
+from mirage_formal.ir.graph import (
+    GET,
+    INPUT,
+    ITER,
+    KERNEL_OP,
+    BlockGraph,
+    KernelGraph,
+    loop_invariant,
+)
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import FIELD_KINDS, REGISTRY, OpDef, accum_terms
 from mirage_formal.semantics.layout import LEAD, LOOP_AXIS, align, iterate, save
@@ -57,6 +67,11 @@ SIDES = (P_SIDE, Q_SIDE)
 #: two residues stay below 2^62, so elementwise arithmetic is exact in int64.
 DEFAULT_P = 2147483579
 DEFAULT_Q = 1073741789
+
+#: sum a loop's products without their per-iteration tiles where linearity allows
+#: (``evaluate_block_field``'s ``loop_sum``); off, every accumulator sums its operand's tiles
+#: (the definition, which the tests compare it against)
+LOOP_SUMS = True
 
 class ZeroDivisorInTrial(Exception):
     """A divisor was zero at this random point: the caller draws a new trial."""
@@ -507,6 +522,41 @@ def _accum_sum(x: Array, attrs: Mapping[str, Any], loop_axis: int, m: int) -> tu
     return _i64(xx.sum(axis=loop_axis, keepdims=True) % m), count
 
 
+def loop_sum_of_products(a: Array, b: Array, forloop: int, m: int) -> Array:
+    """The sum over the loop axis of ``a @ b`` mod m (loop axis kept, size 1), for block-level
+    operands aligned by :func:`align` whose loop axes are ``forloop`` or 1 (invariant, so
+    counted ``forloop`` times), without the per-iteration products: the iterations' tiles
+    joined along the contraction (one GEMM of K = forloop x the tile's k). The per-iteration
+    products are forloop times the output's size, which made verifying a long-loop μGraph of
+    a large product take seconds per trial (the fp32 prefill gated MLP's sizes: 15 s)."""
+    fa, fb = a.shape[LOOP_AXIS], b.shape[LOOP_AXIS]
+    if fa == 1 and fb == 1:
+        return _i64(matmul_mod(a, b, m) * (forloop % m) % m)
+    if fa == 1:
+        return matmul_mod(a, _i64(b.sum(axis=LOOP_AXIS, keepdims=True) % m), m)
+    if fb == 1:
+        return matmul_mod(_i64(a.sum(axis=LOOP_AXIS, keepdims=True) % m), b, m)
+    # a (g3, F, *batch, tm, tk) -> (g3, 1, *batch, tm, F*tk); b (g3, F, *batch, tk, tn) ->
+    # (g3, 1, *batch, F*tk, tn): column f*tk + j of one meets row f*tk + j of the other
+    a2 = np.moveaxis(a, LOOP_AXIS, -2)
+    a2 = a2.reshape(*a2.shape[:-2], a2.shape[-2] * a2.shape[-1])
+    b2 = np.moveaxis(b, LOOP_AXIS, -3)
+    b2 = b2.reshape(*b2.shape[:-3], b2.shape[-3] * b2.shape[-2], b2.shape[-1])
+    return matmul_mod(np.expand_dims(a2, LOOP_AXIS), np.expand_dims(b2, LOOP_AXIS), m)
+
+
+def accum_from_loop_sum(trial: FieldTrial, total: Array, attrs: Mapping[str, Any],
+                        forloop: int, side: str) -> Array:
+    """``accum`` (kind sum or mean, no fold) from ``total``, the sum of its operand over the
+    loop (what :func:`accum_op` computes from the per-iteration tiles)."""
+    assert attrs["fold"] is None and attrs["kind"] in ("sum", "mean")
+    if attrs["kind"] == "sum":
+        return total
+    m = trial.modulus(side)
+    count = accum_terms(forloop, total.shape[-1], None)
+    return _i64(total * pow(count % m, -1, m) % m)
+
+
 def accum_op(trial: FieldTrial, x: Array, attrs: Mapping[str, Any], loop_axis: int, side: str,
              x_other: Array | None = None) -> Array:
     """Fold a tile over loop iterations (and the last dimension for fold), in the field.
@@ -666,6 +716,7 @@ def evaluate_block_field(bg: BlockGraph, inputs: Sequence[_Lazy], trial: FieldTr
     block and iteration. Block values are computed by need; ``vals`` may carry them between
     calls for the same kernel in the same trial."""
     vals = {} if vals is None else vals
+    hoisted = loop_invariant(bg)
 
     def full_loop(x: Array) -> Array:
         if x.shape[LOOP_AXIS] != bg.forloop:  # a loop-invariant tile is added F times
@@ -674,6 +725,27 @@ def evaluate_block_field(bg: BlockGraph, inputs: Sequence[_Lazy], trial: FieldTr
             x = np.broadcast_to(x, full)
         return x
 
+    def invariant(n: Node) -> bool:
+        return (n.op == ITER and n.attr("fmap") == -1) or n in hoisted
+
+    def loop_sum(n: Node, s: str) -> Array | None:
+        """The sum of ``n`` over the loop without its per-iteration tiles, where linearity
+        gives it: a product of two tiles (one GEMM over the joined iterations), a tile times
+        or over a loop-invariant one (the invariant factor applied to the operand's sum);
+        None otherwise. Exact: the same residues as summing the tiles."""
+        if not LOOP_SUMS or invariant(n):
+            return None
+        if n.op == "matmul":
+            a, b = align([val(x, s) for x in n.src], LEAD)
+            return loop_sum_of_products(a, b, bg.forloop, trial.modulus(s))
+        linear = {"mul": (0, 1), "div": (0,)}.get(n.op, ())
+        for i in linear:
+            rest = [x for j, x in enumerate(n.src) if j != i]
+            if all(invariant(x) for x in rest) and (inner := loop_sum(n.src[i], s)) is not None:
+                args = [inner if j == i else val(x, s) for j, x in enumerate(n.src)]
+                return same_side_op(trial, n.op, align(args, LEAD), n.attr_dict, s)
+        return None
+
     def val(n: Node, s: str) -> Array:
         key = (n, s)
         if key in vals:
@@ -681,6 +753,9 @@ def evaluate_block_field(bg: BlockGraph, inputs: Sequence[_Lazy], trial: FieldTr
         if n.op == ITER:
             v = iterate(inputs[n.attr("input")].get(s), n.attr("imap"), n.attr("fmap"),
                         bg.grid, bg.forloop)
+        elif (n.op == "accum" and n.attr("fold") is None and n.attr("kind") in ("sum", "mean")
+              and (total := loop_sum(n.src[0], s)) is not None):
+            v = accum_from_loop_sum(trial, total, n.attr_dict, bg.forloop, s)
         elif n.op == "accum":
             x = full_loop(val(n.src[0], s))
             x_other = None
