@@ -386,6 +386,34 @@ def test_ranking_leaves_room_for_the_winners_second_round(
     assert "second tuning round" in (ranked[0].validation or "")
 
 
+def test_a_slow_step_elsewhere_does_not_cost_the_winner_its_second_round(
+        result: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second round is expected to take as long as the winner's own first round, not as
+    the longest step: here the winner tunes in 0.1 s, a slower candidate in 1.0 s, and 0.5 s
+    are left after both (gated_mlp b=1 on the H200: one size variant took 56 s, and its
+    winner lost the second round)."""
+    import time
+
+    calls: list[Any] = []
+    first: list[str] = []
+
+    def tune_one(graph: KernelGraph, program: KernelGraph, seed: Any, estimated_us: float,
+                 deadline: float | None = None, start: Any = None, shared: Any = None) -> Any:
+        first.append(first[0] if first else graph.key)
+        fast = graph.key == first[0]
+        time.sleep(0.1 if fast or start is not None else 1.0)
+        times = {graph.key: 10.0 if fast else 50.0}
+        return _fake_tune(times, calls, second_round=0.5, key=lambda g: g.key)(
+            graph, program, seed, estimated_us, deadline, start, shared)
+
+    monkeypatch.setattr(gs, "_tune_one", tune_one)
+    accepted = [optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
+                for a in result.accepted][:2]
+    ranked, _, _ = gs._gpu_rank(program(), accepted, 2, 0, time.monotonic() + 1.6)
+    assert [c[1] is not None for c in calls] == [False, False, True]
+    assert ranked[0].measured_us == 5.0 and "second tuning round" in (ranked[0].validation or "")
+
+
 def test_sizes_near_a_graph_are_those_within_the_radius(result: Any) -> None:
     """``size_variants(radius=r)`` is exactly the full enumeration's variants whose summed
     per-kernel ``size_distance`` from the graph's own sizes is at most r, the graph left out."""
