@@ -285,6 +285,9 @@ def _rank(program: KernelGraph, accepted: list[Optimized], top: int, seed: int |
             notes.append(f"candidate {a.graph.key[:12]} FAILED validation under every schedule "
                          "(a codegen bug; see the tuning log measurements.jsonl)")
             return
+        if tuned.slow_compiles:
+            notes.append(f"candidate {a.graph.key[:12]}: {tuned.slow_compiles} schedule(s) not "
+                         "measured (NVRTC not done within autotune.SLOW_COMPILE_S)")
         bad = [t for t in tuned.trials if not t.valid]
         for t in bad:
             notes.append(f"candidate {a.graph.key[:12]} schedule "
@@ -469,6 +472,10 @@ def _measure_variants(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], pro
                 continue
             tuned = _tune_one(v, program, seed, c.seconds * 1e6, out_of_time.deadline,
                               shared=ctx.shared)
+            if tuned is not None and tuned.slow_compiles:
+                notes.append(f"{kind} variant {v.key[:12]} of {base_key[:12]}: {tuned.slow_compiles} "
+                             "schedule(s) not measured (NVRTC not done within "
+                             "autotune.SLOW_COMPILE_S)")
             if tuned is None:
                 notes.append(f"{kind} variant {v.key[:12]} of {base_key[:12]} FAILED validation under "
                              "every schedule (a codegen bug; see the tuning log)")

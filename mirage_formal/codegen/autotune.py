@@ -30,7 +30,7 @@ import os
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,14 +156,55 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
 
 def compile_variants(graph: KernelGraph, variants: Sequence[Mapping[str, Schedule]], arch: str,
                      jobs: int = 1, cache: str | None = None) -> list[CompiledGraph]:
-    """Emit and compile ``graph`` under each schedule map (NVRTC in ``jobs`` processes)."""
+    """Emit and compile ``graph`` under each schedule map (NVRTC in ``jobs`` processes);
+    raises the first compile error."""
+    out: list[CompiledGraph] = []
+    for got in compile_each(graph, variants, arch, jobs, cache):
+        if isinstance(got, MirageError):
+            raise got
+        assert got is not None  # (no wait limit: every compile is waited for)
+        out.append(got)
+    return out
+
+
+#: how long the tuner waits for a chunk's slowest compiles once one of them is done
+#: (seconds from the chunk's start). The table's winners compile in 0.2-1.9 s; a gemv of
+#: 512-column tiles took 23-32 s (2-core CPU) and made one size variant of gated_mlp b=1 a
+#: 43-56 s step (H200 s41 c3-c4) for kernels 3x slower than the winner's.
+SLOW_COMPILE_S = 12.0
+
+
+def compile_each(graph: KernelGraph, variants: Sequence[Mapping[str, Schedule]], arch: str,
+                 jobs: int = 1, cache: str | None = None, wait_s: float | None = None,
+                 ) -> list[CompiledGraph | MirageError | None]:
+    """Each schedule map's compiled graph, or the error its compile raised, or None for a
+    compile still running ``wait_s`` seconds after the start once another one is done (its
+    process finishes it unwatched and its cubin lands in the cache). At least one compile
+    is always waited for."""
     emitted = [emit_graph(graph, schedules=v) for v in variants]
     args = [(src, arch, cache) for src, _, _ in emitted]
+    cubins: list[bytes | MirageError | None] = []
     if jobs > 1 and len(args) > 1:
-        cubins = list(_pool(jobs).map(_compile_job, args))
+        futs = [_pool(jobs).submit(_compile_job, a) for a in args]
+        done, _ = wait(futs, timeout=wait_s)
+        if not done:
+            done, _ = wait(futs, return_when=FIRST_COMPLETED)
+        for f in futs:
+            if f not in done:
+                f.cancel()
+                cubins.append(None)
+                continue
+            try:
+                cubins.append(f.result())
+            except MirageError as e:
+                cubins.append(e)
     else:
-        cubins = [_compile_job(a) for a in args]
-    return [CompiledGraph(graph, src, cub, arch, ls, ks)
+        for a in args:
+            try:
+                cubins.append(_compile_job(a))
+            except MirageError as e:
+                cubins.append(e)
+    return [CompiledGraph(graph, src, cub, arch, ls, ks) if isinstance(cub, bytes) else cub
             for (src, ls, ks), cub in zip(emitted, cubins, strict=True)]
 
 
@@ -185,6 +226,8 @@ class Tuned:
     default_us: float | None
     trials: list[Trial]
     from_cache: bool
+    #: schedules not measured because NVRTC had not compiled them within SLOW_COMPILE_S
+    slow_compiles: int = 0
 
     def describe(self) -> str:
         return "; ".join(f"{k[:8]}:{s.short()}" for k, s in self.schedules.items())
@@ -216,7 +259,9 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
     ``deadline`` (a ``time.monotonic()`` value): once it has passed, no further variant is
     compiled, validated or timed; the best measured so far is returned (the first variant,
     the cached or default schedule, is always measured). A result cut short this way is not
-    stored in the cache."""
+    stored in the cache. Nor is one whose chunk left a compile unwaited for: once one of a
+    chunk's compiles is done, those still running ``SLOW_COMPILE_S`` after its start (or at
+    the deadline) are not measured (``Tuned.slow_compiles``)."""
     from mirage_formal.codegen.probe import fault_probe, probe_enabled
     from mirage_formal.codegen.runtime import runtime
 
@@ -246,6 +291,8 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
     #: from fragments of a gemv product, one barrier where no ring is...) takes that trial's
     #: verdict and time instead of a second validation and timing, and is not logged again
     measured: dict[tuple[Any, ...], tuple[Trial, CompiledGraph | None]] = {}
+    #: schedule maps whose compile was not waited for (SLOW_COMPILE_S)
+    slow: list[dict[str, Schedule]] = []
 
     def measure(variants: list[dict[str, Schedule]]) -> list[Trial]:
         nonlocal per_variant
@@ -269,16 +316,20 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
 
     def measure_chunk(variants: list[dict[str, Schedule]]) -> list[Trial]:
         out: list[Trial] = []
-        try:
-            compiled = compile_variants(graph, variants, rt.arch, jobs, cubin_cache)
-        except MirageError:
-            # one bad variant must not hide the others: compile them one by one
-            compiled = []
-            for v in variants:
-                try:
-                    compiled.extend(compile_variants(graph, [v], rt.arch, 1, cubin_cache))
-                except MirageError as e:
-                    out.append(Trial(v, False, None, f"compile: {str(e).splitlines()[0]}"))
+        compiled: list[CompiledGraph] = []
+        # (a compile past SLOW_COMPILE_S, or past the deadline, is not waited for once
+        # another one is done: not measured, counted in ``slow``)
+        wait_s = SLOW_COMPILE_S
+        if deadline is not None:
+            wait_s = max(0.0, min(wait_s, deadline - time.monotonic()))
+        got = compile_each(graph, variants, rt.arch, jobs, cubin_cache, wait_s)
+        for v, cg in zip(variants, got, strict=True):
+            if isinstance(cg, MirageError):
+                out.append(Trial(v, False, None, f"compile: {str(cg).splitlines()[0]}"))
+            elif cg is None:
+                slow.append(dict(v))
+            else:
+                compiled.append(cg)
         for cg in compiled:
             if late():
                 break
@@ -352,9 +403,10 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
             best_us, current = keep_fastest([{**current, k: s} for s in more], best_us, current)
     if best_us is None:
         return None
-    if not late():
+    if not late() and not slow:  # (a round that skipped slow compiles is cut short too)
         cache.store(graph, tc, current, best_us)
-    return Tuned(best_compiled[_skey(current)], current, best_us, default_us, trials, False)
+    return Tuned(best_compiled[_skey(current)], current, best_us, default_us, trials, False,
+                 len(slow))
 
 
 def runs_here(schedules: list[Schedule], arch: str) -> list[Schedule]:

@@ -81,7 +81,7 @@ def _fake_tune(times: dict[tuple[Any, ...], float], calls: list[Any] | None = No
         us = times.get(key(graph), 50.0) * (second_round if start is not None else 1.0)
         return SimpleNamespace(us=us, trials=[], compiled=("kernel", graph.key, start is not None),
                                from_cache=False, default_us=None, describe=lambda: "stand-in",
-                               schedules={"k": graph.key})
+                               schedules={"k": graph.key}, slow_compiles=0)
     return tune_one
 
 
