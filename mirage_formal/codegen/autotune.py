@@ -178,15 +178,17 @@ def compile_each(graph: KernelGraph, variants: Sequence[Mapping[str, Schedule]],
                  jobs: int = 1, cache: str | None = None, wait_s: float | None = None,
                  ) -> list[CompiledGraph | MirageError | None]:
     """Each schedule map's compiled graph, or the error its compile raised, or None for a
-    compile still running ``wait_s`` seconds after the start once another one is done (its
-    process finishes it unwatched and its cubin lands in the cache). At least one compile
-    is always waited for."""
+    compile still running ``wait_s`` seconds after the start (times the waves of ``jobs``
+    compiles they take) once another one is done (its process finishes it unwatched and its
+    cubin lands in the cache). At least one compile is always waited for."""
     emitted = [emit_graph(graph, schedules=v) for v in variants]
     args = [(src, arch, cache) for src, _, _ in emitted]
     cubins: list[bytes | MirageError | None] = []
     if jobs > 1 and len(args) > 1:
         futs = [_pool(jobs).submit(_compile_job, a) for a in args]
-        done, _ = wait(futs, timeout=wait_s)
+        # (more compiles than processes run in waves: each wave gets the limit)
+        waves = -(-len(args) // jobs)
+        done, _ = wait(futs, timeout=None if wait_s is None else wait_s * waves)
         if not done:
             done, _ = wait(futs, return_when=FIRST_COMPLETED)
         for f in futs:
