@@ -154,6 +154,22 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
     return ex
 
 
+def _drop_pool(jobs: int) -> None:
+    """Stop the compile pool of ``jobs`` processes now, killing compiles still running in
+    it (a later :func:`_pool` starts a fresh one). An executor waits for its running jobs at
+    interpreter exit, so a compile left running would hold the process (and a ``--budget``)
+    for as long as it takes."""
+    ex = _POOL.pop(jobs, None)
+    if ex is None:
+        return
+    procs = list((getattr(ex, "_processes", None) or {}).values())
+    ex.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        proc.join(timeout=5)
+
+
 def compile_variants(graph: KernelGraph, variants: Sequence[Mapping[str, Schedule]], arch: str,
                      jobs: int = 1, cache: str | None = None) -> list[CompiledGraph]:
     """Emit and compile ``graph`` under each schedule map (NVRTC in ``jobs`` processes);
@@ -179,8 +195,8 @@ def compile_each(graph: KernelGraph, variants: Sequence[Mapping[str, Schedule]],
                  ) -> list[CompiledGraph | MirageError | None]:
     """Each schedule map's compiled graph, or the error its compile raised, or None for a
     compile still running ``wait_s`` seconds after the start (times the waves of ``jobs``
-    compiles they take) once another one is done (its process finishes it unwatched and its
-    cubin lands in the cache). At least one compile is always waited for."""
+    compiles they take) once another one is done (killed with its pool: :func:`_drop_pool`).
+    At least one compile is always waited for."""
     emitted = [emit_graph(graph, schedules=v) for v in variants]
     args = [(src, arch, cache) for src, _, _ in emitted]
     cubins: list[bytes | MirageError | None] = []
@@ -193,13 +209,14 @@ def compile_each(graph: KernelGraph, variants: Sequence[Mapping[str, Schedule]],
             done, _ = wait(futs, return_when=FIRST_COMPLETED)
         for f in futs:
             if f not in done:
-                f.cancel()
                 cubins.append(None)
                 continue
             try:
                 cubins.append(f.result())
             except MirageError as e:
                 cubins.append(e)
+        if len(done) < len(futs):
+            _drop_pool(jobs)
     else:
         for a in args:
             try:

@@ -70,3 +70,20 @@ def test_one_compile_is_waited_for_even_past_the_limit(stand_in_nvrtc: list[str]
     g, variants = _variants()
     got = at.compile_each(g, variants[1:2] * 2, "sm_90", jobs=4, wait_s=0.0)
     assert any(isinstance(x, CompiledGraph) for x in got)  # (the other may finish with it)
+
+
+def test_dropping_the_pool_kills_its_running_jobs_and_the_next_pool_works() -> None:
+    """A compile left running would hold the process at exit (a process pool waits for its
+    jobs): the pool is stopped with its processes, and the next call starts a fresh one."""
+    ex = at._pool(2)
+    running = ex.submit(time.sleep, 60)
+    while not running.running():
+        time.sleep(0.05)
+    procs = list(ex._processes.values())
+    t = time.monotonic()
+    at._drop_pool(2)
+    assert time.monotonic() - t < 10
+    assert all(not p.is_alive() for p in procs)
+    assert at._pool(2) is not ex
+    assert at._pool(2).submit(pow, 2, 10).result(timeout=60) == 1024
+    at._drop_pool(2)
