@@ -52,6 +52,7 @@ def compile(
     overrides: Mapping[str, Any] | None = None,
     warn: bool = True,
     max_region_ops: int | None = 6,
+    prefer_faster: bool = True,
 ) -> Compiled:
     """``torch.compile(fn, backend="mirage_formal")`` with these options; see
     :func:`mirage_formal.torch_bridge.backend.compile`."""
@@ -68,6 +69,7 @@ def compile(
         overrides=overrides,
         warn=warn,
         max_region_ops=max_region_ops,
+        prefer_faster=prefer_faster,
     )
 
 

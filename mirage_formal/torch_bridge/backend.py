@@ -56,6 +56,8 @@ class BackendOptions:
     max_region_ops: int | None = 6
     #: accepted μGraphs per region autotuned and timed on the GPU
     gpu_top: int = 2
+    #: a region whose kernel measures slower than its torch code runs with torch
+    prefer_faster: bool = True
 
     @staticmethod
     def from_mapping(opts: Mapping[str, Any] | None) -> BackendOptions:
@@ -80,6 +82,7 @@ class BackendOptions:
             preset=self.preset,
             overrides=self.overrides,
             gpu=self.gpu,
+            prefer_faster=self.prefer_faster,
         )
 
 
@@ -202,9 +205,12 @@ def compile(
     overrides: Mapping[str, Any] | None = None,
     warn: bool = True,
     max_region_ops: int | None = 6,
+    prefer_faster: bool = True,
 ) -> Compiled:
     """``torch.compile(fn, backend="mirage_formal", dynamic=False)`` with these options, as an
-    object that also reports its regions. Calls run under ``torch.no_grad()`` (inference)."""
+    object that also reports its regions. Calls run under ``torch.no_grad()`` (inference).
+    ``prefer_faster``: on a GPU, a region whose validated kernel measures slower than its
+    torch code on the first call's inputs runs with torch (the report says both times)."""
     if not callable(fn):
         raise MirageError(f"compile takes a function or nn.Module, not {type(fn).__name__}")
     opts = BackendOptions.from_mapping(
@@ -217,6 +223,7 @@ def compile(
             "overrides": overrides or {},
             "warn": warn,
             "max_region_ops": max_region_ops,
+            "prefer_faster": prefer_faster,
         }
     )
     return Compiled(fn, MirageBackend(opts))

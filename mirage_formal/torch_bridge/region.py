@@ -5,18 +5,22 @@ in the :class:`RegionCache`, and on a miss runs :func:`mirage_formal.superoptimi
 the user's budget) and stores the chosen μGraph. With a usable GPU, and CUDA tensors of
 f16/bf16/f32 at every region input, the μGraph is compiled (the search's autotuned kernel, or
 the autotuner run on the cached μGraph, whose own cache keeps the winning schedule), validated
-against the float64 program on random inputs *and* against torch on the example inputs, and the region then runs
-as that kernel: inputs are the caller's tensors (a transposed parameter is transposed once
-and kept while the parameter is unchanged; other non-contiguous inputs are made contiguous),
-outputs are fresh torch tensors, and the launch goes on torch's current stream (no copies, no
+against the float64 program on random inputs *and* against torch on the example inputs, and
+timed against the region's torch code on those inputs (:func:`time_like_benchmarks`, both the
+same way); the faster one runs (``SearchSettings.prefer_faster``). As a kernel: inputs are
+the caller's tensors (a transposed parameter is transposed once and kept while the parameter
+is unchanged; other non-contiguous inputs are made contiguous), outputs are fresh torch
+tensors, and the launch goes on torch's current stream (no copies, no
 synchronization). Anything else — no GPU, a translation the search cannot take, a kernel that
-fails validation — leaves the region to torch, with one warning line saying why.
+fails validation or is slower than torch — leaves the region to torch, with one warning line
+saying why.
 
 Imports torch, ``translate``, ``cache``, ``optimize`` and ``codegen`` (the last two lazily).
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 import warnings
 from collections.abc import Mapping
@@ -49,6 +53,9 @@ class SearchSettings:
     seed: int = 0
     #: accepted μGraphs autotuned and timed on the GPU (the search's gpu_top)
     gpu_top: int = 2
+    #: time the validated kernel against the region's torch code on the example inputs and
+    #: run whichever is faster (:func:`time_like_benchmarks`)
+    prefer_faster: bool = True
 
     def key_material(self) -> dict[str, Any]:
         return {"bound": self.bound, "preset": self.preset, "overrides": list(self.overrides)}
@@ -69,6 +76,11 @@ class RegionReport:
     kernels: str = ""  # the compiled kernels' summary (GPU)
     schedule: str = ""  # the autotuned schedule (GPU, μGraph from the cache)
     validation: str = ""
+    #: the kernel's and the region's torch code's median µs on the example inputs (GPU,
+    #: ``prefer_faster``); None when not timed
+    kernel_us: float | None = None
+    torch_us: float | None = None
+    timing: str = ""  # how they were timed, or why they were not
 
     def line(self) -> str:
         how = "superoptimized kernel" if self.runs_on == "kernel" else f"torch ({self.reason})"
@@ -120,6 +132,38 @@ def _search(
         meta |= {"bound": best.verdict.bound, "estimated_us": best.cost.seconds * 1e6}
         return best.graph, None, "search", meta
     return program, None, "program", meta
+
+
+#: bytes written before each timed replay to evict the L2 (as the benchmarks and
+#: ``codegen.timing`` do)
+FLUSH_BYTES = 256 * 1024 * 1024
+
+
+def time_like_benchmarks(fn: Any, reps: int = 50) -> float:
+    """Median µs of ``fn()`` as the benchmarks time PyTorch: three warm-up calls on a side
+    stream, one call captured in a CUDA graph, ``reps`` replays with a 256 MB write (the L2
+    flush) before each, CUDA events around each replay."""
+    side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    event = torch.cuda.Event
+    marks = [(event(enable_timing=True), event(enable_timing=True))  # type: ignore[no-untyped-call]
+             for _ in range(reps)]
+    for start, end in marks:
+        flush.zero_()
+        start.record()
+        graph.replay()
+        end.record()
+    torch.cuda.synchronize()
+    return 1000.0 * statistics.median(start.elapsed_time(end) for start, end in marks)
 
 
 def _gpu_ready(s: SearchSettings, args: tuple[Any, ...]) -> str:
@@ -292,6 +336,22 @@ def compile_region(
     report.validation += f"; vs torch on the example inputs: max-relative error {err:.2e}"
     if not ok:
         return fallback(f"kernel disagrees with torch on the example inputs (error {err:.2e})", tr)
+    if s.prefer_faster:
+        # the same timer for both, on the caller's example inputs: the kernel as the region
+        # runs it (operand transposes and dtype conversions included), torch as it would
+        try:
+            with torch.no_grad():
+                report.kernel_us = time_like_benchmarks(lambda: region.run_kernel(*args))
+                report.torch_us = time_like_benchmarks(lambda: gm(*args))
+            report.timing = "CUDA graph of one call, L2 flushed before each of 50 replays, median"
+        except (RuntimeError, MirageError) as e:  # (a region torch cannot capture in a graph)
+            report.kernel_us = report.torch_us = None
+            report.timing = f"not compared with torch: {str(e).splitlines()[0][:200]}"
+        if (report.kernel_us is not None and report.torch_us is not None
+                and report.torch_us < report.kernel_us):
+            report.seconds["gpu_setup"] = time.monotonic() - t
+            return fallback(f"its kernel measured {report.kernel_us:.1f} µs against torch's "
+                            f"{report.torch_us:.1f} µs on this GPU ({report.timing})", tr)
     report.runs_on = "kernel"
     report.kernels = kernel.summary()
     report.seconds["gpu_setup"] = time.monotonic() - t
