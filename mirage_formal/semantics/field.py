@@ -129,44 +129,38 @@ def inverse_mod(x: Array, m: int) -> Array:
     return result
 
 
-def _fold_rows(a: Array, b: Array) -> Array:
-    """``a @ b`` in float64 where batch axes on which ``b`` is broadcast become rows of ``a``.
+def _fold_batches(a: Array, b: Array) -> Array:
+    """``a @ b`` in float64 with every batch axis on which one operand is broadcast folded
+    into the other's rows (``a``) or columns (``b``): one GEMM per shared batch index.
 
-    Block-level operands often repeat one tile of b for every block of a grid axis; numpy
-    would run one small GEMM per block (and slowly, through its broadcast loop). Moving those
-    axes into a's row dimension gives one large GEMM with the same result.
+    Block-level operands often repeat one tile for every block of a grid axis (a weight tile
+    for every row block, the query tile of one head for every key block); numpy would run one
+    small GEMM per block pair, through its slow broadcast loop. Folding gives large GEMMs with
+    the same result (each output element is the same sum of the same products).
     """
     nd = max(a.ndim, b.ndim)
     a = a.reshape((1,) * (nd - a.ndim) + a.shape)
     b = b.reshape((1,) * (nd - b.ndim) + b.shape)
     batch = range(nd - 2)
-    fold = [i for i in batch if b.shape[i] == 1 and a.shape[i] > 1]
-    if not fold:
+    rows = [i for i in batch if a.shape[i] > 1 and b.shape[i] == 1]  # a's only: a's rows
+    cols = [i for i in batch if b.shape[i] > 1 and a.shape[i] == 1]  # b's only: b's columns
+    if not rows and not cols:
         return np.asarray(np.matmul(a, b))
-    keep = [i for i in batch if i not in fold]
-    m, k = a.shape[-2], a.shape[-1]
-    at = a.transpose([*keep, *fold, nd - 2, nd - 1])
+    keep = [i for i in batch if i not in rows and i not in cols]  # equal sizes
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     ksh = [a.shape[i] for i in keep]
-    fsh = [a.shape[i] for i in fold]
-    at = at.reshape(*ksh, math.prod(fsh) * m, k)
-    bt = b.reshape(*[b.shape[i] for i in keep], k, b.shape[-1])
-    c = np.matmul(at, bt).reshape(*ksh, *fsh, m, b.shape[-1])
-    inv = np.argsort([*keep, *fold, nd - 2, nd - 1])
-    return np.asarray(c.transpose(inv))
+    rsh = [a.shape[i] for i in rows]
+    csh = [b.shape[i] for i in cols]
+    at = a.transpose([*keep, *cols, *rows, nd - 2, nd - 1]).reshape(*ksh, math.prod(rsh) * m, k)
+    bt = b.transpose([*keep, *rows, nd - 2, *cols, nd - 1]).reshape(*ksh, k, math.prod(csh) * n)
+    c = np.matmul(at, bt).reshape(*ksh, *rsh, m, *csh, n)
+    here = [*keep, *rows, -2, *cols, -1]  # (-2, -1: the rows and columns of the product)
+    return np.asarray(c.transpose([here.index(i) for i in [*batch, -2, -1]]))
 
 
 def batched_matmul(a: Array, b: Array) -> Array:
     """Float64 batched matmul, folding broadcast batch axes into one GEMM where it can."""
-    nd = max(a.ndim, b.ndim)
-    sa = (1,) * (nd - a.ndim) + a.shape
-    sb = (1,) * (nd - b.ndim) + b.shape
-    a_rep = any(x == 1 and y > 1 for x, y in zip(sa[:-2], sb[:-2], strict=True))
-    b_rep = any(y == 1 and x > 1 for x, y in zip(sa[:-2], sb[:-2], strict=True))
-    if b_rep and not a_rep:
-        return _fold_rows(a, b)
-    if a_rep and not b_rep:  # (a @ b)^T = b^T @ a^T: fold into b's columns instead
-        return np.swapaxes(_fold_rows(np.swapaxes(b, -1, -2), np.swapaxes(a, -1, -2)), -1, -2)
-    return np.asarray(np.matmul(a, b))
+    return _fold_batches(a, b)
 
 
 def _limb_plan(k: int, bits: int) -> tuple[str, int]:

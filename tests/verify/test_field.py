@@ -23,6 +23,7 @@ from mirage_formal.semantics.field import (
     ZeroDivisorInTrial,
     _limb_plan,
     as_rational,
+    batched_matmul,
     check_field,
     const_mod,
     has_field_rule,
@@ -300,3 +301,29 @@ def test_loop_sum_of_products_counts_invariant_tiles_every_iteration(fa: int, fb
     full_a, full_b = np.broadcast_to(a, (2, 1, 1, 3, 4, 5)), np.broadcast_to(b, (1, 3, 1, 3, 5, 2))
     want = matmul_mod(full_a, full_b, m).sum(axis=3, keepdims=True) % m
     np.testing.assert_array_equal(loop_sum_of_products(a, b, 3, m), want)
+
+
+@st.composite
+def _broadcast_operands(draw: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Two batched matmul operands whose batch axes are equal, or 1 on either side."""
+    nb = draw(st.integers(0, 4))
+    sa, sb = [], []
+    for _ in range(nb):
+        size = draw(st.integers(2, 3))
+        kind = draw(st.sampled_from(["both", "a", "b", "none"]))
+        sa.append(size if kind in ("both", "a") else 1)
+        sb.append(size if kind in ("both", "b") else 1)
+    m, k, n = (draw(st.integers(1, 5)) for _ in range(3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32)))
+    a = rng.integers(-50, 50, size=(*sa, m, k)).astype(np.float64)
+    b = rng.integers(-50, 50, size=(*sb[draw(st.integers(0, nb)):], k, n)).astype(np.float64)
+    return a, b
+
+
+@given(_broadcast_operands())
+def test_batched_matmul_folds_broadcast_axes_without_changing_the_product(
+        ab: tuple[np.ndarray, np.ndarray]) -> None:
+    """Batch axes broadcast on one side fold into the other's rows or columns; the product
+    is numpy's, shape and values (integers: exact in float64 in any order)."""
+    a, b = ab
+    np.testing.assert_array_equal(batched_matmul(a, b), np.matmul(a, b))
