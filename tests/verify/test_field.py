@@ -327,3 +327,18 @@ def test_batched_matmul_folds_broadcast_axes_without_changing_the_product(
     is numpy's, shape and values (integers: exact in float64 in any order)."""
     a, b = ab
     np.testing.assert_array_equal(batched_matmul(a, b), np.matmul(a, b))
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 20])
+def test_exp_in_chunks_is_omega_to_the_power(chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``FieldTrial.exp`` is ω^e mod p element by element, whatever its chunk size and the
+    exponents' layout (a transposed view)."""
+    import mirage_formal.semantics.field as field
+
+    monkeypatch.setattr(field, "EXP_CHUNK", chunk)
+    t = FieldTrial(5, 0)
+    e = np.random.default_rng(chunk).integers(0, t.q, size=(3, 5, 4)).transpose(2, 0, 1)
+    got = t.exp(e)
+    assert got.shape == e.shape and got.dtype == np.int64
+    want = np.vectorize(lambda x: pow(t.omega, int(x), t.p), otypes=[np.int64])(e)
+    np.testing.assert_array_equal(got, want)
