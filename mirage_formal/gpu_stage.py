@@ -122,6 +122,11 @@ def _tune_one(graph: KernelGraph, program: KernelGraph, seed: int | None,
                 context={"ugraph": ugraph_to_json(graph), "estimated_us": estimated_us})
 
 
+def _slow_compiles_note(what: str, n: int) -> str:
+    """The stage's note for a tuning that left ``n`` schedules' compiles unwaited for."""
+    return f"{what}: {n} schedule(s) not measured (NVRTC not done within autotune.SLOW_COMPILE_S)"
+
+
 class _StageDeadline:
     """The GPU stage's deadline, looking one step ahead: a step (tuning one μGraph, or
     verifying and tuning one size variant) is not begun unless the longest step so far would
@@ -286,8 +291,7 @@ def _rank(program: KernelGraph, accepted: list[Optimized], top: int, seed: int |
                          "(a codegen bug; see the tuning log measurements.jsonl)")
             return
         if tuned.slow_compiles:
-            notes.append(f"candidate {a.graph.key[:12]}: {tuned.slow_compiles} schedule(s) not "
-                         "measured (NVRTC not done within autotune.SLOW_COMPILE_S)")
+            notes.append(_slow_compiles_note(f"candidate {a.graph.key[:12]}", tuned.slow_compiles))
         bad = [t for t in tuned.trials if not t.valid]
         for t in bad:
             notes.append(f"candidate {a.graph.key[:12]} schedule "
@@ -473,9 +477,8 @@ def _measure_variants(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], pro
             tuned = _tune_one(v, program, seed, c.seconds * 1e6, out_of_time.deadline,
                               shared=ctx.shared)
             if tuned is not None and tuned.slow_compiles:
-                notes.append(f"{kind} variant {v.key[:12]} of {base_key[:12]}: {tuned.slow_compiles} "
-                             "schedule(s) not measured (NVRTC not done within "
-                             "autotune.SLOW_COMPILE_S)")
+                notes.append(_slow_compiles_note(f"{kind} variant {v.key[:12]} of {base_key[:12]}",
+                                                 tuned.slow_compiles))
             if tuned is None:
                 notes.append(f"{kind} variant {v.key[:12]} of {base_key[:12]} FAILED validation under "
                              "every schedule (a codegen bug; see the tuning log)")

@@ -553,8 +553,11 @@ def accum_from_loop_sum(trial: FieldTrial, total: Array, attrs: Mapping[str, Any
     assert attrs["fold"] is None and attrs["kind"] in ("sum", "mean")
     if attrs["kind"] == "sum":
         return total
-    m = trial.modulus(side)
-    count = accum_terms(forloop, total.shape[-1], None)
+    return _mean(total, accum_terms(forloop, total.shape[-1], None), trial.modulus(side))
+
+
+def _mean(total: Array, count: int, m: int) -> Array:
+    """``total`` / ``count`` mod m (an accumulator's mean of ``count`` terms)."""
     return _i64(total * pow(count % m, -1, m) % m)
 
 
@@ -569,7 +572,7 @@ def accum_op(trial: FieldTrial, x: Array, attrs: Mapping[str, Any], loop_axis: i
     s, count = _accum_sum(x, attrs, loop_axis, m)
     if attrs["kind"] == "sum":
         return s
-    mean = _i64(s * pow(count % m, -1, m) % m)
+    mean = _mean(s, count, m)
     if attrs["kind"] != "rms":
         return mean
     fid = REGISTRY["accum"].field.fid
@@ -578,7 +581,7 @@ def accum_op(trial: FieldTrial, x: Array, attrs: Mapping[str, Any], loop_axis: i
     other = Q_SIDE if side == P_SIDE else P_SIDE
     mo = trial.modulus(other)
     so, _ = _accum_sum(x_other, attrs, loop_axis, mo)
-    mean_o = _i64(so * pow(count % mo, -1, mo) % mo)
+    mean_o = _mean(so, count, mo)
     means = {side: mean, other: mean_o}
     return trial.random_function(fid, [means[P_SIDE]], side, [means[Q_SIDE]])
 
