@@ -165,9 +165,9 @@ def _drop_pool(jobs: int) -> None:
     procs = list((getattr(ex, "_processes", None) or {}).values())
     ex.shutdown(wait=False, cancel_futures=True)
     for proc in procs:
-        proc.terminate()
+        proc.kill()  # (SIGKILL: a child that inherited a blocked SIGTERM would outlive terminate)
     for proc in procs:
-        proc.join(timeout=5)
+        proc.join(timeout=10)
 
 
 def compile_variants(graph: KernelGraph, variants: Sequence[Mapping[str, Schedule]], arch: str,
