@@ -46,8 +46,8 @@ MAX_SEEDS = 4
 """Lifted candidates at most (one per choice of split dimensions, the most blocks first)."""
 
 
-class _Unliftable(Exception):
-    pass
+class Unliftable(Exception):
+    """The program (or the chosen dimensions) cannot be lifted: no seed, no error."""
 
 
 class DimVars:
@@ -57,6 +57,10 @@ class DimVars:
         self.uf = UnionFind()
         self.size: list[int] = []
         self.reduced: list[int] = []
+        #: reduced by a matmul's contraction or a sum or mean (a for-loop may walk them) and
+        #: by a norm (which needs the whole axis at once): ``search.loop_seeds``
+        self.loop_reducible: list[int] = []
+        self.norm_reduced: list[int] = []
         self.of: dict[Node, list[int]] = {}
         for n in program.nodes:
             if n.op == INPUT:
@@ -103,16 +107,17 @@ class DimVars:
     def _op(self, n: Node) -> list[int]:
         d = REGISTRY.get(n.op)
         if d is None or BLOCK not in d.levels:
-            raise _Unliftable(n.op)
+            raise Unliftable(n.op)
         if d.label in ("same", "broadcast") and d.elementwise:
             return self._aligned(n.shape, [(s.shape, self.of[s]) for s in n.src])
         if d.label == "matmul":
             a, b = n.src
             if len(a.shape) < 2 or len(b.shape) < 2:
-                raise _Unliftable(n.op)
+                raise Unliftable(n.op)
             va, vb = self.of[a], self.of[b]
             self._union(va[-1], vb[-2])
             self.reduced.append(va[-1])
+            self.loop_reducible.append(va[-1])
             batch = self._aligned(n.shape[:-2], [(a.shape[:-2], va[:-2]), (b.shape[:-2], vb[:-2])])
             return [*batch, va[-2], vb[-1]]
         if d.label == "reduce":
@@ -120,6 +125,8 @@ class DimVars:
             vx = self.of[x]
             axis = int(n.attr("axis")) % len(x.shape)
             self.reduced.append(vx[axis])
+            if n.op in ("sum", "mean"):
+                self.loop_reducible.append(vx[axis])
             rest = [v for i, v in enumerate(vx) if i != axis]
             if n.attr("keepdims"):
                 rest.insert(axis, self._fresh(1))
@@ -128,12 +135,13 @@ class DimVars:
             x = n.src[0]
             vx = list(self.of[x])
             self.reduced.append(vx[-1])
+            self.norm_reduced.append(vx[-1])
             for g in n.src[1:]:
                 for j in range(1, len(g.shape) + 1):
                     if g.shape[-j] == x.shape[-j] and g.shape[-j] > 1:
                         self._union(self.of[g][-j], vx[-j])
             return vx
-        raise _Unliftable(n.op)
+        raise Unliftable(n.op)
 
 
 def splittable(program: KernelGraph, dv: DimVars) -> list[int]:
@@ -187,7 +195,7 @@ def lifted_candidates(program: KernelGraph, grid_sizes: Sequence[int], max_grid_
     expansion tries the others), or none when the program cannot be lifted."""
     try:
         dv = DimVars(program)
-    except _Unliftable:
+    except Unliftable:
         return []
     classes = splittable(program, dv)
     out: list[KernelGraph] = []

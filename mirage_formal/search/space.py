@@ -72,6 +72,7 @@ from mirage_formal.search.labels import (
     precheck,
     program_labels,
 )
+from mirage_formal.search.loop_seeds import loop_lifted_candidates
 
 KeepFn = Callable[[Node, "tuple[Node, ...] | None", "tuple[int, int, int] | None", "int | None"], bool]
 
@@ -170,7 +171,8 @@ PROLOGUE_LABELS = ("norm", "same")
 class Move:
     """A top-level (first) kernel-level move: the unit of parallel work and of checkpoints."""
 
-    kind: str                       # "op", "kernel" or "direct" (the program's own lowering)
+    kind: str                       # "op", "kernel", "direct" (the program's own lowering) or
+    #                                 "seed" (a loop lift, search.loop_seeds)
     args: tuple[int, ...]
     op: str = ""
     attrs: tuple[tuple[str, Any], ...] = ()
@@ -194,6 +196,8 @@ class Move:
     def describe(self) -> str:
         if self.kind == "direct":
             return "direct lowering"
+        if self.kind == "seed":
+            return f"loop seed {self.args[0]}"
         sp = f" part {self.part + 1}/{self.parts}" if self.parts > 1 else ""
         if self.kind == "op":
             return f"{self.op}{self.args}{sp}"
@@ -317,6 +321,7 @@ class Enumerator:
         self.n_gk = 0
         self._direct: KernelGraph | None = None
         self._direct_done = False
+        self._loop_seeds: list[KernelGraph] | None = None
 
     # ------------------------------------------------------------ attribute choices
 
@@ -389,7 +394,22 @@ class Enumerator:
                 n = ONE_KERNEL_UNIT_PARTS
             split += ([dataclasses.replace(m, part=j, parts=n) for j in range(n)]
                       if n > 1 else [m])
-        return direct + split
+        seeds = [Move("seed", (j,)) for j in range(len(self.loop_seeds()))]
+        return direct + seeds + split
+
+    def loop_seeds(self) -> list[KernelGraph]:
+        """The program's loop lifts (``search.loop_seeds``: one kernel whose for-loop walks a
+        contracted or summed dimension), one unit each right after the direct lowering: they
+        reach deep fusions (softcapped attention's 13 block ops) that the enumeration finds
+        late or not at all within a budget, and each costs a verification (up to ~15 s on the
+        attention rows at b=8 on 2 cores), so they run in parallel with the other units rather
+        than before them."""
+        if self._loop_seeds is None:
+            self._loop_seeds = (loop_lifted_candidates(self.program, self.cfg.grid_sizes,
+                                                       self.cfg.forloop, self.cfg.max_grid_axes,
+                                                       self.cfg.threads)
+                                if self.cfg.max_graph_kernels > 0 else [])
+        return self._loop_seeds
 
     def direct_lowering(self) -> KernelGraph | None:
         """The program with each of its ops as one pre-defined kernel, when the space's
@@ -449,6 +469,11 @@ class Enumerator:
             if g is not None:
                 self.stats.candidates += 1
                 self.on_candidate(g)
+        elif mv.kind == "seed":
+            seeds = self.loop_seeds()
+            if mv.args[0] < len(seeds):
+                self.stats.candidates += 1
+                self.on_candidate(seeds[mv.args[0]])
         elif mv.kind == "op":
             self._apply_op(mv)
         else:

@@ -257,8 +257,8 @@ def test_chain_stops_at_first_rejection(f64_checker: Any) -> None:
 
 @pytest.mark.parametrize("name", sorted(workloads.PROGRAMS))
 def test_prologue_units_come_first(name: str) -> None:
-    """After the direct lowering come exactly the units whose first move is a row-local op
-    (a norm or unary elementwise op) the program itself applies to its inputs; every other
+    """After the direct lowering and the loop seeds come exactly the units whose first move is
+    a row-local op (a norm or unary elementwise op) the program itself applies to its inputs; every other
     pre-defined op's unit comes after every graph-defined kernel's."""
     from mirage_formal.search import derive, space
 
@@ -272,9 +272,13 @@ def test_prologue_units_come_first(name: str) -> None:
            if n.op != INPUT and all(s.op == INPUT for s in n.src)
            and space.REGISTRY[n.op].label in space.PROLOGUE_LABELS}
     k = 1
+    while ms[k].kind == "seed":
+        k += 1
+    assert [m.args for m in ms[1:k]] == [(j,) for j in range(len(e.loop_seeds()))]
+    first = k
     while k < len(ms) and ms[k].kind == "op" and (ms[k].op, ms[k].args) in own:
         k += 1
-    assert {(m.op, m.args) for m in ms[1:k]} == own
+    assert {(m.op, m.args) for m in ms[first:k]} == own
     kinds = [m.kind for m in ms[k:]]
     if "op" in kinds:
         assert "kernel" not in kinds[kinds.index("op"):]

@@ -1,0 +1,298 @@
+"""Loop seeds: the whole program as one graph-defined kernel whose for-loop walks a reduced dimension.
+
+A lift (``search.seeds``) runs every op once per block, so a program that contracts or sums
+a long dimension (attention's keys, a matmul's k) gets whole rows of its weights in every
+block and rarely fits in shared memory. A *loop lift* cuts one such dimension class R into
+for-loop chunks instead:
+
+- *in-loop* ops are those whose result carries R, and those that carry no R and depend on
+  no reduction over R (loop-invariant, read through ``fmap = -1`` iterators);
+- a reduction over R (a matmul contracting R, a sum or mean over R's axis) becomes the same
+  op on the chunk followed by a sum (mean for a mean) accumulator;
+- *after-loop* ops consume accumulated values; a loop-invariant value they read is rebuilt
+  after the loop from plain mean accumulators of its input tiles (``ir.graph.invariant_mean``:
+  every iteration adds the same tile, so the mean is that tile).
+
+An in-loop op may also read an after-loop value when it only scales: ``mul(p, s)`` and
+``div(p, s)`` with ``s`` reduced over R (a softmax's row sums, a norm's root mean square). The
+factor is deferred: it rides along with ``p`` through further scalings (``mul``, ``div``,
+``neg``, ``mul_scalar``) and is applied after the reduction over R that consumes the scaled
+value, since a sum over R of ``s · p`` is ``s`` times the sum of ``p`` when ``s`` is the same
+for every element of R. That is attention's ``softmax(S) · V = (exp(S) · V) / rowsum(exp(S))``
+written by no one. A factor whose shape would not line up with the reduced result, and any
+other use of an after-loop value inside the loop, make R unusable (no seed, no error).
+
+The grid splits the classes ``seeds.splittable`` allows, as a lift's does. Loop seeds are
+ordinary candidates (size variants, shared-memory limit, verification), like lifts.
+
+Imports ``ir`` and ``search.seeds`` only.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mirage_formal.errors import GraphError
+from mirage_formal.ir.graph import (
+    INPUT,
+    BlockGraph,
+    BlockOutput,
+    KernelGraph,
+    make_iter,
+    make_kernel,
+    make_op,
+)
+from mirage_formal.ir.node import Node
+from mirage_formal.ir.ops import BLOCK, REGISTRY
+from mirage_formal.search.seeds import DimVars, Unliftable, splittable
+
+MAX_LOOP_SEEDS = 4
+"""Loop-lifted candidates at most (over every loop class and choice of split classes)."""
+
+#: ops that scale their operand (linear in it): a deferred factor passes through them
+_SCALING = ("mul", "div", "neg", "mul_scalar")
+
+Factors = tuple[tuple[str, Node], ...]
+"""Deferred factors of an in-loop value: ("mul" | "div", after-loop program node), in order."""
+
+
+def loop_classes(program: KernelGraph, dv: DimVars) -> list[int]:
+    """Classes a for-loop may walk, largest first: reduced only by matmul contractions and sums
+    or means (a norm needs its whole axis at once), of size > 1, carried by no output, and
+    carried at most once by every input (one ``fmap``)."""
+    roots = {dv.find(v) for v in dv.loop_reducible}
+    roots -= {dv.find(v) for v in dv.norm_reduced}
+    out = []
+    for r in roots:
+        size = dv.size[r]
+        if size <= 1:
+            continue
+        if any(r in [dv.find(v) for v in dv.of[o]] for o in program.outputs):
+            continue
+        if any([dv.find(v) for v in dv.of[i]].count(r) > 1 for i in program.inputs):
+            continue
+        out.append(r)
+    return sorted(out, key=lambda r: (-dv.size[r], r))
+
+
+@dataclass
+class _Built:
+    """An in-loop value: a block node and the factors still to apply to it."""
+
+    node: Node
+    factors: Factors = ()
+
+
+class _LoopLift:
+    """Builds one loop lift (see the module doc); raises :class:`Unliftable` where R cannot be
+    walked, :class:`GraphError` where an op refuses the tiles."""
+
+    def __init__(self, program: KernelGraph, dv: DimVars, r: int, grid_vars: Sequence[int],
+                 grid: Sequence[int], forloop: int, threads: int) -> None:
+        self.program, self.dv, self.r, self.threads = program, dv, r, threads
+        self.grid_vars = list(grid_vars)
+        self.g3 = (*grid, *(1,) * (3 - len(grid)))
+        self.forloop = forloop
+        self.inputs = list(program.inputs)
+        self.sig = tuple((i.shape, i.dtype) for i in self.inputs)
+        self.phase = self._phases()
+        self.loop: dict[Node, _Built] = {}
+        self.post: dict[Node, Node] = {}
+        self.iters: dict[Node, Node] = {}
+
+    # ------------------------------------------------------------ analysis
+
+    def _roots(self, n: Node) -> list[int]:
+        return [self.dv.find(v) for v in self.dv.of[n]]
+
+    def _reduces_r(self, n: Node) -> bool:
+        """``n`` contracts or sums R (its operand carries R, it does not)."""
+        return (self.r not in self._roots(n)
+                and any(self.r in self._roots(s) for s in n.src))
+
+    def _phases(self) -> dict[Node, str]:
+        """"loop" (carries R), "free" (loop-invariant) or "post" (after a reduction over R)."""
+        ph: dict[Node, str] = {}
+        for n in self.program.nodes:
+            if self._roots(n).count(self.r) > 1:
+                raise Unliftable("a tensor carrying the loop's dimension twice")
+            if n.op == INPUT:
+                ph[n] = "loop" if self.r in self._roots(n) else "free"
+            elif self.r in self._roots(n):
+                ph[n] = "loop"
+            elif self._reduces_r(n):
+                d = REGISTRY[n.op]
+                if d.label not in ("matmul", "reduce") or (d.label == "reduce" and n.op not in ("sum", "mean")):
+                    raise Unliftable(n.op)
+                ph[n] = "post"
+            else:
+                ph[n] = "post" if any(ph[s] == "post" for s in n.src) else "free"
+        return ph
+
+    def axis_map(self, n: Node) -> tuple[int, int, int]:
+        roots = self._roots(n)
+        m = [roots.index(g) if g in roots else -1 for g in self.grid_vars]
+        return (*m, *(-1,) * (3 - len(m)))  # type: ignore[return-value]
+
+    # ------------------------------------------------------------ building
+
+    def _iter(self, i: Node) -> Node:
+        it = self.iters.get(i)
+        if it is None:
+            roots = self._roots(i)
+            fmap = roots.index(self.r) if self.r in roots else -1
+            it = make_iter(self.sig, self.inputs.index(i), self.axis_map(i), fmap, self.g3,  # type: ignore[arg-type]
+                           self.forloop)
+            self.iters[i] = it
+        return it
+
+    def in_loop(self, n: Node) -> _Built:
+        """The in-loop value of a "loop" or "free" node."""
+        got = self.loop.get(n)
+        if got is not None:
+            return got
+        if self.phase[n] == "post":
+            raise Unliftable("an after-loop value inside the loop")
+        got = _Built(self._iter(n)) if n.op == INPUT else self._scaled(n) or self._plain(n)
+        self.loop[n] = got
+        return got
+
+    def _plain(self, n: Node) -> _Built:
+        srcs = [self.in_loop(s) for s in n.src]
+        if any(s.factors for s in srcs):
+            raise Unliftable(f"{n.op} of a deferred factor")
+        return _Built(make_op(n.op, [s.node for s in srcs], n.attr_dict, BLOCK))
+
+    def _scaled(self, n: Node) -> _Built | None:
+        """``n`` as a scaling of an in-loop value by after-loop factors, or None when it is no
+        such op (or has no deferred factor in play)."""
+        if n.op not in _SCALING:
+            return None
+        post = [self.phase[s] == "post" for s in n.src]
+        if n.op in ("neg", "mul_scalar"):
+            (x,) = n.src
+            b = self.in_loop(x)
+            if not b.factors:
+                return None
+            return _Built(make_op(n.op, [b.node], n.attr_dict, BLOCK), b.factors)
+        a, s = n.src
+        if n.op == "mul" and post[0] and not post[1]:
+            a, s = s, a
+            post = [False, True]
+        if post[0]:
+            raise Unliftable(f"{n.op} of an after-loop value by an in-loop one")
+        if post[1]:
+            b = self.in_loop(a)
+            self._check_fits(n, a, s)
+            return _Built(b.node, (*b.factors, (n.op, s)))
+        ba, bs = self.in_loop(a), self.in_loop(s)
+        if not ba.factors and not bs.factors:
+            return None
+        flipped = bs.factors if n.op == "mul" else tuple(
+            ("div" if k == "mul" else "mul", f) for k, f in bs.factors)
+        return _Built(make_op(n.op, [ba.node, bs.node], n.attr_dict, BLOCK), (*ba.factors, *flipped))
+
+    def _check_fits(self, n: Node, a: Node, s: Node) -> None:
+        """A factor ``s`` of ``a`` must not change ``a``'s shape (it broadcasts into it) and
+        must have size 1 (or no axis) where ``a`` carries R."""
+        if tuple(n.shape) != tuple(a.shape):
+            raise Unliftable("a factor that broadcasts its operand")
+        axis = self._roots(a).index(self.r)
+        j = axis - (len(a.shape) - len(s.shape))
+        if j >= 0 and s.shape[j] != 1:
+            raise Unliftable("a factor that varies along the loop")
+
+    def after_loop(self, n: Node) -> Node:
+        """The after-loop value of a "post" or "free" node."""
+        got = self.post.get(n)
+        if got is not None:
+            return got
+        ph = self.phase[n]
+        if ph == "loop":
+            raise Unliftable("an in-loop value read after the loop")
+        if n.op == INPUT:
+            got = make_op("accum", [self._iter(n)], {"kind": "mean", "fold": None}, BLOCK)
+        elif ph == "free" or not self._reduces_r(n):
+            got = make_op(n.op, [self.after_loop(s) for s in n.src], n.attr_dict, BLOCK)
+        else:
+            got = self._reduction(n)
+        self.post[n] = got
+        return got
+
+    def _reduction(self, n: Node) -> Node:
+        """A reduction over R: the op on the chunk, an accumulator, then the deferred factors."""
+        srcs = [self.in_loop(s) for s in n.src]
+        part = make_op(n.op, [s.node for s in srcs], n.attr_dict, BLOCK)
+        kind = "mean" if n.op == "mean" else "sum"
+        acc = make_op("accum", [part], {"kind": kind, "fold": None}, BLOCK)
+        for pos, (src, b) in enumerate(zip(n.src, srcs, strict=True)):
+            for k, f in b.factors:
+                self._check_lines_up(n, pos, src, f)
+                acc = make_op(k, [acc, self.after_loop(f)], {}, BLOCK)
+        return acc
+
+    def _check_lines_up(self, n: Node, pos: int, src: Node, f: Node) -> None:
+        """Factor ``f`` of reduction ``n``'s operand ``src`` keeps its meaning on ``n``'s result:
+        it has size 1 (or no axis) at the axis the reduction drops or replaces, and lines up
+        with the result's other axes from the right."""
+        rank = len(src.shape)
+        if n.op == "matmul":
+            dropped = rank - 1 if pos == 0 else rank - 2
+            keeps_rank = True
+        else:
+            dropped = int(n.attr("axis")) % rank
+            keeps_rank = bool(n.attr("keepdims"))
+        j = dropped - (rank - len(f.shape))
+        if j < 0:
+            return  # the factor does not reach the dropped axis
+        if f.shape[j] != 1 or not keeps_rank:
+            raise Unliftable("a factor that does not line up with the reduced result")
+
+    def build(self) -> KernelGraph:
+        outs = tuple(BlockOutput(self.after_loop(o), self.axis_map(o)) for o in self.program.outputs)
+        bg = BlockGraph(self.g3, self.threads, self.forloop, self.sig, outs)  # type: ignore[arg-type]
+        return KernelGraph(self.program.inputs, tuple(make_kernel(bg, self.inputs)))
+
+
+def loop_lift(program: KernelGraph, dv: DimVars, r: int, grid_vars: Sequence[int],
+              grid: Sequence[int], forloop: int, threads: int = 128) -> KernelGraph:
+    """The program as one kernel whose for-loop walks class ``r`` in ``forloop`` chunks, grid
+    axis ``a`` splitting class ``grid_vars[a]`` into ``grid[a]`` slices (see the module doc)."""
+    g = _LoopLift(program, dv, r, grid_vars, grid, forloop, threads).build()
+    if [tuple(o.shape) for o in g.outputs] != [tuple(o.shape) for o in program.outputs]:
+        raise GraphError("a loop lift changed an output's shape")
+    return g
+
+
+def loop_lifted_candidates(program: KernelGraph, grid_sizes: Sequence[int], forloops: Sequence[int],
+                           max_grid_axes: int = 3, threads: int = 128) -> list[KernelGraph]:
+    """Up to :data:`MAX_LOOP_SEEDS` loop lifts of ``program``: per loop class (largest first),
+    per choice of split classes (most first), at the smallest grid sizes and loop range of the
+    space that divide (the search's variant expansion tries the others); none when nothing
+    can be walked."""
+    try:
+        dv = DimVars(program)
+    except Unliftable:
+        return []
+    classes = splittable(program, dv)
+    out: list[KernelGraph] = []
+    for r in loop_classes(program, dv):
+        loops = [f for f in sorted(forloops) if f > 1 and dv.size[r] % f == 0]
+        if not loops:
+            continue
+        most = min(3, max_grid_axes, len(classes))
+        for k in range(most, 0 if most else -1, -1):  # (one block only when nothing splits)
+            for combo in itertools.combinations(classes, k):
+                grid = [next((s for s in sorted(grid_sizes) if s > 1 and dv.size[c] % s == 0), 0)
+                        for c in combo]
+                if 0 in grid:
+                    continue
+                try:
+                    out.append(loop_lift(program, dv, r, combo, grid, loops[0], threads))
+                except (Unliftable, GraphError):
+                    continue
+                if len(out) >= MAX_LOOP_SEEDS:
+                    return out
+    return out
