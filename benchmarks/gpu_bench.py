@@ -67,21 +67,24 @@ def torch_dtype(dt: DType) -> Any:
     return {DType.F16: torch.float16, DType.BF16: torch.bfloat16, DType.F32: torch.float32}[dt]
 
 
-def torch_program(prog: KernelGraph) -> Any:
-    """The program as PyTorch eager code (fp16 tensors, torch's own kernels)."""
-    import torch
+def torch_ops(torch: Any) -> dict[str, Any]:
+    """Each kernel-level registry op as torch code (``torch`` is the module; the functions
+    only touch it when called, so the table's keys can be listed without it:
+    ``tests/test_benchmark_tables.py`` checks that they cover the registry)."""
 
     def rms_norm(x: Any, *rest: Any, eps: float = 0.0) -> Any:
         y = x * torch.rsqrt(torch.mean(x * x, dim=-1, keepdim=True) + eps)
         return y * rest[0] if rest else y
 
-    table = {
+    return {
         "matmul": lambda a, b, **k: torch.matmul(a, b),
         "add": lambda a, b, **k: a + b, "sub": lambda a, b, **k: a - b,
         "mul": lambda a, b, **k: a * b, "div": lambda a, b, **k: a / b,
+        "maximum": lambda a, b, **k: torch.maximum(a, b),
         "exp": lambda a, **k: torch.exp(a), "neg": lambda a, **k: -a,
         "silu": lambda a, **k: torch.nn.functional.silu(a),
         "sigmoid": lambda a, **k: torch.sigmoid(a), "sqrt": lambda a, **k: torch.sqrt(a),
+        "tanh": lambda a, **k: torch.tanh(a),
         "square": lambda a, **k: a * a, "relu": lambda a, **k: torch.relu(a),
         "rsqrt": lambda a, **k: torch.rsqrt(a),
         "gelu": lambda a, **k: torch.nn.functional.gelu(a, approximate="tanh"),
@@ -90,6 +93,13 @@ def torch_program(prog: KernelGraph) -> Any:
         "mean": lambda a, axis, keepdims, **k: torch.mean(a, dim=axis, keepdim=keepdims),
         "rms_norm": rms_norm,
     }
+
+
+def torch_program(prog: KernelGraph) -> Any:
+    """The program as PyTorch eager code (fp16 tensors, torch's own kernels)."""
+    import torch
+
+    table = torch_ops(torch)
     nodes = prog.nodes
 
     def fn(*xs: Any) -> Any:

@@ -5,6 +5,8 @@ CPU, then a check that the best accepted μGraph is no worse than the input by t
 Programs (fp16 unless named bf16):
 
 - ``scaled_attention``: softmax(0.125 · Q·K) · V (a scale before exp), Q (2, 256, 64).
+- ``softcap_attention``: softmax(50 · tanh(0.0025 · Q·K)) · V, soft-capped logits at mha's
+  shape, Q (32, 16, 64).
 - ``layernorm_matmul``: ((x − mean x) / sqrt(mean((x − mean x)²))) · W — mean subtraction, sub,
   square, sqrt, div before a matmul; X (8, 1024), W (1024, 2048).
 - ``norm_gain_matmul``: rms_norm(X, G) · W — a norm with a gain (three kernel inputs).
@@ -62,6 +64,21 @@ def _scaled_attention(heads: int, rows: int, d: int, kv: int, dv: int) -> Kernel
 
 def scaled_attention(b: int = 1) -> KernelGraph:
     return _scaled_attention(2 * b, 256, 64, 4096, 64)
+
+
+def softcap_attention(b: int = 1) -> KernelGraph:
+    """softmax(50 · tanh(0.0025 · Q·K)) · V: attention with its logits soft-capped at 50 (a
+    1/8 scale inside), 32b heads of 16 queries over 4096 keys (mha's shape). The fused kernel
+    has 13 block ops; the enumeration does not reach it within minutes, a loop seed does at
+    once (forty-second session, ``search/loop_seeds.py``)."""
+    g = mf.Graph()
+    q = g.input((32 * b, 16, 64), "f16", "Q")
+    k = g.input((32 * b, 64, 4096), "f16", "K")
+    v = g.input((32 * b, 4096, 64), "f16", "V")
+    s = g.mul_scalar(g.tanh(g.mul_scalar(g.matmul(q, k), scalar=0.0025)), scalar=50.0)
+    e = g.exp(s)
+    g.output(g.matmul(g.div(e, g.sum(e, axis=-1, keepdims=True)), v))
+    return g.build()
 
 
 def partial_tile_attention(b: int = 1) -> KernelGraph:
@@ -358,7 +375,8 @@ def prefill_attention_f32(b: int = 1) -> KernelGraph:
 
 
 PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
-    "scaled_attention": scaled_attention, "layernorm_matmul": layernorm_matmul,
+    "scaled_attention": scaled_attention, "softcap_attention": softcap_attention,
+    "layernorm_matmul": layernorm_matmul,
     "norm_gain_matmul": norm_gain_matmul, "swish_matmul": swish_matmul,
     "sigmoid_gated_mlp": sigmoid_gated_mlp, "gelu_gated_mlp": gelu_gated_mlp, "exp_bmm": exp_bmm,
     "partial_tile_attention": partial_tile_attention, "lora_residual": lora_residual,
