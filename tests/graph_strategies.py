@@ -655,3 +655,30 @@ def as_dtype_program(prog: mf.KernelGraph, dtype: str) -> mf.KernelGraph:
     """``prog`` (a program or μGraph whose tensors are all fp16) with every tensor in
     ``dtype`` instead: the same structure, tiles and maps (through the text form)."""
     return parse_text(str(prog).replace("f16[", f"{dtype}["))
+
+
+# ---------------------------------------------------------------- seed checks
+
+SEED_GRIDS = (2, 4, 8, 16, 32, 64)
+
+
+def assert_computes_program(program: mf.KernelGraph, cand: mf.KernelGraph, seed: int) -> None:
+    """``cand`` equals ``program`` in float64 on inputs drawn inside each op's domain."""
+    import numpy as np
+
+    from mirage_formal.semantics import run_reference
+    from mirage_formal.semantics.reference import domain_inputs
+
+    x = domain_inputs(program, np.random.default_rng(seed))
+    for want, got in zip(run_reference(program, x), run_reference(cand, x), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def seed_size_variants(program: mf.KernelGraph, cand: mf.KernelGraph) -> list[mf.KernelGraph]:
+    """The search's size variants of ``cand`` over :data:`SEED_GRIDS` (default loop ranges)."""
+    from mirage_formal.search.config import SearchConfig
+    from mirage_formal.search.space import Enumerator, Stats
+
+    cfg = SearchConfig(grid_sizes=SEED_GRIDS)
+    e = Enumerator(program, cfg, lambda *a: True, lambda g: None, lambda: None, Stats())
+    return list(e.variants(cand))

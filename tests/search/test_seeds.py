@@ -3,34 +3,16 @@ refuses to split reduced or shared dimensions, and the search finds a lift at on
 
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mirage_formal as mf
 from mirage_formal.ir.graph import KERNEL_OP
-from mirage_formal.search.config import SearchConfig
 from mirage_formal.search.seeds import DimVars, lifted_candidates, splittable
-from mirage_formal.search.space import Enumerator, Stats
-from mirage_formal.semantics import run_reference
-from mirage_formal.semantics.reference import domain_inputs
 from mirage_formal.workloads import PROGRAMS
 from mirage_formal.workloads import program as build
-from tests.graph_strategies import kernel_programs
-
-GRIDS = (2, 4, 8, 16, 32, 64)
-
-
-def _agree(program: mf.KernelGraph, cand: mf.KernelGraph, seed: int) -> None:
-    x = domain_inputs(program, np.random.default_rng(seed))
-    for want, got in zip(run_reference(program, x), run_reference(cand, x), strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
-
-
-def _variants(program: mf.KernelGraph, cand: mf.KernelGraph) -> list[mf.KernelGraph]:
-    cfg = SearchConfig(grid_sizes=GRIDS)
-    e = Enumerator(program, cfg, lambda *a: True, lambda g: None, lambda: None, Stats())
-    return list(e.variants(cand))
+from tests.graph_strategies import SEED_GRIDS as GRIDS
+from tests.graph_strategies import assert_computes_program, kernel_programs, seed_size_variants
 
 
 @settings(max_examples=40, deadline=None)
@@ -39,8 +21,8 @@ def test_every_lift_and_grid_variant_computes_the_program(program: mf.KernelGrap
     for cand in lifted_candidates(program, GRIDS):
         (k,) = [n for n in cand.nodes if n.op == KERNEL_OP]
         assert k.attr("graph").forloop == 1
-        for v in _variants(program, cand)[:6]:
-            _agree(program, v, seed)
+        for v in seed_size_variants(program, cand)[:6]:
+            assert_computes_program(program, v, seed)
 
 
 def test_ntrans_lift_splits_rows_only() -> None:
@@ -49,7 +31,7 @@ def test_ntrans_lift_splits_rows_only() -> None:
     classes = splittable(program, dv)
     assert [dv.size[r] for r in classes] == [8]  # rows; the normalised 4096 is reduced
     (cand,) = lifted_candidates(program, GRIDS)
-    _agree(program, cand, 0)
+    assert_computes_program(program, cand, 0)
 
 
 def test_contracted_and_reduced_dimensions_are_never_split() -> None:
@@ -62,7 +44,7 @@ def test_contracted_and_reduced_dimensions_are_never_split() -> None:
     dv = DimVars(program)
     assert [dv.size[r] for r in splittable(program, dv)] == [32]
     for cand in lifted_candidates(program, GRIDS):
-        _agree(program, cand, 1)
+        assert_computes_program(program, cand, 1)
 
 
 def test_a_dimension_an_output_lacks_is_not_split() -> None:
@@ -87,4 +69,4 @@ def test_workload_lifts_compute_their_programs() -> None:
         for cand in lifted_candidates(program, GRIDS)[:1]:
             if max(n.shape[-1] * n.shape[-2] if len(n.shape) > 1 else 1 for n in program.nodes) > 1 << 16:
                 continue  # too large for a quick float64 run; the property test covers the rule
-            _agree(program, cand, 2)
+            assert_computes_program(program, cand, 2)
