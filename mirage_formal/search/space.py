@@ -349,9 +349,10 @@ class Enumerator:
 
     def moves(self) -> list[Move]:
         """The first-move choices from the empty kernel graph (units of work), most promising
-        first: the direct lowering; the program's own *prologue* ops as pre-defined kernels (a
-        row-local op — a norm or a unary elementwise op — that the program applies to its
-        inputs, with the same attributes: what follows it is the rest of the program, often a
+        first: the direct lowering; the loop seeds (:meth:`loop_seeds`); the program's own
+        *prologue* ops as pre-defined kernels (a row-local op — a norm or a unary elementwise
+        op — that the program applies to its inputs, with the same attributes: what follows it
+        is the rest of the program, often a
         familiar fused kernel, e.g. attention after QK-norm's rms_norm(Q)); then graph-defined
         kernels whose grid splits no normalised row, over more inputs and with more grid axes
         before smaller ones; then the other pre-defined ops (a deterministic order, so resume can
