@@ -69,9 +69,9 @@ def loop_classes(program: KernelGraph, dv: DimVars) -> list[int]:
         size = dv.size[r]
         if size <= 1:
             continue
-        if any(r in [dv.find(v) for v in dv.of[o]] for o in program.outputs):
+        if any(r in dv.roots(o) for o in program.outputs):
             continue
-        if any([dv.find(v) for v in dv.of[i]].count(r) > 1 for i in program.inputs):
+        if any(dv.roots(i).count(r) > 1 for i in program.inputs):
             continue
         out.append(r)
     return sorted(out, key=lambda r: (-dv.size[r], r))
@@ -104,23 +104,20 @@ class _LoopLift:
 
     # ------------------------------------------------------------ analysis
 
-    def _roots(self, n: Node) -> list[int]:
-        return [self.dv.find(v) for v in self.dv.of[n]]
-
     def _reduces_r(self, n: Node) -> bool:
         """``n`` contracts or sums R (its operand carries R, it does not)."""
-        return (self.r not in self._roots(n)
-                and any(self.r in self._roots(s) for s in n.src))
+        return (self.r not in self.dv.roots(n)
+                and any(self.r in self.dv.roots(s) for s in n.src))
 
     def _phases(self) -> dict[Node, str]:
         """"loop" (carries R), "free" (loop-invariant) or "post" (after a reduction over R)."""
         ph: dict[Node, str] = {}
         for n in self.program.nodes:
-            if self._roots(n).count(self.r) > 1:
+            if self.dv.roots(n).count(self.r) > 1:
                 raise Unliftable("a tensor carrying the loop's dimension twice")
             if n.op == INPUT:
-                ph[n] = "loop" if self.r in self._roots(n) else "free"
-            elif self.r in self._roots(n):
+                ph[n] = "loop" if self.r in self.dv.roots(n) else "free"
+            elif self.r in self.dv.roots(n):
                 ph[n] = "loop"
             elif self._reduces_r(n):
                 d = REGISTRY[n.op]
@@ -132,16 +129,14 @@ class _LoopLift:
         return ph
 
     def axis_map(self, n: Node) -> tuple[int, int, int]:
-        roots = self._roots(n)
-        m = [roots.index(g) if g in roots else -1 for g in self.grid_vars]
-        return (*m, *(-1,) * (3 - len(m)))  # type: ignore[return-value]
+        return self.dv.axis_map(n, self.grid_vars)
 
     # ------------------------------------------------------------ building
 
     def _iter(self, i: Node) -> Node:
         it = self.iters.get(i)
         if it is None:
-            roots = self._roots(i)
+            roots = self.dv.roots(i)
             fmap = roots.index(self.r) if self.r in roots else -1
             it = make_iter(self.sig, self.inputs.index(i), self.axis_map(i), fmap, self.g3,  # type: ignore[arg-type]
                            self.forloop)
@@ -199,7 +194,7 @@ class _LoopLift:
         must have size 1 (or no axis) where ``a`` carries R."""
         if tuple(n.shape) != tuple(a.shape):
             raise Unliftable("a factor that broadcasts its operand")
-        axis = self._roots(a).index(self.r)
+        axis = self.dv.roots(a).index(self.r)
         j = axis - (len(a.shape) - len(s.shape))
         if j >= 0 and s.shape[j] != 1:
             raise Unliftable("a factor that varies along the loop")
@@ -285,9 +280,8 @@ def loop_lifted_candidates(program: KernelGraph, grid_sizes: Sequence[int], forl
         most = min(3, max_grid_axes, len(classes))
         for k in range(most, 0 if most else -1, -1):  # (one block only when nothing splits)
             for combo in itertools.combinations(classes, k):
-                grid = [next((s for s in sorted(grid_sizes) if s > 1 and dv.size[c] % s == 0), 0)
-                        for c in combo]
-                if 0 in grid:
+                grid = dv.smallest_grid(combo, grid_sizes)
+                if grid is None:
                     continue
                 try:
                     out.append(loop_lift(program, dv, r, combo, grid, loops[0], threads))

@@ -78,6 +78,27 @@ class DimVars:
     def _union(self, a: int, b: int) -> None:
         self.uf.union(a, b)
 
+    def roots(self, n: Node) -> list[int]:
+        """The class of each dimension of ``n``."""
+        return [self.find(v) for v in self.of[n]]
+
+    def axis_map(self, n: Node, grid_vars: Sequence[int]) -> tuple[int, int, int]:
+        """``n``'s dimension that grid axis ``a`` splits (class ``grid_vars[a]``), or -1."""
+        roots = self.roots(n)
+        m = [roots.index(r) if r in roots else -1 for r in grid_vars]
+        return (*m, *(-1,) * (3 - len(m)))  # type: ignore[return-value]
+
+    def smallest_grid(self, classes: Sequence[int], grid_sizes: Sequence[int]) -> list[int] | None:
+        """Per class, the smallest of ``grid_sizes`` (> 1) that divides it; None when one has
+        none (the search's variant expansion tries the other sizes)."""
+        grid = []
+        for r in classes:
+            sizes = [s for s in sorted(grid_sizes) if s > 1 and self.size[r] % s == 0]
+            if not sizes:
+                return None
+            grid.append(sizes[0])
+        return grid
+
     def is_reduced(self, v: int) -> bool:
         r = self.find(v)
         return any(self.find(x) == r for x in self.reduced)
@@ -155,9 +176,9 @@ def splittable(program: KernelGraph, dv: DimVars) -> list[int]:
     for r, size in roots.items():
         if size <= 1 or dv.is_reduced(r):
             continue
-        if any([dv.find(v) for v in dv.of[o]].count(r) != 1 for o in program.outputs):
+        if any(dv.roots(o).count(r) != 1 for o in program.outputs):
             continue
-        if any([dv.find(v) for v in dv.of[i]].count(r) > 1 for i in program.inputs):
+        if any(dv.roots(i).count(r) > 1 for i in program.inputs):
             continue
         out.append(r)
     return sorted(out, key=lambda r: (-dv.size[r], r))
@@ -171,19 +192,14 @@ def lift(program: KernelGraph, grid_vars: Sequence[int], grid: Sequence[int], dv
     inputs = list(program.inputs)
     sig = tuple((i.shape, i.dtype) for i in inputs)
 
-    def axis_map(n: Node) -> tuple[int, int, int]:
-        roots = [dv.find(v) for v in dv.of[n]]
-        m = [roots.index(r) if r in roots else -1 for r in grid_vars]
-        return (*m, *(-1,) * (3 - len(m)))  # type: ignore[return-value]
-
     block: dict[Node, Node] = {}
     for k, i in enumerate(inputs):
-        it = make_iter(sig, k, axis_map(i), -1, g3, 1)  # type: ignore[arg-type]
+        it = make_iter(sig, k, dv.axis_map(i, grid_vars), -1, g3, 1)  # type: ignore[arg-type]
         block[i] = make_op("accum", [it], {"kind": "sum", "fold": None}, BLOCK)
     for n in program.nodes:
         if n.op != INPUT:
             block[n] = make_op(n.op, [block[s] for s in n.src], n.attr_dict, BLOCK)
-    outs = tuple(BlockOutput(block[o], axis_map(o)) for o in program.outputs)
+    outs = tuple(BlockOutput(block[o], dv.axis_map(o, grid_vars)) for o in program.outputs)
     bg = BlockGraph(g3, threads, 1, sig, outs)  # type: ignore[arg-type]
     return KernelGraph(program.inputs, tuple(make_kernel(bg, inputs)))
 
@@ -201,13 +217,8 @@ def lifted_candidates(program: KernelGraph, grid_sizes: Sequence[int], max_grid_
     out: list[KernelGraph] = []
     for k in range(min(3, max_grid_axes, len(classes)), 0, -1):
         for combo in itertools.combinations(classes, k):
-            grid = []
-            for r in combo:
-                sizes = [s for s in sorted(grid_sizes) if s > 1 and dv.size[r] % s == 0]
-                if not sizes:
-                    break
-                grid.append(sizes[0])
-            if len(grid) != len(combo):
+            grid = dv.smallest_grid(combo, grid_sizes)
+            if grid is None:
                 continue
             try:
                 out.append(lift(program, combo, grid, dv, threads))
