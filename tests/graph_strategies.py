@@ -8,6 +8,7 @@ towards few inputs, few ops and unit grids.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import assume
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 import mirage_formal as mf
 from mirage_formal.codegen.schedule import Schedule
 from mirage_formal.errors import GraphError
+from mirage_formal.ir.graph import KernelGraph
 from mirage_formal.ir.text import parse_text
 
 UNARY = ["neg", "exp", "square", "silu", "sigmoid", "relu", "gelu"]
@@ -682,3 +684,35 @@ def seed_size_variants(program: mf.KernelGraph, cand: mf.KernelGraph) -> list[mf
     cfg = SearchConfig(grid_sizes=SEED_GRIDS)
     e = Enumerator(program, cfg, lambda *a: True, lambda g: None, lambda: None, Stats())
     return list(e.variants(cand))
+
+
+def _decode_mlp(batch: int, seq: int, hidden: int = 256, ffn: int = 512, dt: str = "f16") -> KernelGraph:
+    g = mf.Graph()
+    x = g.input((batch, seq, hidden), dt, "X")
+    wg = g.input((hidden, ffn), dt, "Wg")
+    wu = g.input((hidden, ffn), dt, "Wu")
+    wd = g.input((ffn, hidden), dt, "Wd")
+    h = g.rms_norm(x)
+    g.output(g.add(x, g.matmul(g.mul(g.silu(g.matmul(h, wg)), g.matmul(h, wu)), wd)))
+    return g.build()
+
+
+def _norm_gain_matmul(lead: tuple[int, ...]) -> KernelGraph:
+    g = mf.Graph()
+    x = g.input((*lead, 128), "f16", "X")
+    gain = g.input((128,), "f16", "G")
+    w = g.input((128, 96), "f16", "W")
+    s = g.sum(g.square(x), axis=-1, keepdims=True)
+    g.output(g.div(g.matmul(g.rms_norm(x, gain), w), s))
+    return g.build()
+
+
+#: programs on (batch, ..., rows, columns) activations against 2-D weights, as PyTorch's linear
+#: layers have them (codegen runs their products on 2-D views: ir/flatten.py)
+ROW_ACTIVATION_PROGRAMS: dict[str, Callable[[], KernelGraph]] = {
+    "decode_mlp_b8": lambda: _decode_mlp(8, 1),
+    "decode_mlp_b4_s2": lambda: _decode_mlp(4, 2),
+    "mlp_bf16": lambda: _decode_mlp(2, 3, dt="bf16"),
+    "norm_gain_4d": lambda: _norm_gain_matmul((2, 1, 4)),
+    "norm_gain_3d": lambda: _norm_gain_matmul((6, 1)),
+}

@@ -9,7 +9,12 @@ whose blocks each compute one tile of out_shape:
   while there are fewer than ``MIN_BLOCKS`` blocks (small-M products are memory-bound and
   need many blocks in flight). An fp16 product of a multiple of 64 rows and columns with
   enough such blocks takes the tiles warpgroup MMA runs instead (:func:`_warpgroup_tiles`:
-  64 x 128 tiles, k 128).
+  64 x 128 tiles, k 128). Batch dimensions along which B is broadcast (a weight against
+  ``(batch, 1, hidden)`` activations, PyTorch's linear layer at decode shapes) stay whole in
+  every block while they and the rows make at most :data:`SHARED_B_ROWS` rows
+  (:func:`_shared_b_axes`): each block then reads its tile of B once for all of them, where
+  a grid axis over them read every B tile once per batch element (8x the weight traffic at
+  batch 8); grid z takes the first batch dimension B has.
 - *anything else* (elementwise with broadcasting, sum/mean over an axis, rms_norm over the
   last axis): up to three output dimensions the op treats independently are split over the
   grid until a tile has at most ``TILE_ELEMS`` elements and there are ``MIN_BLOCKS`` blocks
@@ -40,6 +45,7 @@ from dataclasses import dataclass
 
 from mirage_formal.errors import GraphError
 from mirage_formal.ir.dtypes import tensor_core_type
+from mirage_formal.ir.flatten import flat_rows
 from mirage_formal.ir.graph import (
     GET,
     INPUT,
@@ -60,6 +66,9 @@ THREADS = 128
 MIN_BLOCKS = 264
 #: elementwise-like lowerings split further (for more blocks) only down to this tile size
 MIN_TILE = 512
+#: a matmul lowering keeps the batch dimensions B is broadcast along whole in each block
+#: while they and the product's rows make at most this many rows (one row tile's worth)
+SHARED_B_ROWS = 64
 
 
 def _divisor_at_least(n: int, want: int, step: int = 1) -> int:
@@ -185,22 +194,49 @@ def _warpgroup_tiles(M: int, N: int, K: int, batch: int, f16: bool) -> tuple[int
     return (64, tn, tk) if (M // 64) * (N // tn) * batch >= WGMMA_MIN_BLOCKS else None
 
 
+def _shared_b_axes(n: Node) -> list[int]:
+    """The batch dimensions of matmul ``n``'s output (size > 1) along which its B operand
+    is broadcast (B lacks them or has size 1 there): every element of them multiplies the
+    same B."""
+    B = n.src[1]
+    lead = len(n.shape) - len(B.shape)
+    return [d for d in range(len(n.shape) - 2)
+            if n.shape[d] > 1 and (d < lead or B.shape[d - lead] == 1)]
+
+
 def _matmul(n: Node, threads: int) -> BlockGraph:
     A, B = n.src
     out_shape = n.shape
     r, ra, rb = len(out_shape), len(A.shape), len(B.shape)
     M, N, K = out_shape[-2], out_shape[-1], A.shape[-1]
-    tm = _largest_divisor_le(M, 64)
-    tk = _largest_divisor_le(K, 64)
+    shared = _shared_b_axes(n)
+    # B broadcast along batch dimensions of few rows in all: those stay whole in each block
+    # (the module doc), so B's tiles are read once rather than once per batch element
+    whole = shared if shared and math.prod(out_shape[d] for d in shared) * M <= SHARED_B_ROWS else []
     batch = math.prod(out_shape[:-2])
+    z_axes = [d for d in range(r - 2) if out_shape[d] > 1 and d not in whole]
+    z_parts = out_shape[z_axes[0]] if z_axes else 1
+    if not whole and shared == z_axes[:1] and len(z_axes) == 1 and M <= SHARED_B_ROWS:
+        # one batch dimension, B broadcast along it, too many rows for one block: grid z
+        # takes it in as few parts as keep each part's rows within SHARED_B_ROWS (B read
+        # once a part)
+        size = out_shape[shared[0]]
+        z_parts = _divisor_at_least(size, -(-size * M // SHARED_B_ROWS))
+        whole = [] if z_parts == size else shared
+    tm = M if whole else _largest_divisor_le(M, 64)
+    tk = _largest_divisor_le(K, 64)
+    # (the blocks grid z gives: with whole dimensions, its parts; else, as always, every
+    # batch element counted)
+    over_z = z_parts if whole else batch
     # Narrower column tiles until there are a few blocks per multiprocessor (132 on H100).
     tn = _largest_divisor_le(N, 64)
     for cand in (64, 32, 16):
         if N % cand == 0:
             tn = cand
-            if (N // cand) * (M // tm) * batch >= MIN_BLOCKS:
+            if (N // cand) * (M // tm) * over_z >= MIN_BLOCKS:
                 break
-    wide = _warpgroup_tiles(M, N, K, batch, tensor_core_type(A.dtype, B.dtype) is not None)
+    wide = None if whole else _warpgroup_tiles(M, N, K, batch,
+                                               tensor_core_type(A.dtype, B.dtype) is not None)
     if wide is not None:
         tm, tn, tk = wide
     grid = [N // tn, M // tm, 1]
@@ -216,16 +252,14 @@ def _matmul(n: Node, threads: int) -> BlockGraph:
         am = [am[1], am[0], -1]
         bm = [bm[1], bm[0], -1]
         om = [om[1], om[0], -1]
-    for d in range(r - 2):
-        if out_shape[d] > 1:
-            grid[2] = out_shape[d]
-            om[2] = d
-            da, db = d - (r - ra), d - (r - rb)
-            if da >= 0 and A.shape[da] == out_shape[d]:
-                am[2] = da
-            if db >= 0 and B.shape[db] == out_shape[d]:
-                bm[2] = db
-            break
+    for d in z_axes[:1]:
+        grid[2] = z_parts
+        om[2] = d
+        da, db = d - (r - ra), d - (r - rb)
+        if da >= 0 and A.shape[da] == out_shape[d]:
+            am[2] = da
+        if db >= 0 and B.shape[db] == out_shape[d]:
+            bm[2] = db
     g = (grid[0], grid[1], grid[2])
     F = K // tk
     sig = ((A.shape, A.dtype), (B.shape, B.dtype))
@@ -324,18 +358,23 @@ def accums_pushed_down(bg: BlockGraph) -> BlockGraph:
 
 def launches(kg: KernelGraph, threads: int = THREADS) -> list[Launch]:
     """Every kernel of ``kg`` as a block graph, in a valid launch (topological) order (a
-    loop-free kernel with its plain accumulators moved down: :func:`accums_pushed_down`)."""
+    loop-free kernel with its plain accumulators moved down: :func:`accums_pushed_down`; one
+    on (batch, ..., rows, columns) activations on their 2-D views where that computes the
+    same, :func:`~mirage_formal.ir.flatten.flat_rows`: a launch's graph may then have
+    other input and output shapes than its tensors, with the same elements in the same
+    order)."""
     out: list[Launch] = []
     for n in kg.kernels:
         if n.op == KERNEL_OP:
             bg: BlockGraph = accums_pushed_down(n.attr("graph"))
             gets = tuple(node(GET, (n,), (("index", i),), s, d)
                          for i, (s, d) in enumerate(bg.output_types()))
-            out.append(Launch(bg, n.src, gets, n))
+            out.append(Launch(flat_rows(bg) or bg, n.src, gets, n))
         elif n.op in (INPUT, GET):
             continue
         else:
-            out.append(Launch(default_block_graph(n, threads), n.src, (n,), n))
+            bg = default_block_graph(n, threads)
+            out.append(Launch(flat_rows(bg) or bg, n.src, (n,), n))
     return out
 
 

@@ -34,6 +34,10 @@ machine without a GPU; codegen replaces it with measured time where a GPU exists
   with 1024-deep k tiles 62 µs, with 128-deep 42 µs).
 - A pre-defined kernel op (lowered by codegen to a default block graph) is charged its bytes
   and flops at full occupancy, times ``predefined_scale``.
+- *rows*: a kernel on (batch, ..., rows, columns) activations is costed on the 2-D views
+  codegen compiles it on (``ir.flatten.flat_rows``): a product of [b, 1, k] tiles by a
+  2-D weight tile is one product of b rows padded to 16, not b products of one row padded to
+  16 each; a pre-defined product against a 2-D weight likewise counts its batch as rows.
 
 The parameters per target are data: ``search/cost_model.json`` (fitted by
 ``benchmarks/fit_cost_model.py`` on measured kernel times in ``benchmarks/data/``; the file says
@@ -61,6 +65,7 @@ from typing import Any
 
 from mirage_formal.errors import MirageError
 from mirage_formal.ir.dtypes import DType, tensor_core_type
+from mirage_formal.ir.flatten import flat_rows
 from mirage_formal.ir.graph import (
     GET,
     INPUT,
@@ -186,17 +191,20 @@ def fp32_product(n: Node) -> bool:
     return n.op == "matmul" and all(s.dtype is DType.F32 for s in n.src)
 
 
-def _op_work(n: Node) -> tuple[float, float, float]:
+def _op_work(n: Node, library: bool = False) -> tuple[float, float, float]:
     """(tensor-core flops, CUDA-core flops, fp32-product flops) of one application of op
     ``n`` on its tile: a tensor-core matmul's flops are counted on the tile padded to the MMA
     shape (16 x 8 x 16); a matmul of two fp32 tiles as fp32-product flops (``f32_mm_flops``);
     one of other operand types (fp16 with bf16, fp16 with fp32) and every other op as
-    CUDA-core flops."""
+    CUDA-core flops. A ``library`` (pre-defined kernel) product against a 2-D weight counts
+    its batch as rows (``codegen.lower`` and ``ir.flatten``)."""
     d = REGISTRY[n.op]
     if d.label == "matmul":
-        a = n.src[0]
+        a, b = n.src
         batch = math.prod(n.shape[:-2])
         m, nn, k = n.shape[-2], n.shape[-1], a.shape[-1]
+        if library and len(b.shape) <= 2:
+            batch, m = 1, batch * m  # (a 2-D weight: the lowering's blocks take the batch as rows)
         if tensor_core_type(*(s.dtype for s in n.src)) is None:
             if fp32_product(n):
                 return 0.0, 0.0, 2.0 * batch * m * nn * k
@@ -332,9 +340,10 @@ def estimate(graph: KernelGraph, target: str | Target = "h100") -> Cost:
         if n.op in (INPUT, GET):
             continue
         if n.op == KERNEL_OP:
-            c = kernel_cost(n.attr("graph"), list(n.src), t)
+            bg = n.attr("graph")
+            c = kernel_cost(flat_rows(bg) or bg, list(n.src), t)
         else:
-            a, b, m = _op_work(n)
+            a, b, m = _op_work(n, library=True)
             byt = sum(_nbytes(s) for s in n.src) + _nbytes(n)
             s = t.launch_s + t.predefined_scale * max(byt / t.dram_bw, _arith_seconds(t, a, b, m))
             c = Cost(s, 1, float(byt), 0.0, a + b + m)

@@ -27,6 +27,7 @@ from graph_strategies import (
     NARROW_VECTOR_CASES,
     NORM_CHAIN_CASES,
     ONE_KERNEL_ATTENTION_CASES,
+    ROW_ACTIVATION_PROGRAMS,
     WARP_BLOCKINGS,
     a_expression_loop_program,
     a_expression_ops,
@@ -356,6 +357,52 @@ def test_lifted_ntrans_compiles_under_every_tuner_schedule(batch: int, cache: Pa
             assert _is_cubin(cg.cubin)
             wide.append("mf_red" in cg.source)
     assert any(wide)  # block-wide row reductions once the block has twice as many warps as rows
+
+
+@pytest.mark.parametrize("name", sorted(ROW_ACTIVATION_PROGRAMS))
+def test_row_activation_programs_compile_on_their_2d_views(name: str, cache: Path) -> None:
+    """Programs on (batch, ..., rows, columns) activations against 2-D weights: every
+    product's kernel runs on 2-D views (ir/flatten.py), and the schedules the tuner may try
+    for the lowering and the one-kernel lifts (every other one and the last) compile for
+    sm_90."""
+    from mirage_formal.search.seeds import lifted_candidates
+
+    prog = ROW_ACTIVATION_PROGRAMS[name]()
+    for g in [prog, *lifted_candidates(prog, (1, 2, 4, 8))]:
+        for la in launches(g, 128):
+            if g is prog and any(n.op == "matmul" for n in la.graph.nodes):
+                # (the lowering's products all flatten; a lift that splits the rows of each
+                # batch element over the grid keeps its shapes)
+                assert all(len(s) <= 2 for s, _ in la.graph.inputs), la.graph
+            cands = candidate_schedules(la.graph, sm_count=4096)
+            for sched in {*cands[::2], cands[-1]}:
+                cg = compile_graph(g, arch="sm_90", load=False, cache=cache,
+                                   schedules={la.graph.key: sched})
+                assert _is_cubin(cg.cubin)
+
+
+@pytest.mark.parametrize(("xs", "ws", "dt"), [((8, 1, 1, 4096), (4096, 11008), "f16"),
+                                           ((8, 1, 1, 4096), (32, 4096, 128), "bf16"),
+                                           ((16, 8, 512), (512, 256), "f16"),
+                                           ((4, 2, 256), (256, 96), "f32")])
+def test_shared_weight_products_compile_under_every_tuner_schedule(
+        xs: tuple[int, ...], ws: tuple[int, ...], dt: str, cache: Path) -> None:
+    """A product whose weight is broadcast along the activations' batch dimensions lowers to
+    blocks holding every batch element's rows (``codegen.lower``: batched tile products
+    against one B tile); each schedule the tuner may try for it and a sample of its second
+    round's compile for sm_90."""
+    from mirage_formal.codegen.tuning_rules import refinements
+
+    g = mf.Graph()
+    x = g.input(xs, dt, "X")
+    w = g.input(ws, dt, "W")
+    g.output(g.matmul(x, w))
+    prog = g.build()
+    (la,) = launches(prog, 128)
+    cands = candidate_schedules(la.graph, sm_count=4096)
+    for sched in {*cands, *refinements(cands[0], cands, la.graph)[::3]}:
+        cg = compile_graph(prog, arch="sm_90", load=False, cache=cache, schedules={la.graph.key: sched})
+        assert _is_cubin(cg.cubin)
 
 
 @pytest.mark.parametrize("case", GEMV_LOOP_CASES)

@@ -24,6 +24,7 @@ from graph_strategies import (
     NARROW_VECTOR_CASES,
     NORM_CHAIN_CASES,
     ONE_KERNEL_ATTENTION_CASES,
+    ROW_ACTIVATION_PROGRAMS,
     SMALL_WORKLOADS,
     WARP_BLOCKINGS,
     a_expression_loop_program,
@@ -361,6 +362,43 @@ def test_matmul_warp_blockings_validate(case: tuple) -> None:
             cg = compile_graph(prog, opts=Schedule(warp_m=wm, warp_n=wn, threads=threads))
             rep = validate(cg, trials=2)
             assert rep.ok, f"warp {wm}x{wn}, threads {threads}: {rep}\n{cg.source}"
+
+
+@pytest.mark.parametrize("name", sorted(ROW_ACTIVATION_PROGRAMS))
+def test_row_activation_programs_validate_on_their_2d_views(name: str) -> None:
+    """Programs on (batch, ..., rows, columns) activations against 2-D weights: their kernels
+    run on the tensors' 2-D views (ir/flatten.py), the program's lowering and its one-kernel
+    lifts under every first-round schedule, and compute the program."""
+    from mirage_formal.search.seeds import lifted_candidates
+
+    prog = ROW_ACTIVATION_PROGRAMS[name]()
+    for g in [prog, *lifted_candidates(prog, (1, 2, 4, 8))]:
+        for la in launches(g, 128):
+            for sched in candidate_schedules(la.graph):
+                rep = validate(compile_graph(g, schedules={la.graph.key: sched}), trials=2)
+                assert rep.ok, f"{name} {sched.short()}: {rep}"
+
+
+@pytest.mark.parametrize(("xs", "ws", "dt"), [((8, 1, 1, 4096), (4096, 11008), "f16"),
+                                           ((8, 1, 1, 4096), (32, 4096, 128), "bf16"),
+                                           ((16, 8, 512), (512, 256), "f16"),
+                                           ((4, 2, 256), (256, 96), "f32")])
+def test_shared_weight_products_validate_under_every_tuner_schedule(
+        xs: tuple[int, ...], ws: tuple[int, ...], dt: str) -> None:
+    """A weight broadcast along the activations' batch dimensions: the lowering's blocks hold
+    every batch element's rows against one tile of B; each first-round schedule computes the
+    product."""
+    import mirage_formal as mf
+
+    g = mf.Graph()
+    x = g.input(xs, dt, "X")
+    w = g.input(ws, dt, "W")
+    g.output(g.matmul(x, w))
+    prog = g.build()
+    (la,) = launches(prog, 128)
+    for sched in candidate_schedules(la.graph):
+        rep = validate(compile_graph(prog, schedules={la.graph.key: sched}), trials=2)
+        assert rep.ok, f"{sched.short()}: {rep}"
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])

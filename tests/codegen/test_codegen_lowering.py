@@ -110,3 +110,56 @@ def test_small_or_mixed_products_keep_the_narrow_column_tiles() -> None:
         (la,) = launches(g.build())
         (mm,) = [x for x in la.graph.nodes if x.op == "matmul"]
         assert mm.shape[-1] <= 64 and mm.src[0].shape[-1] <= 64
+
+
+#: (activations, weight, dtype, blocks reading each tile of B, rows of A in a block): B
+#: broadcast along the activations' batch dimensions
+SHARED_B_CASES = [
+    ((8, 1, 1, 4096), (4096, 11008), "f16", 1, 8),   # a linear layer at decode shapes, batch 8
+    ((8, 1, 1, 4096), (32, 4096, 128), "f16", 1, 8),  # per-head projections: grid z over heads
+    ((8, 4, 4096), (4096, 1024), "bf16", 1, 32),      # 8 x 4 = 32 rows in one block
+    ((16, 8, 512), (512, 256), "f16", 2, 64),         # 128 rows: two parts of 64
+    ((12, 16, 128), (1, 128, 64), "f32", 3, 64),      # B's batch of size 1: three parts
+]
+
+
+@pytest.mark.parametrize(("xs", "ws", "dt", "readers", "rows"), SHARED_B_CASES)
+def test_products_with_a_shared_weight_read_each_weight_tile_once_a_part(
+        xs: tuple[int, ...], ws: tuple[int, ...], dt: str, readers: int, rows: int) -> None:
+    """A product whose B is broadcast along batch dimensions of the output keeps those
+    dimensions whole in each block (or in as few parts as keep 64 rows a block), so each of
+    B's tiles is read by one block per part, not one per batch element; still exact."""
+    import math
+
+    import mirage_formal as mf
+
+    g = mf.Graph()
+    x = g.input(xs, dt, "X")
+    w = g.input(ws, dt, "W")
+    g.output(g.matmul(x, w))
+    prog = g.build()
+    (la,) = launches(prog)
+    bg = la.graph
+    (mm,) = [n for n in bg.nodes if n.op == "matmul"]
+    a_tile, b_tile = mm.src
+    assert math.prod(s for s, m in zip(bg.grid, b_tile.attr("imap"), strict=True) if m == -1) == readers
+    assert math.prod(a_tile.shape[:-1]) == rows
+    xin = random_inputs(prog, 11, -0.5, 0.5)
+    _same(run_reference(lowered_graph(prog), xin), run_reference(prog, xin))
+
+
+def test_products_with_too_many_shared_rows_keep_the_batch_on_the_grid() -> None:
+    """Past 64 rows in one block and no divisor that fits (7 x 16 rows), or rows that alone
+    exceed a tile: grid z takes the batch dimension as before (B read once per element)."""
+    import mirage_formal as mf
+
+    for xs, ws in (((7, 16, 128), (128, 64)), ((2, 128, 256), (256, 64))):
+        g = mf.Graph()
+        x = g.input(xs, "f16", "X")
+        w = g.input(ws, "f16", "W")
+        g.output(g.matmul(x, w))
+        prog = g.build()
+        (la,) = launches(prog)
+        assert la.graph.grid[2] == xs[0]
+        xin = random_inputs(prog, 2, -0.5, 0.5)
+        _same(run_reference(lowered_graph(prog), xin), run_reference(prog, xin))
