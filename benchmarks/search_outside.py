@@ -21,6 +21,8 @@ Programs (fp16 unless named bf16):
 - ``rmsnorm_bf16``, ``gated_mlp_bf16``, ``prefill_matmul_bf16``: three of the above in bf16.
 - ``rmsnorm_f32``, ``gated_mlp_f32``, ``prefill_matmul_f32``: rmsnorm, the gated MLP and
   prefill_matmul in fp32.
+- ``decode_gated_mlp``: Llama-7B's gated MLP on activations (8, 1, 4096), batch dimensions
+  and 2-D weights as PyTorch's linear layers have them.
 
     PYTHONPATH=. python3 benchmarks/search_outside.py [--budget 300] [--workers 2] [--programs ...]
 
@@ -78,6 +80,20 @@ def softcap_attention(b: int = 1) -> KernelGraph:
     s = g.mul_scalar(g.tanh(g.mul_scalar(g.matmul(q, k), scalar=0.0025)), scalar=50.0)
     e = g.exp(s)
     g.output(g.matmul(g.div(e, g.sum(e, axis=-1, keepdims=True)), v))
+    return g.build()
+
+
+def decode_gated_mlp(b: int = 1) -> KernelGraph:
+    """(silu(X·Wg) ⊙ (X·Wu)) · Wd as PyTorch writes it at decode shapes: activations (8b, 1,
+    4096) (a batch of one-token sequences) against 2-D weights of Llama-7B's MLP (4096 x
+    11008, 270 MB in all). Every product's weight is broadcast along the batch dimension
+    (forty-third session: the library lowering read it once per batch element)."""
+    g = mf.Graph()
+    x = g.input((8 * b, 1, 4096), "f16", "X")
+    wg = g.input((4096, 11008), "f16", "Wg")
+    wu = g.input((4096, 11008), "f16", "Wu")
+    wd = g.input((11008, 4096), "f16", "Wd")
+    g.output(g.matmul(g.mul(g.silu(g.matmul(x, wg)), g.matmul(x, wu)), wd))
     return g.build()
 
 
@@ -390,6 +406,7 @@ PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "rmsnorm_f32": rmsnorm_f32, "gated_mlp_f32": gated_mlp_f32,
     "prefill_matmul_f32": prefill_matmul_f32, "prefill_gated_mlp_f32": prefill_gated_mlp_f32,
     "mlp_gelu_f32": mlp_gelu_f32, "prefill_attention_f32": prefill_attention_f32,
+    "decode_gated_mlp": decode_gated_mlp,
 }
 
 
