@@ -79,6 +79,7 @@ def child(args: argparse.Namespace) -> int:
     wall = time.monotonic() - t
     res.save(save)
     timed = [a for a in res.accepted if a.measured_us is not None]
+    found = {a.graph.key: round(a.found_at_s, 2) for a in res.search.accepted}
     s = res.search.summary()
     row = {"workload": name, "b": b, "superoptimize_s": round(wall, 1),
            "seconds": {k: round(v, 1) for k, v in res.seconds.items()},
@@ -92,7 +93,14 @@ def child(args: argparse.Namespace) -> int:
            "best_kernels": len(res.accepted[0].graph.kernels) if res.accepted else None,
            "best_estimated_us": round(res.accepted[0].cost.seconds * 1e6, 2) if res.accepted else None,
            "schedule": res.accepted[0].schedule if res.accepted else None,
-           "best_ugraph": str(res.accepted[0].graph) if timed else None}
+           "best_ugraph": str(res.accepted[0].graph) if timed else None,
+           # when the search found each of the best-estimated μGraphs (seconds from its start;
+           # None: not from this search, e.g. the input itself): the data for deciding how
+           # long a search should run before the GPU stage takes over
+           "found_by_estimate": [
+               {"estimated_us": round(a.cost.seconds * 1e6, 2), "found_at_s": found.get(a.graph.key),
+                "measured_us": None if a.measured_us is None else round(a.measured_us, 2)}
+               for a in sorted(res.accepted, key=lambda a: a.cost.seconds)[:16]]}
     (save / "row.json").write_text(json.dumps(row, indent=1) + "\n")
     return 0
 
