@@ -716,3 +716,40 @@ ROW_ACTIVATION_PROGRAMS: dict[str, Callable[[], KernelGraph]] = {
     "norm_gain_4d": lambda: _norm_gain_matmul((2, 1, 4)),
     "norm_gain_3d": lambda: _norm_gain_matmul((6, 1)),
 }
+
+
+@st.composite
+def row_activation_programs(draw: Any) -> KernelGraph:
+    """A random program on (lead..., columns) activations (lead of 2-3 dimensions) against
+    2-D weights: products, elementwise ops with activations or row vectors, sums and means
+    over the last axis, rms_norm; what PyTorch's linear layers and norms produce."""
+    g = mf.Graph()
+    lead = tuple(draw(st.lists(st.sampled_from([1, 2, 4]), min_size=2, max_size=3)))
+    lead = (draw(st.sampled_from([2, 4, 8])), *lead[1:])
+    dt = draw(st.sampled_from(["f16", "f32"]))
+    x = g.input((*lead, 32), dt, "X")
+    pool = [x]
+    n_in = 1
+    for _ in range(draw(st.integers(1, 5))):
+        a = draw(st.sampled_from(pool))
+        kind = draw(st.sampled_from(["matmul", "matmul", "unary", "binary", "row", "reduce", "norm"]))
+        if kind == "matmul":
+            w = g.input((a.shape[-1], draw(st.sampled_from([16, 32, 48]))), dt, f"W{n_in}")
+            n_in += 1
+            t = g.matmul(a, w)
+        elif kind == "unary":
+            t = g.op(draw(st.sampled_from(["silu", "exp", "square", "neg"])), a)
+        elif kind == "binary":
+            same = [p for p in pool if p.shape == a.shape]
+            t = g.op(draw(st.sampled_from(["add", "mul", "sub"])), a, draw(st.sampled_from(same)))
+        elif kind == "row":
+            v = g.input((a.shape[-1],), dt, f"V{n_in}")
+            n_in += 1
+            t = g.op(draw(st.sampled_from(["add", "mul"])), a, v)
+        elif kind == "reduce":
+            t = g.op(draw(st.sampled_from(["sum", "mean"])), a, axis=-1, keepdims=True)
+        else:
+            t = g.rms_norm(a, eps=0.1)
+        pool.append(t)
+    g.output(pool[-1])
+    return g.build()

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from graph_strategies import ROW_ACTIVATION_PROGRAMS
+from graph_strategies import (
+    ROW_ACTIVATION_PROGRAMS,
+    block_programs,
+    kernel_programs,
+    row_activation_programs,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -94,6 +99,37 @@ def test_hand_built_kernels_flatten_to_the_same_elements(
     assert flat is not None
     assert all(len(s) == 2 for s, _ in flat.inputs)
     _same_on_views(bg, flat, gx * 10 + fl)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(block_programs(max_ops=5), kernel_programs()))
+def test_random_kernels_flatten_to_the_same_elements_or_not_at_all(prog: KernelGraph) -> None:
+    """Over random μGraphs and random programs' lowerings: flat_rows refuses (None) or gives
+    a kernel that computes the same elements."""
+    for i, bg in enumerate(_kernels(prog)):
+        flat = flat_rows(bg)
+        if flat is not None:
+            with np.errstate(all="ignore"):
+                _same_on_views(bg, flat, i)
+
+
+@settings(max_examples=80, deadline=None)
+@given(row_activation_programs())
+def test_random_row_activation_programs_flatten_to_the_same_elements(prog: KernelGraph) -> None:
+    """Random programs on (lead..., columns) activations against 2-D weights: every kernel of
+    their lowering with a product flattens, and every kernel of the lowering, the lifts and
+    the loop seeds that flattens computes the same elements on the views."""
+    sizes = (1, 2, 4)
+    lowering = _kernels(prog)
+    graphs = lowering + [bg for c in lifted_candidates(prog, sizes) + loop_lifted_candidates(prog, sizes, sizes)
+                         for bg in _kernels(c)]
+    for i, bg in enumerate(graphs):
+        flat = flat_rows(bg)
+        if bg in lowering and any(n.op == "matmul" for n in bg.nodes):
+            assert flat is not None, bg
+        if flat is not None:
+            with np.errstate(all="ignore"):
+                _same_on_views(bg, flat, i)
 
 
 def test_graphs_that_must_keep_their_shape_are_left_alone() -> None:
