@@ -753,3 +753,20 @@ def row_activation_programs(draw: Any) -> KernelGraph:
         pool.append(t)
     g.output(pool[-1])
     return g.build()
+
+
+#: (activations, weight, dtype): a weight broadcast along the activations' batch dimensions
+#: (codegen/lower.py reads each of its tiles once a part of the batch)
+SHARED_WEIGHT_CASES = [((8, 1, 1, 4096), (4096, 11008), "f16"),
+                       ((8, 1, 1, 4096), (32, 4096, 128), "bf16"),
+                       ((16, 8, 512), (512, 256), "f16"),
+                       ((4, 2, 256), (256, 96), "f32")]
+
+
+def product_program(xs: tuple[int, ...], ws: tuple[int, ...], dt: str) -> KernelGraph:
+    """X (``xs``) · W (``ws``) in ``dt``, one pre-defined product."""
+    g = mf.Graph()
+    x = g.input(xs, dt, "X")
+    w = g.input(ws, dt, "W")
+    g.output(g.matmul(x, w))
+    return g.build()

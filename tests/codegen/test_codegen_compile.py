@@ -28,6 +28,7 @@ from graph_strategies import (
     NORM_CHAIN_CASES,
     ONE_KERNEL_ATTENTION_CASES,
     ROW_ACTIVATION_PROGRAMS,
+    SHARED_WEIGHT_CASES,
     WARP_BLOCKINGS,
     a_expression_loop_program,
     a_expression_ops,
@@ -41,6 +42,7 @@ from graph_strategies import (
     gated_loop_program,
     matmul_loop_program,
     one_barrier_cases,
+    product_program,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -381,10 +383,7 @@ def test_row_activation_programs_compile_on_their_2d_views(name: str, cache: Pat
                 assert _is_cubin(cg.cubin)
 
 
-@pytest.mark.parametrize(("xs", "ws", "dt"), [((8, 1, 1, 4096), (4096, 11008), "f16"),
-                                           ((8, 1, 1, 4096), (32, 4096, 128), "bf16"),
-                                           ((16, 8, 512), (512, 256), "f16"),
-                                           ((4, 2, 256), (256, 96), "f32")])
+@pytest.mark.parametrize(("xs", "ws", "dt"), SHARED_WEIGHT_CASES)
 def test_shared_weight_products_compile_under_every_tuner_schedule(
         xs: tuple[int, ...], ws: tuple[int, ...], dt: str, cache: Path) -> None:
     """A product whose weight is broadcast along the activations' batch dimensions lowers to
@@ -393,11 +392,7 @@ def test_shared_weight_products_compile_under_every_tuner_schedule(
     round's compile for sm_90."""
     from mirage_formal.codegen.tuning_rules import refinements
 
-    g = mf.Graph()
-    x = g.input(xs, dt, "X")
-    w = g.input(ws, dt, "W")
-    g.output(g.matmul(x, w))
-    prog = g.build()
+    prog = product_program(xs, ws, dt)
     (la,) = launches(prog, 128)
     cands = candidate_schedules(la.graph, sm_count=4096)
     for sched in {*cands, *refinements(cands[0], cands, la.graph)[::3]}:

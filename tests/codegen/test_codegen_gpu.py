@@ -25,6 +25,7 @@ from graph_strategies import (
     NORM_CHAIN_CASES,
     ONE_KERNEL_ATTENTION_CASES,
     ROW_ACTIVATION_PROGRAMS,
+    SHARED_WEIGHT_CASES,
     SMALL_WORKLOADS,
     WARP_BLOCKINGS,
     a_expression_loop_program,
@@ -41,6 +42,7 @@ from graph_strategies import (
     kernel_programs,
     matmul_loop_program,
     one_barrier_cases,
+    product_program,
 )
 from hypothesis import assume, given, settings
 from op_checks import one_op_program
@@ -379,22 +381,13 @@ def test_row_activation_programs_validate_on_their_2d_views(name: str) -> None:
                 assert rep.ok, f"{name} {sched.short()}: {rep}"
 
 
-@pytest.mark.parametrize(("xs", "ws", "dt"), [((8, 1, 1, 4096), (4096, 11008), "f16"),
-                                           ((8, 1, 1, 4096), (32, 4096, 128), "bf16"),
-                                           ((16, 8, 512), (512, 256), "f16"),
-                                           ((4, 2, 256), (256, 96), "f32")])
+@pytest.mark.parametrize(("xs", "ws", "dt"), SHARED_WEIGHT_CASES)
 def test_shared_weight_products_validate_under_every_tuner_schedule(
         xs: tuple[int, ...], ws: tuple[int, ...], dt: str) -> None:
     """A weight broadcast along the activations' batch dimensions: the lowering's blocks hold
     every batch element's rows against one tile of B; each first-round schedule computes the
     product."""
-    import mirage_formal as mf
-
-    g = mf.Graph()
-    x = g.input(xs, dt, "X")
-    w = g.input(ws, dt, "W")
-    g.output(g.matmul(x, w))
-    prog = g.build()
+    prog = product_program(xs, ws, dt)
     (la,) = launches(prog, 128)
     for sched in candidate_schedules(la.graph):
         rep = validate(compile_graph(prog, schedules={la.graph.key: sched}), trials=2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from graph_strategies import kernel_programs
+from graph_strategies import kernel_programs, product_program
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -131,13 +131,7 @@ def test_products_with_a_shared_weight_read_each_weight_tile_once_a_part(
     B's tiles is read by one block per part, not one per batch element; still exact."""
     import math
 
-    import mirage_formal as mf
-
-    g = mf.Graph()
-    x = g.input(xs, dt, "X")
-    w = g.input(ws, dt, "W")
-    g.output(g.matmul(x, w))
-    prog = g.build()
+    prog = product_program(xs, ws, dt)
     (la,) = launches(prog)
     bg = la.graph
     (mm,) = [n for n in bg.nodes if n.op == "matmul"]
@@ -151,14 +145,8 @@ def test_products_with_a_shared_weight_read_each_weight_tile_once_a_part(
 def test_products_with_too_many_shared_rows_keep_the_batch_on_the_grid() -> None:
     """Past 64 rows in one block and no divisor that fits (7 x 16 rows), or rows that alone
     exceed a tile: grid z takes the batch dimension as before (B read once per element)."""
-    import mirage_formal as mf
-
     for xs, ws in (((7, 16, 128), (128, 64)), ((2, 128, 256), (256, 64))):
-        g = mf.Graph()
-        x = g.input(xs, "f16", "X")
-        w = g.input(ws, "f16", "W")
-        g.output(g.matmul(x, w))
-        prog = g.build()
+        prog = product_program(xs, ws, "f16")
         (la,) = launches(prog)
         assert la.graph.grid[2] == xs[0]
         xin = random_inputs(prog, 2, -0.5, 0.5)
