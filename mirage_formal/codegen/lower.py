@@ -216,18 +216,17 @@ def _matmul(n: Node, threads: int) -> BlockGraph:
     batch = math.prod(out_shape[:-2])
     z_axes = [d for d in range(r - 2) if out_shape[d] > 1 and d not in whole]
     z_parts = out_shape[z_axes[0]] if z_axes else 1
-    if not whole and shared == z_axes[:1] and len(z_axes) == 1 and M <= SHARED_B_ROWS:
+    if not whole and shared == z_axes and len(z_axes) == 1 and M <= SHARED_B_ROWS:
         # one batch dimension, B broadcast along it, too many rows for one block: grid z
         # takes it in as few parts as keep each part's rows within SHARED_B_ROWS (B read
         # once a part)
-        size = out_shape[shared[0]]
-        z_parts = _divisor_at_least(size, -(-size * M // SHARED_B_ROWS))
-        whole = [] if z_parts == size else shared
-    tm = M if whole else _largest_divisor_le(M, 64)
+        z_parts = _divisor_at_least(z_parts, -(-z_parts * M // SHARED_B_ROWS))
+    # the blocks' rows share B's tiles: all M rows a block, and grid z gives z_parts blocks
+    # (else, as always, the batch elements each have their own blocks)
+    share_b = bool(whole) or (bool(z_axes) and z_parts < out_shape[z_axes[0]])
+    tm = M if share_b else _largest_divisor_le(M, 64)
     tk = _largest_divisor_le(K, 64)
-    # (the blocks grid z gives: with whole dimensions, its parts; else, as always, every
-    # batch element counted)
-    over_z = z_parts if whole else batch
+    over_z = z_parts if share_b else batch
     # Narrower column tiles until there are a few blocks per multiprocessor (132 on H100).
     tn = _largest_divisor_le(N, 64)
     for cand in (64, 32, 16):
@@ -235,8 +234,8 @@ def _matmul(n: Node, threads: int) -> BlockGraph:
             tn = cand
             if (N // cand) * (M // tm) * over_z >= MIN_BLOCKS:
                 break
-    wide = None if whole else _warpgroup_tiles(M, N, K, batch,
-                                               tensor_core_type(A.dtype, B.dtype) is not None)
+    wide = None if share_b else _warpgroup_tiles(M, N, K, batch,
+                                                 tensor_core_type(A.dtype, B.dtype) is not None)
     if wide is not None:
         tm, tn, tk = wide
     grid = [N // tn, M // tm, 1]
