@@ -97,6 +97,16 @@ def flat_rows(bg: BlockGraph) -> BlockGraph | None:
     rank = max([len(n.shape) for n in nodes] + [len(s) for s, _ in bg.inputs])
     if rank < 3 or not any(n.op == "matmul" and len(n.shape) == rank for n in nodes):
         return None  # (without a product of rank-R tiles the views gain nothing: left as is)
+    # every op first (no node is built for a graph that will not flatten: the cost model asks
+    # about every size variant the search ranks)
+    for n in nodes:
+        if n.op == ITER:
+            continue
+        lower = all(len(s.shape) < rank for s in n.src)
+        if (len(n.shape) == rank) if lower else not _op_keeps_rows(n, rank):
+            return None
+    if any(len(o.node.shape) != rank for o in bg.outputs):
+        return None
     grid_sizes = bg.grid
     # a rank-R tensor read or written: only its first leading dimension split
     sig: list[tuple[tuple[int, ...], DType]] = []
@@ -118,20 +128,14 @@ def flat_rows(bg: BlockGraph) -> BlockGraph | None:
                 new[n] = make_iter(sig, n.attr("input"), imap, fmap, bg.grid, bg.forloop)
                 continue
             if all(len(s.shape) < rank for s in n.src):
-                if len(n.shape) == rank:
-                    return None
-                new[n] = make_op(n.op, [new[s] for s in n.src], n.attr_dict, BLOCK)
+                new[n] = n  # (a weight's tiles only: unchanged)
                 continue
-            if not _op_keeps_rows(n, rank):
-                return None
             attrs = dict(n.attr_dict)
             if n.op in _AXIS_OPS:
                 attrs["axis"] = -1
             new[n] = make_op(n.op, [new[s] for s in n.src], attrs, BLOCK)
         outs = []
         for o in bg.outputs:
-            if len(o.node.shape) != rank:
-                return None
             omap = _flat_map(o.omap, rank, grid_sizes)
             if omap is None:
                 return None
