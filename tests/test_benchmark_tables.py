@@ -1,6 +1,7 @@
 """The benchmark scripts' op tables cover the registry: a program written from any
 kernel-level op can be timed beside PyTorch (``benchmarks/gpu_bench.torch_ops``, used by
-``gpu_optimize.py`` for every row, outside programs included)."""
+``gpu_optimize.py`` for every row, outside programs included), and what handover_rule.py
+reads from the rows."""
 
 from __future__ import annotations
 
@@ -18,3 +19,18 @@ def test_torch_ops_cover_every_kernel_level_op() -> None:
     ops = {name for name, d in REGISTRY.items() if KERNEL in d.levels}
     missing = ops - set(torch_ops(object()))
     assert not missing, f"benchmarks/gpu_bench.torch_ops lacks {sorted(missing)}"
+
+
+def test_handover_rule_reads_when_the_top_candidates_were_found() -> None:
+    """benchmarks/handover_rule.py: the top k's last find is the latest find among the k
+    best-estimated μGraphs (μGraphs not found by the search, the input itself, left out), and
+    the winner is the best measured one."""
+    from handover_rule import top_changed_at, winner_found_at
+
+    found = [{"found_at_s": 28.9, "measured_us": 37.0}, {"found_at_s": None, "measured_us": 40.0},
+             {"found_at_s": 15.1, "measured_us": 36.0}, {"found_at_s": 90.0, "measured_us": None}]
+    assert top_changed_at(found, 3) == 28.9
+    assert top_changed_at(found, 4) == 90.0
+    assert top_changed_at(found[1:2], 1) is None
+    assert winner_found_at(found) == 15.1
+    assert winner_found_at(found[3:]) is None
