@@ -22,9 +22,14 @@ from pathlib import Path
 from typing import Any
 
 
-def rows_of(path: Path) -> list[dict[str, Any]]:
+def rows_of(path: Path) -> list[dict[str, Any]] | None:
+    """The rows of a gpu_optimize.json or a merged table; None for any other JSON (another
+    benchmark's output passed by a glob)."""
     doc = json.loads(path.read_text())
-    return list(doc["rows"] if isinstance(doc, dict) else doc)
+    rows = doc.get("rows") if isinstance(doc, dict) else doc
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and "workload" in r for r in rows):
+        return None
+    return rows
 
 
 def top_changed_at(found: list[dict[str, Any]], top: int) -> float | None:
@@ -53,7 +58,11 @@ def main() -> int:
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for path in a.files:
-        for r in rows_of(path):
+        rows = rows_of(path)
+        if rows is None:
+            print(f"| {path} | (not gpu_optimize rows: skipped) |")
+            continue
+        for r in rows:
             name = f"{r['workload']} b={r['b']}"
             found = r.get("found_by_estimate")
             search_s = (r.get("seconds") or {}).get("search")

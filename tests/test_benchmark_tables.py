@@ -34,3 +34,18 @@ def test_handover_rule_reads_when_the_top_candidates_were_found() -> None:
     assert top_changed_at(found[1:2], 1) is None
     assert winner_found_at(found) == 15.1
     assert winner_found_at(found[3:]) is None
+
+
+def test_handover_rule_skips_json_that_is_not_rows(tmp_path: Path) -> None:
+    """A glob over a results folder also passes other benchmarks' JSON (the decoder layer's):
+    those are skipped, a gpu_optimize.json or a merged table is read."""
+    import json
+
+    from handover_rule import rows_of
+
+    row = {"workload": "gqa", "b": 1}
+    for doc, want in [({"env": {}, "rows": [row]}, [row]), ([row], [row]),
+                      ({"layer": {}, "rows": [{"batch": 8}]}, None), ({"variants": []}, None)]:
+        p = tmp_path / "f.json"
+        p.write_text(json.dumps(doc))
+        assert rows_of(p) == want
