@@ -8,8 +8,9 @@ each DAG is produced once and permutations are never visited (docs/search.md, "I
 Kernel level: a move is a pre-defined kernel op on existing tensors, or a graph-defined kernel
 over a *subset* of existing tensors (subsets of size 1..max_kernel_inputs, in increasing
 position order). A kernel graph is complete when the dangling tensors it produced are exactly
-the program's outputs (shapes, dtypes and index labels) and every input the program uses is
-consumed.
+the program's outputs (shapes, dtypes and index labels), or all but some of those the
+program's own ops also read (which may be tensors its other kernels read), and every input the
+program uses is consumed.
 
 Block level, for one kernel: a *map configuration* binds up to ``max_grid_axes`` grid axes and
 the for-loop to index labels (``labels.py``); that fixes every ``imap`` and ``fmap``. Axes are
@@ -299,6 +300,11 @@ class Enumerator:
         # a grid axis splits it (there is no cross-block rms), so those units go last
         self.norm_labels = {labs[n.src[0]][-1] for n in program.nodes if n.op == "rms_norm"}
         self.out_types = [(n.shape, n.dtype) for n in program.outputs]
+        #: how many of the program's outputs other ops of it also read (a decoder region's q,
+        #: returned and multiplied by the key cache): a candidate's tensor for such an output
+        #: may be read by its other kernels too, so it need not dangle
+        consumed = {s for n in program.nodes for s in n.src}
+        self.inner_outputs = sum(1 for o in set(program.outputs) if o in consumed)
         used: set[Node] = set()
         for o in program.outputs:
             used.update(x for x in o.walk() if x.op == INPUT)
@@ -587,19 +593,29 @@ class Enumerator:
 
     def _maybe_complete(self) -> None:
         dang = [i for i, (p, u) in enumerate(zip(self.produced, self.uses, strict=True)) if p and u == 0]
-        if len(dang) != len(self.out_types):
+        n_out = len(self.out_types)
+        if not n_out - self.inner_outputs <= len(dang) <= n_out:
             return
         if any(self.uses[i] == 0 for i in self.used_inputs):
             return
-        for perm in itertools.permutations(dang):
-            if all((self.t[i].shape, self.t[i].dtype) == ty and self.lab[i] == lab
-                   for i, ty, lab in zip(perm, self.out_types, self.out_labels, strict=True)):
-                g = KernelGraph(self.program.inputs, tuple(self.t[i] for i in perm))
-                if g.key == self.direct_key:
-                    return  # the first unit ("direct") produces it
-                self.stats.candidates += 1
-                self.on_candidate(g)
-                return
+        # every dangling tensor is an output; the program's outputs that its own ops read may
+        # be tensors other kernels read (``inner_outputs``): those come from the produced ones
+        # that match some output's type and labels
+        extra = n_out - len(dang)
+        read = [i for i, (p, u) in enumerate(zip(self.produced, self.uses, strict=True))
+                if p and u > 0 and extra and any(
+                    (self.t[i].shape, self.t[i].dtype) == ty and self.lab[i] == lab
+                    for ty, lab in zip(self.out_types, self.out_labels, strict=True))]
+        for more in itertools.combinations(read, extra):
+            for perm in itertools.permutations((*dang, *more)):
+                if all((self.t[i].shape, self.t[i].dtype) == ty and self.lab[i] == lab
+                       for i, ty, lab in zip(perm, self.out_types, self.out_labels, strict=True)):
+                    g = KernelGraph(self.program.inputs, tuple(self.t[i] for i in perm))
+                    if g.key == self.direct_key:
+                        return  # the first unit ("direct") produces it
+                    self.stats.candidates += 1
+                    self.on_candidate(g)
+                    return
         self.stats.pruned_shape += 1
 
     # ------------------------------------------------------------ map configurations

@@ -350,3 +350,28 @@ def test_candidates_estimated_slower_than_the_input_are_not_verified(f64_checker
     assert every.stats.pruned_cost == 0 and len(calls) >= len(cut.accepted)
     with pytest.raises(MirageError, match="cost_ceiling"):
         norm_cfg(cost_ceiling=0)
+
+
+def test_an_output_other_kernels_read_can_come_from_a_fused_kernel(f64_checker: Any) -> None:
+    """A program output that the program's own ops also read (a decoder region's q: returned,
+    and multiplied by the key cache) need not dangle in a candidate: the search completes
+    kernel graphs where another kernel reads that output's tensor. (Before, such programs got
+    their direct lowering only: q = rms_norm(x)·Wq, s = q·K came out as three library kernels.)"""
+    from mirage_formal.optimize import make_config
+
+    g = Graph()
+    x, wq, kc = g.input((2, 64), "f16", "x"), g.input((64, 32), "f16", "wq"), g.input((32, 16), "f16", "kc")
+    q = g.matmul(g.rms_norm(x), wq)
+    g.output(q)
+    g.output(g.matmul(q, kc))
+    prog = g.build()
+    r = run_search(prog, make_config(prog, None), ExprPruner(prog), f64_checker(prog), progress=False)
+    assert r.complete and all(a.verdict.accepted for a in r.accepted)
+    for a in r.accepted:
+        q_out, s_out = a.graph.outputs
+        assert q_out.shape == (2, 32) and s_out.shape == (2, 16)
+    # candidates other than the direct lowering where q's tensor is an output and read by the
+    # kernel computing s (a fused rms_norm·Wq kernel, then the library product)
+    read = [a.graph for a in r.accepted if len(a.graph.kernels) < len(prog.kernels)
+            and any(a.graph.outputs[0] in n.src for n in a.graph.kernels)]
+    assert read, [str(a.graph) for a in r.accepted]
