@@ -603,9 +603,9 @@ class Enumerator:
         # that match some output's type and labels
         extra = n_out - len(dang)
         read = [i for i, (p, u) in enumerate(zip(self.produced, self.uses, strict=True))
-                if p and u > 0 and extra and any(
+                if p and u > 0 and any(
                     (self.t[i].shape, self.t[i].dtype) == ty and self.lab[i] == lab
-                    for ty, lab in zip(self.out_types, self.out_labels, strict=True))]
+                    for ty, lab in zip(self.out_types, self.out_labels, strict=True))] if extra else []
         for more in itertools.combinations(read, extra):
             for perm in itertools.permutations((*dang, *more)):
                 if all((self.t[i].shape, self.t[i].dtype) == ty and self.lab[i] == lab
