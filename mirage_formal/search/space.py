@@ -62,6 +62,7 @@ from mirage_formal.ir.graph import (
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import BLOCK, KERNEL, REGISTRY
 from mirage_formal.search.canon import copy_only
+from mirage_formal.search.cone_seeds import cone_joined_candidates
 from mirage_formal.search.config import SearchConfig
 from mirage_formal.search.labels import (
     UNIT,
@@ -159,6 +160,10 @@ OP_UNIT_PARTS = 3
 ONE_KERNEL_UNIT_PARTS = 8
 #: block ops above the level at which such a unit's parts divide the block search
 ONE_KERNEL_SPLIT_DEPTH = 1
+#: the seeds (loop lifts and cone joins, :meth:`Enumerator.loop_seeds`) of the last program
+#: and space this process enumerated: a worker builds an enumerator per unit, and the cone
+#: joins rank their cones' size variants (~0.1-1 s)
+_SEEDS: dict[tuple[str, str], list[KernelGraph]] = {}
 #: registry labels of row-local ops (norms over the last dimension, unary elementwise ops):
 #: applied by the program to its inputs, they are its prologue, whose units go first
 #: (Enumerator.moves). Measured on qknorm_gqa b=1, 2 cores, 240 s (benchmarks/results/
@@ -410,13 +415,30 @@ class Enumerator:
         reach deep fusions (softcapped attention's 13 block ops) that the enumeration finds
         late or not at all within a budget, and each costs a verification (up to ~15 s on the
         attention rows at b=8 on 2 cores), so they run in parallel with the other units rather
-        than before them."""
+        than before them. A program of several outputs also gets its cone joins
+        (``search.cone_seeds``: each output's cone lifted alone, the cheapest choice per cone
+        joined), after the loop lifts."""
         if self._loop_seeds is None:
-            self._loop_seeds = (loop_lifted_candidates(self.program, self.cfg.grid_sizes,
-                                                       self.cfg.forloop, self.cfg.max_grid_axes,
-                                                       self.cfg.threads)
-                                if self.cfg.max_graph_kernels > 0 else [])
+            key = (self.program.key, repr(self.cfg))
+            seeds = _SEEDS.get(key)
+            if seeds is None:
+                seeds = (loop_lifted_candidates(self.program, self.cfg.grid_sizes,
+                                                self.cfg.forloop, self.cfg.max_grid_axes,
+                                                self.cfg.threads)
+                         + cone_joined_candidates(self.program, self.cfg, self._cheapest)
+                         if self.cfg.max_graph_kernels > 0 else [])
+                _SEEDS.clear()  # (one program's at a time: a process searches one job)
+                _SEEDS[key] = seeds
+            self._loop_seeds = seeds
         return self._loop_seeds
+
+    def _cheapest(self, graph: KernelGraph) -> tuple[KernelGraph, float] | None:
+        """``graph``'s cheapest size variant in this space that fits in shared memory, and its
+        estimate (the search's own ranking of a candidate, ``state.ranked_variants``)."""
+        from mirage_formal.search.state import ranked_variants  # (state imports this module)
+
+        ranked = ranked_variants(self.cfg, graph)
+        return (ranked[0][0], ranked[0][1].seconds) if ranked else None
 
     def direct_lowering(self) -> KernelGraph | None:
         """The program with each of its ops as one pre-defined kernel, when the space's

@@ -1,0 +1,114 @@
+"""Cone seeds (search/cone_seeds.py): a program of several outputs as the join of its
+outputs' cones. Every cone and every join computes the program in float64, a program of one
+output has none, and the search accepts a join of a decoder-like region at once where its
+enumeration finds only the direct lowering."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+
+import mirage_formal as mf
+from mirage_formal.ir.graph import INPUT, KERNEL_OP
+from mirage_formal.search.cone_seeds import (
+    cone_joined_candidates,
+    join_cones,
+    output_cones,
+    rebuilt,
+)
+from mirage_formal.search.config import SearchConfig
+from mirage_formal.search.cost import estimate
+from mirage_formal.search.space import Enumerator, Stats
+from tests.graph_strategies import SEED_GRIDS, assert_computes_program, kernel_programs
+
+
+def decoder_region(heads: int = 4, d: int = 16, hidden: int = 64, ffn: int = 96) -> mf.KernelGraph:
+    """A decoder layer's middle as PyTorch's graph breaks return it: the attention output's
+    projection summed over heads plus the residual, its rms_norm times a gain, and the MLP's
+    first product, all three returned."""
+    g = mf.Graph()
+    x = g.input((1, 1, 1, hidden), "f16", "x")
+    r = g.input((1, heads, 1, d), "f16", "r")
+    wo = g.input((heads, d, hidden), "f16", "wo")
+    gain = g.input((hidden,), "f16", "gain")
+    wg = g.input((hidden, ffn), "f16", "wg")
+    a = g.add(x, g.sum(g.matmul(r, wo), axis=-3, keepdims=True))
+    h = g.mul(g.rms_norm(a), gain)
+    g.output(a, h, g.matmul(h, wg))
+    return g.build()
+
+
+def _cheapest(g: mf.KernelGraph) -> tuple[mf.KernelGraph, float]:
+    return g, estimate(g).seconds
+
+
+def test_each_output_has_its_cone_and_reads_earlier_outputs_as_inputs() -> None:
+    prog = decoder_region()
+    cones = output_cones(prog)
+    assert [o for o, _, _ in cones] == list(prog.outputs)
+    (_, c0, s0), (_, c1, s1), (_, c2, s2) = cones
+    assert not s0 and [x.attr("name") for x in c0.inputs] == ["x", "r", "wo"]
+    # h's cone reads a (an earlier output) through an input standing for it, not its sources
+    assert list(s1.values()) == [prog.outputs[0]] and {x.attr("name") for x in c1.inputs} >= {"gain"}
+    assert all(x.op == INPUT for x in c1.inputs) and len(c1.kernels) == 2
+    assert list(s2.values()) == [prog.outputs[1]] and len(c2.kernels) == 1
+    # the cones' own lowerings joined are the program again
+    assert_computes_program(prog, join_cones(prog, cones, [c for _, c, _ in cones]), 0)
+
+
+def test_a_program_of_one_output_has_no_cones() -> None:
+    prog = mf.workloads.program("rmsnorm", 1, rows=2, h=64, n=64)
+    assert output_cones(prog) == []
+    assert cone_joined_candidates(prog, SearchConfig(grid_sizes=SEED_GRIDS), _cheapest) == []
+
+
+def test_joins_compute_the_program_and_are_cheaper_than_its_lowering() -> None:
+    prog = decoder_region()
+    joins = cone_joined_candidates(prog, SearchConfig(grid_sizes=SEED_GRIDS), _cheapest)
+    assert joins
+    for j in joins:
+        assert_computes_program(prog, j, 1)
+        assert any(n.op == KERNEL_OP for n in j.nodes)
+    assert min(estimate(j).seconds for j in joins) < estimate(prog).seconds
+
+
+@settings(max_examples=60, deadline=None)
+@given(kernel_programs())
+def test_every_join_of_a_random_program_computes_it(prog: mf.KernelGraph) -> None:
+    """Random kernel-level programs, many of two outputs (one may be an input, or read by the
+    other): each join (the enumerator's, at the cheapest size of each cone's lift) computes
+    the program, and so do the cones' own lowerings joined."""
+    e = Enumerator(prog, SearchConfig(grid_sizes=SEED_GRIDS), lambda *a: True, lambda g: None,
+                   lambda: None, Stats())
+    cones = output_cones(prog)
+    if cones:
+        assert_computes_program(prog, join_cones(prog, cones, [c for _, c, _ in cones]), 2)
+    for j in cone_joined_candidates(prog, e.cfg, e._cheapest):
+        assert_computes_program(prog, j, 3)
+
+
+def test_rebuilt_binds_inputs_and_keeps_block_graphs() -> None:
+    prog = decoder_region()
+    (_, cone, _), *_ = output_cones(prog)
+    lifts = Enumerator(cone, SearchConfig(grid_sizes=SEED_GRIDS), lambda *a: True, lambda g: None,
+                       lambda: None, Stats()).loop_seeds()
+    assert lifts
+    g = lifts[0]
+    same = rebuilt(g, {x: x for x in g.inputs})
+    assert same == g.outputs  # (nodes are interned)
+
+
+def test_the_search_accepts_a_join_where_the_enumeration_finds_only_the_lowering(
+        f64_checker: Any) -> None:
+    from mirage_formal.optimize import make_config
+    from mirage_formal.search import run_search
+    from mirage_formal.search.reference_pruner import ExprPruner
+
+    prog = decoder_region()
+    cfg = make_config(prog, None)
+    # (the direct lowering's and the seeds' units come first: a few seconds of the space)
+    r = run_search(prog, cfg, ExprPruner(prog), f64_checker(prog), progress=False, budget_s=10)
+    joined = [a for a in r.accepted if any(n.op == KERNEL_OP for n in a.graph.nodes)]
+    assert joined and all(a.verdict.accepted for a in joined)
+    assert min(a.cost.seconds for a in joined) < estimate(prog).seconds
