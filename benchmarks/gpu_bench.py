@@ -96,7 +96,8 @@ def torch_ops(torch: Any) -> dict[str, Any]:
 
 
 def torch_program(prog: KernelGraph) -> Any:
-    """The program as PyTorch eager code (fp16 tensors, torch's own kernels)."""
+    """The program as PyTorch eager code (fp16 tensors, torch's own kernels): its output, or
+    a tuple of them for a program of several."""
     import torch
 
     table = torch_ops(torch)
@@ -108,7 +109,8 @@ def torch_program(prog: KernelGraph) -> Any:
             if n.op == INPUT:
                 continue
             vals[n] = table[n.op](*[vals[s] for s in n.src], **n.attr_dict)
-        return vals[prog.outputs[0]]
+        outs = tuple(vals[o] for o in prog.outputs)
+        return outs if len(outs) > 1 else outs[0]
 
     return fn
 

@@ -97,6 +97,24 @@ def decode_gated_mlp(b: int = 1) -> KernelGraph:
     return g.build()
 
 
+def decoder_post_attention(b: int = 1) -> KernelGraph:
+    """The middle of a Llama-7B decoder layer at decode as the PyTorch bridge cuts it (its
+    region 3): the attention output's per-head projection summed over heads plus the
+    residual, that sum's rms_norm (eps 1e-6) times a gain, and the MLP's gate product; all
+    three are returned (the rest of the layer reads them). A program of several outputs: the
+    search's cone joins (``search/cone_seeds.py``) give it more than its lowering."""
+    g = mf.Graph()
+    x = g.input((b, 1, 1, 4096), "f16", "X")
+    attn = g.input((b, 32, 1, 128), "f16", "Attn")
+    wo = g.input((32, 128, 4096), "f16", "Wo")
+    gain = g.input((4096,), "f16", "Gain")
+    wg = g.input((4096, 11008), "f16", "Wg")
+    a = g.add(x, g.sum(g.matmul(attn, wo), axis=-3, keepdims=True))
+    h = g.mul(g.rms_norm(a, eps=1e-6), gain)
+    g.output(a, h, g.matmul(h, wg))
+    return g.build()
+
+
 def partial_tile_attention(b: int = 1) -> KernelGraph:
     """Scaled attention with 24 query rows per head (one full and one partial 16-row tile), a
     32-wide V and 8 heads: the register chain's partial row tiles and k slices (tenth session,
@@ -407,6 +425,7 @@ PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "prefill_matmul_f32": prefill_matmul_f32, "prefill_gated_mlp_f32": prefill_gated_mlp_f32,
     "mlp_gelu_f32": mlp_gelu_f32, "prefill_attention_f32": prefill_attention_f32,
     "decode_gated_mlp": decode_gated_mlp,
+    "decoder_post_attention": decoder_post_attention,
 }
 
 

@@ -49,3 +49,32 @@ def test_handover_rule_skips_json_that_is_not_rows(tmp_path: Path) -> None:
         p = tmp_path / "f.json"
         p.write_text(json.dumps(doc))
         assert rows_of(p) == want
+
+
+def test_the_torch_baseline_of_a_program_of_several_outputs_returns_each() -> None:
+    """gpu_bench.torch_program returns a tuple for a program of several outputs (a bridge
+    region, ``search_outside.decoder_post_attention``), each equal to the float64 reference;
+    gpu_optimize compares every one of them with our kernel's."""
+    import numpy as np
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    from gpu_bench import torch_program
+
+    import mirage_formal as mf
+    from mirage_formal.semantics import run_reference
+    from mirage_formal.semantics.reference import domain_inputs
+
+    g = mf.Graph()
+    x, r, wo = g.input((1, 1, 1, 32), "f16", "x"), g.input((1, 4, 1, 8), "f16", "r"), g.input((4, 8, 32), "f16", "wo")
+    gain, wg = g.input((32,), "f16", "gain"), g.input((32, 16), "f16", "wg")
+    a = g.add(x, g.sum(g.matmul(r, wo), axis=-3, keepdims=True))
+    h = g.mul(g.rms_norm(a, eps=1e-6), gain)
+    g.output(a, h, g.matmul(h, wg))
+    prog = g.build()
+    xs = domain_inputs(prog, np.random.default_rng(4))
+    vals = [xs[n.attr("name")] for n in prog.inputs] if isinstance(xs, dict) else list(xs)
+    got = torch_program(prog)(*[torch.from_numpy(np.asarray(v, dtype=np.float64)) for v in vals])
+    assert isinstance(got, tuple) and len(got) == 3
+    for want, t in zip(run_reference(prog, xs), got, strict=True):
+        np.testing.assert_allclose(t.numpy(), want, rtol=1e-9, atol=1e-12)
