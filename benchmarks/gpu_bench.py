@@ -89,6 +89,7 @@ def torch_ops(torch: Any) -> dict[str, Any]:
         "rsqrt": lambda a, **k: torch.rsqrt(a),
         "gelu": lambda a, **k: torch.nn.functional.gelu(a, approximate="tanh"),
         "mul_scalar": lambda a, scalar, **k: a * scalar,
+        "add_scalar": lambda a, scalar, **k: a + scalar,
         "sum": lambda a, axis, keepdims, **k: torch.sum(a, dim=axis, keepdim=keepdims),
         "mean": lambda a, axis, keepdims, **k: torch.mean(a, dim=axis, keepdim=keepdims),
         "rms_norm": rms_norm,

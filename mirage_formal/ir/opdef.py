@@ -62,8 +62,8 @@ LEVELS = (KERNEL, BLOCK)
 FIELD_KINDS = ("ring", "exp", "random", "accum")
 
 #: Degree rules of the verifier's analysis (verify/analysis.py interprets them).
-DEGREE_RULES = ("add", "mul", "same", "square", "matmul", "reduce", "div", "exp", "random",
-                "accum")
+DEGREE_RULES = ("add", "add_const", "mul", "same", "square", "matmul", "reduce", "div", "exp",
+                "random", "accum")
 _DEGREE_OF_KIND = {"exp": ("exp",), "random": ("random",), "accum": ("accum",)}
 
 #: Label rules of the search (search/labels.py interprets them): same (elementwise unary),

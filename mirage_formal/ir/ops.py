@@ -287,6 +287,9 @@ elementwise("maximum", 2, np.maximum, "fmaxf({0}, {1})",
 elementwise("mul_scalar", 1, lambda x, scalar: x * scalar, "({0} * {scalar}f)",
             _ring(lambda F, a, x: F.mul(x, F.const(a["scalar"]))), "same", "mul($0, {scalar})",
             "x * scalar", attrs=(AttrSpec("scalar", float),))
+elementwise("add_scalar", 1, lambda x, scalar: x + scalar, "({0} + {scalar}f)",
+            _ring(lambda F, a, x: F.add(x, F.const(a["scalar"]))), "add_const", "add($0, {scalar})",
+            "x + scalar (a norm's eps under its square root)", attrs=(AttrSpec("scalar", float),))
 
 _REDUCE_ATTRS = (AttrSpec("axis", int, -1), AttrSpec("keepdims", bool, True))
 declare(OpDef(

@@ -243,6 +243,8 @@ class Abstract:
             return t_mul(a[0], a[0])
         if op == "mul_scalar":
             return t_mul(a[0], const(n.attr("scalar")))
+        if op == "add_scalar":
+            return t_add(a[0], const(n.attr("scalar")))
         if op == "exp":
             return atom(("exp", a[0]))
         if op == "sqrt":

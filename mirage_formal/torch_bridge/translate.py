@@ -14,6 +14,8 @@ torch                                   program
                                         transpose op)
 ``+ - * /`` of tensors                  ``add sub mul div`` (broadcasting)
 ``x * c``, ``c * x``, ``x / c``         ``mul_scalar``
+``x + c``, ``c + x``, ``x - c``,         ``add_scalar`` (``c - x``: of ``neg(x)``)
+``c - x``
 ``-x``, exp, silu, sigmoid, relu,       ``neg exp silu sigmoid relu sqrt rsqrt``
 sqrt, rsqrt
 ``gelu(approximate="tanh")``            ``gelu``
@@ -290,11 +292,18 @@ class Translator:
             return self.g.mul_scalar(self.value(t, node), scalar=_scalar(scalar, node))
         if c.name == "div" and sb and not sa:
             return self.g.mul_scalar(self.value(a, node), scalar=1.0 / _scalar(b, node))
+        if c.name in ("add", "sub") and (sa or sb) and not (sa and sb):
+            scalar, t = (a, b) if sa else (b, a)
+            v, k = self.value(t, node), _scalar(scalar, node)
+            if c.name == "sub":
+                # x - c = x + (-c); c - x = (-x) + c
+                v, k = (self.g.neg(v), k) if sa else (v, -k)
+            return self.g.add_scalar(v, scalar=k)
         if sa or sb:
             raise _error(
                 node,
-                "a Python scalar operand is captured only in x * c, c * x and "
-                "x / c (the registry has no add-scalar or reciprocal op)",
+                "a Python scalar operand is captured only in x * c, c * x, x / c, x + c, c + x, "
+                "x - c and c - x (the registry has no reciprocal op)",
             )
         return self.g.op(c.name, self.value(a, node), self.value(b, node))
 

@@ -315,6 +315,8 @@ def _op_degree(n: Node, args: list[Deg], info: ProgramInfo, where: str, elements
         return d_mul(args[0], args[1], cs[0], cs[1])
     if rule == "same":
         return args[0]
+    if rule == "add_const":  # x + c: c's degree is that of a constant
+        return d_add(args[0], ONE, cs[0])
     if rule == "square":
         return d_mul(args[0], args[0], cs[0], cs[0])
     if rule == "matmul":

@@ -50,7 +50,8 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
         (d(3, 4), d(6, 4)),
     ),
     "arithmetic": (
-        lambda a, b: (a + b, a - b, a * b, a / (b.exp()), -a, 3 * a, a * 0.5, a / 4),
+        lambda a, b: (a + b, a - b, a * b, a / (b.exp()), -a, 3 * a, a * 0.5, a / 4,
+                      a + 1.5, 0.25 + a, a - 2.0, 3.0 - a),
         (d(3, 4), d(1, 4)),
     ),
     "unary": (
@@ -192,7 +193,7 @@ def test_unsupported_op_names_the_call_and_line() -> None:
     "fn, op, words",
     [
         (lambda x: x.view(3, 2).exp(), "Tensor.view", "no such op"),
-        (lambda x: x + 1.0, "_operator.add", "Python scalar"),
+        (lambda x: 1.0 / x, "_operator.truediv", "Python scalar"),
         (lambda x: F.gelu(x), "torch.nn.functional.gelu", "approximate='tanh'"),
         (lambda x: x.exp().mT @ x, "Tensor.mT", "computed tensor"),
         (lambda x: x.pow(3), "Tensor.pow", "exponent 3"),

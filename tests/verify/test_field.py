@@ -60,7 +60,7 @@ def test_every_op_evaluates_and_has_a_degree(name: str) -> None:
     x = g.input((4, 4), "f32", "x")
     y = g.input((4, 4), "f32", "y")
     d = REGISTRY[name]
-    attrs = {"scalar": 0.75} if name == "mul_scalar" else {}
+    attrs = {a.name: 0.75 for a in d.attrs if a.default is None and not a.optional}  # (a scalar)
     out = g.op(name, *([x, y] if d.arity[0] == 2 else [x]), **attrs)
     g.output(out)
     prog = g.build()
@@ -79,8 +79,8 @@ def _to_field(x: np.ndarray, m: int) -> np.ndarray:
     return np.vectorize(lambda v: const_mod(Fraction(float(v)), m), otypes=[np.int64])(x)
 
 
-@pytest.mark.parametrize("name", ["add", "sub", "mul", "neg", "square", "mul_scalar", "sum",
-                                  "matmul", "div", "mean"])
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "neg", "square", "mul_scalar", "add_scalar",
+                                  "sum", "matmul", "div", "mean"])
 @pytest.mark.parametrize("side", ["p", "q"])
 def test_field_rule_matches_float_rule_on_exact_inputs(name: str, side: str) -> None:
     """On small integers (divisors powers of two) float64 is exact: both rules must agree."""
@@ -92,7 +92,7 @@ def test_field_rule_matches_float_rule_on_exact_inputs(name: str, side: str) -> 
     if name == "div":
         b = rng.choice([-4.0, -2.0, -1.0, 1.0, 2.0, 4.0], size=(2, 4, 4))
     d = REGISTRY[name]
-    attrs = d.normalize_attrs([a.shape], {"scalar": -0.375} if name == "mul_scalar" else {})
+    attrs = d.normalize_attrs([a.shape], {"scalar": -0.375} if name.endswith("_scalar") else {})
     args = [a, b] if d.arity[0] == 2 else [a]
     want = _to_field(d.f64(args, attrs), m)
     got = same_side_op(t, name, [_to_field(v, m) for v in args], attrs, side)
@@ -102,7 +102,8 @@ def test_field_rule_matches_float_rule_on_exact_inputs(name: str, side: str) -> 
 @given(block_programs(), st.integers(0, 2**32))
 def test_block_programs_in_the_field_match_exact_float(g: mf.KernelGraph, seed: int) -> None:
     """Ring-only μGraphs on small integers: the field evaluator agrees with float64 exactly."""
-    ring = {"add", "sub", "mul", "neg", "square", "matmul", "sum", "mul_scalar", "accum", "mean"}
+    ring = {"add", "sub", "mul", "neg", "square", "matmul", "sum", "mul_scalar", "add_scalar", "accum",
+            "mean"}
     nodes = [b for k in g.kernels if k.op == "kernel" for b in k.attr("graph").nodes]
     assume(all(b.op in ring | {"iter"} for b in nodes))
     assume(all(b.attr("kind") != "rms" for b in nodes if b.op == "accum"))
