@@ -54,16 +54,30 @@ MAX_LOOP_SEEDS = 4
 #: ops that scale their operand (linear in it): a deferred factor passes through them
 _SCALING = ("mul", "div", "neg", "mul_scalar")
 
-Factors = tuple[tuple[str, Node], ...]
-"""Deferred factors of an in-loop value: ("mul" | "div", after-loop program node), in order."""
+@dataclass(frozen=True)
+class RowRms:
+    """The after-loop factor an ``rms_norm`` over R divides by: sqrt(mean over R of x² + eps)
+    of its operand ``x`` (a program node carrying R at its last axis), which has no program
+    node of its own. Its shape is ``x``'s with the last axis 1 (it lines up like a row sum)."""
+
+    x: Node
+    eps: float
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (*self.x.shape[:-1], 1)
+
+
+Factors = tuple[tuple[str, "Node | RowRms"], ...]
+"""Deferred factors of an in-loop value: ("mul" | "div", after-loop program node or a
+:class:`RowRms`), in order."""
 
 
 def loop_classes(program: KernelGraph, dv: DimVars) -> list[int]:
-    """Classes a for-loop may walk, largest first: reduced only by matmul contractions and sums
-    or means (a norm needs its whole axis at once), of size > 1, carried by no output, and
-    carried at most once by every input (one ``fmap``)."""
+    """Classes a for-loop may walk, largest first: reduced by matmul contractions and sums or
+    means (and maybe normalised by rms_norm, whose division is deferred: :class:`RowRms`), of
+    size > 1, carried by no output, and carried at most once by every input (one ``fmap``)."""
     roots = {dv.find(v) for v in dv.loop_reducible}
-    roots -= {dv.find(v) for v in dv.norm_reduced}
     out = []
     for r in roots:
         size = dv.size[r]
@@ -101,6 +115,7 @@ class _LoopLift:
         self.loop: dict[Node, _Built] = {}
         self.post: dict[Node, Node] = {}
         self.iters: dict[Node, Node] = {}
+        self.rms: dict[RowRms, Node] = {}
 
     # ------------------------------------------------------------ analysis
 
@@ -150,9 +165,28 @@ class _LoopLift:
             return got
         if self.phase[n] == "post":
             raise Unliftable("an after-loop value inside the loop")
-        got = _Built(self._iter(n)) if n.op == INPUT else self._scaled(n) or self._plain(n)
+        got = (_Built(self._iter(n)) if n.op == INPUT
+               else self._normed(n) or self._scaled(n) or self._plain(n))
         self.loop[n] = got
         return got
+
+    def _normed(self, n: Node) -> _Built | None:
+        """``rms_norm(x[, gain])`` over R: ``x`` (times the gain's tile) in the loop, its
+        division by the row's rms deferred (:class:`RowRms`: the rms needs all of R, so it is
+        accumulated beside the loop's reductions and divides their results). None for any other
+        op; an rms_norm over another axis runs on its chunk as any op does."""
+        if n.op != "rms_norm" or self.dv.roots(n.src[0])[-1] != self.r:
+            return None
+        x = self.in_loop(n.src[0])
+        if x.factors:
+            raise Unliftable("an rms_norm of a deferred factor")
+        v = x.node
+        if len(n.src) == 2:
+            gain = self.in_loop(n.src[1])
+            if gain.factors:
+                raise Unliftable("an rms_norm gain with a deferred factor")
+            v = make_op("mul", [v, gain.node], {}, BLOCK)
+        return _Built(v, (("div", RowRms(n.src[0], float(n.attr("eps")))),))
 
     def _plain(self, n: Node) -> _Built:
         srcs = [self.in_loop(s) for s in n.src]
@@ -225,10 +259,29 @@ class _LoopLift:
         for pos, (src, b) in enumerate(zip(n.src, srcs, strict=True)):
             for k, f in b.factors:
                 self._check_lines_up(n, pos, src, f)
-                acc = make_op(k, [acc, self.after_loop(f)], {}, BLOCK)
+                acc = make_op(k, [acc, self._factor(f)], {}, BLOCK)
         return acc
 
-    def _check_lines_up(self, n: Node, pos: int, src: Node, f: Node) -> None:
+    def _factor(self, f: Node | RowRms) -> Node:
+        """A deferred factor's after-loop block value. A :class:`RowRms` is its operand's
+        tile accumulated over the loop and folded over the tile's R axis: with eps 0 the
+        ``rms`` accumulator itself; else sqrt(mean of squares + eps), as ``rms_norm`` computes
+        it (the same function of the same mean in the prime field: the verifier's rule)."""
+        if not isinstance(f, RowRms):
+            return self.after_loop(f)
+        got = self.rms.get(f)
+        if got is None:
+            x = self.in_loop(f.x).node
+            if f.eps == 0.0:
+                got = make_op("accum", [x], {"kind": "rms", "fold": 1}, BLOCK)
+            else:
+                sq = make_op("square", [x], {}, BLOCK)
+                ms = make_op("accum", [sq], {"kind": "mean", "fold": 1}, BLOCK)
+                got = make_op("sqrt", [make_op("add_scalar", [ms], {"scalar": f.eps}, BLOCK)], {}, BLOCK)
+            self.rms[f] = got
+        return got
+
+    def _check_lines_up(self, n: Node, pos: int, src: Node, f: Node | RowRms) -> None:
         """Factor ``f`` of reduction ``n``'s operand ``src`` keeps its meaning on ``n``'s result:
         it has size 1 (or no axis) at the axis the reduction drops or replaces, and lines up
         with the result's other axes from the right."""

@@ -328,7 +328,8 @@ def test_grid_filling_variants_are_measured_and_can_win(
                    if cw.seconds < c.seconds and sz._grid_fills(w, n_sm)]
         assert not cheaper  # the model's cheapest grid-filling size of that structure
     a, v, _ = hedges[-1]
-    monkeypatch.setattr(gs, "_tune_one", _fake_tune({grids(v): 5.0}))
+    # (by key: another structure of the space, a loop seed, has the same grids)
+    monkeypatch.setattr(gs, "_tune_one", _fake_tune({v.key: 5.0}, key=lambda g: g.key))
     ctx = gs.VariantContext(cfg, verifier, FloatRecheck(program()), n_sm=n_sm)
     ranked, kernel, notes = gs._gpu_rank(program(), accepted, 1, 0, None, ctx)
     assert not [n for n in notes if "FAILED" in n or "failed" in n]

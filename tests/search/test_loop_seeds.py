@@ -125,10 +125,19 @@ def test_an_after_loop_value_the_loop_needs_leaves_its_dimension_unwalked(scalin
         assert_computes_program(program, cand, 2)
 
 
-def test_norms_and_output_dimensions_are_never_walked() -> None:
-    for name in ("rmsnorm", "ntrans"):
-        program = build(name, 1)
-        assert loop_classes(program, DimVars(program)) == []
+def test_output_dimensions_are_never_walked_and_an_rms_norm_defers_its_rms() -> None:
+    """ntrans normalises dimensions its output carries: nothing to walk. rmsnorm's product
+    contracts the dimension rms_norm normalises: walked, the rms accumulated beside the
+    product (``rms`` with eps 0) and dividing it after the loop, as the hand-written fused
+    kernel does."""
+    program = build("ntrans", 1)
+    assert loop_classes(program, DimVars(program)) == []
+    program = build("rmsnorm", 1)
+    assert loop_classes(program, DimVars(program)) != []
+    for cand in loop_lifted_candidates(program, GRIDS, LOOPS):
+        accs = [b for b in _block(cand).nodes if b.op == "accum"]
+        assert {(a.attr("kind"), a.attr("fold")) for a in accs} == {("sum", None), ("rms", 1)}
+        assert_computes_program(program, cand, 4)
     g = mf.Graph()
     x = g.input((4, 64), "f16", "X")
     g.output(g.exp(x))
@@ -150,3 +159,59 @@ def test_search_accepts_a_softcapped_attention_kernel_at_once() -> None:
     one = [a for a in res.accepted if len(a.graph.kernels) == 1]
     assert one and min(a.found_at_s for a in one) < 10
     assert res.best is not None and len(res.best.kernels) == 1
+
+
+def _norm_projection(eps: float, gain: bool, heads: int | None) -> mf.KernelGraph:
+    """rms_norm(x[, gain]) · W, W 2-D or per head (x (1, 1, 1, h) against (heads, h, n): a
+    decoder's q projection as the PyTorch bridge captures it)."""
+    g = mf.Graph()
+    x = g.input((1, 1, 1, 64) if heads else (2, 64), "f16", "X")
+    w = g.input((heads, 64, 48) if heads else (64, 48), "f16", "W")
+    args = [x, g.input((64,), "f16", "G")] if gain else [x]
+    g.output(g.matmul(g.rms_norm(*args, eps=eps), w))
+    return g.build()
+
+
+@pytest.mark.parametrize("eps", [0.0, 1e-6])
+@pytest.mark.parametrize("gain", [False, True])
+@pytest.mark.parametrize("heads", [None, 4])
+def test_an_rms_norm_before_a_product_is_walked_with_its_eps(eps: float, gain: bool,
+                                                              heads: int | None) -> None:
+    """The dimension rms_norm normalises and the product contracts is walked: the product of
+    x (times the gain) accumulates, and the row's sqrt(mean(x²) + eps) divides it after the
+    loop (the ``rms`` accumulator for eps 0; a mean of squares, ``add_scalar`` and ``sqrt``
+    otherwise). Every loop lift and each of its size variants computes the program."""
+    program = _norm_projection(eps, gain, heads)
+    cands = loop_lifted_candidates(program, GRIDS, LOOPS)
+    assert cands
+    for cand in cands:
+        ops = [b.op for b in _block(cand).nodes]
+        assert ("add_scalar" in ops and "sqrt" in ops) == (eps != 0.0)
+        assert _block(cand).forloop > 1
+        for v in seed_size_variants(program, cand)[:12]:
+            assert_computes_program(program, v, 5)
+
+
+def test_search_accepts_an_rms_norm_projection_loop_seed_with_eps() -> None:
+    """The verifier accepts the deferred rms with an eps (the prime field's sqrt of the same
+    mean plus eps as rms_norm's own rule), and the one-kernel seed is the best result."""
+    res = mf.superoptimize(_norm_projection(1e-6, True, 4), budget_s=20, gpu=False, workers=1)
+    seeds = [a for a in res.accepted if any(b.op == "add_scalar" for k in a.graph.kernels
+                                            if k.op == KERNEL_OP for b in k.attr("graph").nodes)]
+    assert seeds and all(a.verdict.accepted for a in seeds)
+    assert res.best is not None and len(res.best.kernels) == 1
+
+
+def test_the_verifier_tells_an_rms_without_the_programs_eps() -> None:
+    """The eps-0 loop lift (the plain ``rms`` accumulator) of rms_norm(x) · W checked against
+    the same program with eps 1e-6: float64 barely tells them apart on small inputs, the
+    prime-field verifier must reject it; the program's own lift is accepted."""
+    from mirage_formal.verify import Verifier
+
+    program = _norm_projection(1e-6, True, None)
+    no_eps = loop_lifted_candidates(_norm_projection(0.0, True, None), GRIDS, LOOPS)[0]
+    # (the same inputs: the lift of the eps-0 program is a candidate for the eps program)
+    wrong = mf.KernelGraph(program.inputs, no_eps.outputs)
+    assert not Verifier(program, seed=3).check(wrong).accepted
+    right = loop_lifted_candidates(program, GRIDS, LOOPS)[0]
+    assert Verifier(program, seed=3).check(right).accepted
