@@ -770,3 +770,31 @@ def product_program(xs: tuple[int, ...], ws: tuple[int, ...], dt: str) -> Kernel
     w = g.input(ws, dt, "W")
     g.output(g.matmul(x, w))
     return g.build()
+
+
+#: (activations, weight, eps, gain, dtype): rms_norm(X[, G], eps) · W, whose loop seed walks
+#: the normalised dimension (search/loop_seeds.py: the row's rms accumulated beside the
+#: product; with an eps, a mean of squares, ``add_scalar`` and ``sqrt`` after the loop)
+NORM_PROJECTION_CASES = [((1, 1, 1, 4096), (32, 4096, 128), 1e-6, True, "f16"),
+                         ((2, 4096), (4096, 6144), 0.0, False, "f16"),
+                         ((16, 1024), (1024, 512), 1e-5, True, "bf16"),
+                         ((4, 512), (512, 256), 1e-6, False, "f32")]
+
+
+def norm_projection_loop_seeds(xs: tuple[int, ...], ws: tuple[int, ...], eps: float, gain: bool,
+                               dt: str) -> tuple[KernelGraph, list[KernelGraph]]:
+    """The program of a :data:`NORM_PROJECTION_CASES` case and its loop seeds, each at the
+    cheapest size the search's ranking gives it (the size the GPU stage tunes first)."""
+    from mirage_formal.optimize import make_config
+    from mirage_formal.search.loop_seeds import loop_lifted_candidates
+    from mirage_formal.search.state import ranked_variants
+
+    g = mf.Graph()
+    x = g.input(xs, dt, "X")
+    w = g.input(ws, dt, "W")
+    args = [x, g.input((xs[-1],), dt, "G")] if gain else [x]
+    g.output(g.matmul(g.rms_norm(*args, eps=eps), w))
+    prog = g.build()
+    cfg = make_config(prog, None)
+    seeds = loop_lifted_candidates(prog, cfg.grid_sizes, cfg.forloop, cfg.max_grid_axes, cfg.threads)
+    return prog, [r[0][0] for s in seeds if (r := ranked_variants(cfg, s))]

@@ -26,6 +26,7 @@ from graph_strategies import (
     MATMUL_LOOP_CASES,
     NARROW_VECTOR_CASES,
     NORM_CHAIN_CASES,
+    NORM_PROJECTION_CASES,
     ONE_KERNEL_ATTENTION_CASES,
     ROW_ACTIVATION_PROGRAMS,
     SHARED_WEIGHT_CASES,
@@ -41,6 +42,7 @@ from graph_strategies import (
     gated_a_loop_program,
     gated_loop_program,
     matmul_loop_program,
+    norm_projection_loop_seeds,
     one_barrier_cases,
     product_program,
 )
@@ -380,6 +382,22 @@ def test_row_activation_programs_compile_on_their_2d_views(name: str, cache: Pat
             for sched in {*cands[::2], cands[-1]}:
                 cg = compile_graph(g, arch="sm_90", load=False, cache=cache,
                                    schedules={la.graph.key: sched})
+                assert _is_cubin(cg.cubin)
+
+
+@pytest.mark.parametrize(("xs", "ws", "eps", "gain", "dt"), NORM_PROJECTION_CASES)
+def test_norm_projection_loop_seeds_compile_under_every_tuner_schedule(
+        xs: tuple[int, ...], ws: tuple[int, ...], eps: float, gain: bool, dt: str, cache: Path) -> None:
+    """rms_norm(X) · W's loop seeds (the row's rms deferred past the loop; with an eps a mean
+    accumulator of squares, ``add_scalar`` and ``sqrt``), at the size the GPU stage tunes
+    first: the first-round schedules (every other one and the last) compile for sm_90."""
+    _, seeds = norm_projection_loop_seeds(xs, ws, eps, gain, dt)
+    assert seeds
+    for g in seeds:
+        for la in launches(g, 128):
+            cands = candidate_schedules(la.graph)
+            for sched in {*cands[::2], cands[-1]}:
+                cg = compile_graph(g, arch="sm_90", load=False, cache=cache, schedules={la.graph.key: sched})
                 assert _is_cubin(cg.cubin)
 
 

@@ -23,6 +23,7 @@ from graph_strategies import (
     MATMUL_LOOP_CASES,
     NARROW_VECTOR_CASES,
     NORM_CHAIN_CASES,
+    NORM_PROJECTION_CASES,
     ONE_KERNEL_ATTENTION_CASES,
     ROW_ACTIVATION_PROGRAMS,
     SHARED_WEIGHT_CASES,
@@ -41,6 +42,7 @@ from graph_strategies import (
     gated_loop_program,
     kernel_programs,
     matmul_loop_program,
+    norm_projection_loop_seeds,
     one_barrier_cases,
     product_program,
 )
@@ -379,6 +381,20 @@ def test_row_activation_programs_validate_on_their_2d_views(name: str) -> None:
             for sched in candidate_schedules(la.graph):
                 rep = validate(compile_graph(g, schedules={la.graph.key: sched}), trials=2)
                 assert rep.ok, f"{name} {sched.short()}: {rep}"
+
+
+@pytest.mark.parametrize(("xs", "ws", "eps", "gain", "dt"), NORM_PROJECTION_CASES)
+def test_norm_projection_loop_seeds_validate_under_every_tuner_schedule(
+        xs: tuple[int, ...], ws: tuple[int, ...], eps: float, gain: bool, dt: str) -> None:
+    """rms_norm(X) · W's loop seeds (the row's rms deferred past the loop, with or without an
+    eps) under every first-round schedule compute the program."""
+    prog, seeds = norm_projection_loop_seeds(xs, ws, eps, gain, dt)
+    assert seeds
+    for g in seeds:
+        for la in launches(g, 128):
+            for sched in candidate_schedules(la.graph):
+                rep = validate(compile_graph(g, schedules={la.graph.key: sched}), prog, trials=2)
+                assert rep.ok, f"{sched.short()}: {rep}"
 
 
 @pytest.mark.parametrize(("xs", "ws", "dt"), SHARED_WEIGHT_CASES)
