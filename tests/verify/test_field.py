@@ -343,3 +343,23 @@ def test_exp_in_chunks_is_omega_to_the_power(chunk: int, monkeypatch: pytest.Mon
     assert got.shape == e.shape and got.dtype == np.int64
     want = np.vectorize(lambda x: pow(t.omega, int(x), t.p), otypes=[np.int64])(e)
     np.testing.assert_array_equal(got, want)
+
+
+@given(st.lists(st.sampled_from([(1, 1), (1, 3), (3, 1), (2, 2)]), min_size=0, max_size=2),
+       st.integers(1, 5), st.integers(1, 6), st.integers(1, 5), st.booleans(), st.integers(0, 2**32))
+def test_batched_matmul_is_numpys_whichever_way_it_groups(batch: list[tuple[int, int]], m: int, k: int,
+                                                          n: int, fold: bool, seed: int) -> None:
+    """``field.batched_matmul`` folds broadcast batch axes into one GEMM, or leaves few large
+    GEMMs to numpy (``FOLD_GEMMS_MAX``, ``FOLD_GEMM_MIN``); on integer-valued operands either
+    way is exactly numpy's product."""
+    import mirage_formal.semantics.field as fm
+
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-50, 50, size=(*[x for x, _ in batch], m, k)).astype(np.float64)
+    b = rng.integers(-50, 50, size=(*[y for _, y in batch], k, n)).astype(np.float64)
+    old = fm.FOLD_GEMM_MIN
+    try:
+        fm.FOLD_GEMM_MIN = 2**62 if fold else 0  # (fold always, or never for few GEMMs)
+        np.testing.assert_array_equal(fm.batched_matmul(a, b), np.matmul(a, b))
+    finally:
+        fm.FOLD_GEMM_MIN = old
