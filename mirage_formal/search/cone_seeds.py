@@ -132,7 +132,7 @@ def cone_joined_candidates(program: KernelGraph, cfg: SearchConfig,
              [first(lifts or [lowering]) for lifts, lowering in choices]]
     out: list[KernelGraph] = []
     for pick in picks:
-        if all(p is low[0] for p, (_, low) in zip(pick, choices, strict=True)):
+        if all(p == low[0] for p, (_, low) in zip(pick, choices, strict=True)):
             continue  # every cone its own lowering: the program's direct lowering
         try:
             joined = join_cones(program, cones, pick)
@@ -144,7 +144,7 @@ def cone_joined_candidates(program: KernelGraph, cfg: SearchConfig,
 
 
 def join_cones(program: KernelGraph, cones: Sequence[tuple[Node, KernelGraph, dict[Node, Node]]],
-          pick: Sequence[KernelGraph]) -> KernelGraph:
+               pick: Sequence[KernelGraph]) -> KernelGraph:
     """The kernel graph of ``program`` whose outputs are the picked cone μGraphs' outputs,
     each cone's inputs that stand for earlier outputs bound to those cones' results."""
     result: dict[Node, Node] = {}  # program output -> its node in the join
