@@ -115,6 +115,24 @@ def decoder_post_attention(b: int = 1) -> KernelGraph:
     return g.build()
 
 
+def decoder_qkv(b: int = 1) -> KernelGraph:
+    """The start of a Llama-7B decoder layer at decode as the PyTorch bridge cuts it (its
+    region 0): rms_norm (eps 1e-6) of the hidden state times a gain, its q, k and v
+    projections per head (weights (32, 4096, 128)), and q times the key cache (1024 keys);
+    q, k, v and the scores are returned. Four outputs from independent weights: cone joins
+    whose projection cones are rms_norm loop seeds (``search/cone_seeds.py``,
+    ``search/loop_seeds.py``)."""
+    g = mf.Graph()
+    x = g.input((b, 1, 1, 4096), "f16", "X")
+    gain = g.input((4096,), "f16", "Gain")
+    ws = [g.input((32, 4096, 128), "f16", f"W{c}") for c in "qkv"]
+    kc = g.input((b, 32, 128, 1024), "f16", "Kcache")
+    h = g.mul(g.rms_norm(x, eps=1e-6), gain)
+    q, k, v = (g.matmul(h, w) for w in ws)
+    g.output(q, k, v, g.matmul(q, kc))
+    return g.build()
+
+
 def partial_tile_attention(b: int = 1) -> KernelGraph:
     """Scaled attention with 24 query rows per head (one full and one partial 16-row tile), a
     32-wide V and 8 heads: the register chain's partial row tiles and k slices (tenth session,
@@ -426,6 +444,7 @@ PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "mlp_gelu_f32": mlp_gelu_f32, "prefill_attention_f32": prefill_attention_f32,
     "decode_gated_mlp": decode_gated_mlp,
     "decoder_post_attention": decoder_post_attention,
+    "decoder_qkv": decoder_qkv,
 }
 
 
