@@ -25,7 +25,7 @@ from typing import Any
 from mirage_formal.errors import GraphError
 from mirage_formal.ir.dtypes import DType, promote
 from mirage_formal.ir.node import Node, node
-from mirage_formal.ir.ops import BLOCK, REGISTRY, get_op
+from mirage_formal.ir.ops import BLOCK, KERNEL, REGISTRY, get_op
 
 GridT = tuple[int, int, int]
 MapT = tuple[int, int, int]
@@ -433,3 +433,20 @@ class KernelGraph:
         from mirage_formal.ir.text import to_text
 
         return to_text(self)
+
+
+def rebuilt(graph: KernelGraph, bind: Mapping[Node, Node]) -> tuple[Node, ...]:
+    """``graph``'s outputs rebuilt with each of its inputs replaced by ``bind[input]`` (every
+    input must be bound); graph-defined kernels keep their block graphs."""
+    memo: dict[Node, Node] = {}
+    gets: dict[Node, list[Node]] = {}
+    for n in graph.nodes:
+        if n.op == INPUT:
+            memo[n] = bind[n]
+        elif n.op == KERNEL_OP:
+            gets[n] = make_kernel(n.attr("graph"), [memo[s] for s in n.src])
+        elif n.op == GET:
+            memo[n] = gets[n.src[0]][n.attr("index")]
+        else:
+            memo[n] = make_op(n.op, [memo[s] for s in n.src], n.attr_dict, KERNEL)
+    return tuple(memo[o] for o in graph.outputs)

@@ -24,18 +24,10 @@ Imports ``ir``, ``search.config``, ``search.seeds`` and ``search.loop_seeds`` on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from mirage_formal.errors import GraphError
-from mirage_formal.ir.graph import (
-    GET,
-    INPUT,
-    KERNEL_OP,
-    KernelGraph,
-    make_input,
-    make_kernel,
-    make_op,
-)
+from mirage_formal.ir.graph import INPUT, KernelGraph, make_input, make_op, rebuilt
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import KERNEL
 from mirage_formal.search.config import SearchConfig
@@ -82,23 +74,6 @@ def _free_name(program: KernelGraph, i: int) -> str:
     while name in names:
         name += "_"
     return name
-
-
-def rebuilt(graph: KernelGraph, bind: Mapping[Node, Node]) -> tuple[Node, ...]:
-    """``graph``'s outputs rebuilt with each of its inputs replaced by ``bind[input]`` (every
-    input must be bound); graph-defined kernels keep their block graphs."""
-    memo: dict[Node, Node] = {}
-    gets: dict[Node, list[Node]] = {}
-    for n in graph.nodes:
-        if n.op == INPUT:
-            memo[n] = bind[n]
-        elif n.op == KERNEL_OP:
-            gets[n] = make_kernel(n.attr("graph"), [memo[s] for s in n.src])
-        elif n.op == GET:
-            memo[n] = gets[n.src[0]][n.attr("index")]
-        else:
-            memo[n] = make_op(n.op, [memo[s] for s in n.src], n.attr_dict, KERNEL)
-    return tuple(memo[o] for o in graph.outputs)
 
 
 def cone_joined_candidates(program: KernelGraph, cfg: SearchConfig,

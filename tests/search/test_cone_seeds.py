@@ -10,13 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 
 import mirage_formal as mf
-from mirage_formal.ir.graph import INPUT, KERNEL_OP
-from mirage_formal.search.cone_seeds import (
-    cone_joined_candidates,
-    join_cones,
-    output_cones,
-    rebuilt,
-)
+from mirage_formal.ir.graph import INPUT, KERNEL_OP, rebuilt
+from mirage_formal.search.cone_seeds import cone_joined_candidates, join_cones, output_cones
 from mirage_formal.search.config import SearchConfig
 from mirage_formal.search.cost import estimate
 from mirage_formal.search.space import Enumerator, Stats
