@@ -57,10 +57,9 @@ class DimVars:
         self.uf = UnionFind()
         self.size: list[int] = []
         self.reduced: list[int] = []
-        #: reduced by a matmul's contraction or a sum or mean (a for-loop may walk them) and
-        #: by a norm (which needs the whole axis at once): ``search.loop_seeds``
+        #: reduced by a matmul's contraction or a sum or mean (a for-loop may walk them:
+        #: ``search.loop_seeds``)
         self.loop_reducible: list[int] = []
-        self.norm_reduced: list[int] = []
         self.of: dict[Node, list[int]] = {}
         for n in program.nodes:
             if n.op == INPUT:
@@ -156,7 +155,6 @@ class DimVars:
             x = n.src[0]
             vx = list(self.of[x])
             self.reduced.append(vx[-1])
-            self.norm_reduced.append(vx[-1])
             for g in n.src[1:]:
                 for j in range(1, len(g.shape) + 1):
                     if g.shape[-j] == x.shape[-j] and g.shape[-j] > 1:
