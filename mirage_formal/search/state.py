@@ -23,7 +23,7 @@ from mirage_formal.ir.graph import KERNEL_OP, KernelGraph
 from mirage_formal.ir.node import Node
 from mirage_formal.search.canon import structure_key
 from mirage_formal.search.config import SearchConfig
-from mirage_formal.search.cost import Cost, estimate, input_cost, smem_bytes
+from mirage_formal.search.cost import Cost, dram_segments, estimate, input_cost, smem_bytes
 from mirage_formal.search.protocols import Checker, Pruner
 from mirage_formal.search.space import Enumerator, Stats, Stop, size_variants
 
@@ -154,16 +154,16 @@ def ranked_variants(cfg: SearchConfig, rep: KernelGraph, stats: Stats | None = N
     the space ``cfg``; with ``radius``, only those near ``rep``'s own sizes, ``rep`` left
     out) that fit in shared memory, cheapest first by the analytic cost (ties: graph key). All
     compute ``rep``'s function; they differ in tiles and blocks only."""
-    ranked: list[tuple[float, str, KernelGraph, Cost]] = []
+    ranked: list[tuple[float, float, str, KernelGraph, Cost]] = []
     for v in size_variants(cfg, rep, radius):
         if stats is not None:
             stats.variants += 1
         if any(smem_bytes(n.attr("graph")) > cfg.smem_limit for n in v.nodes if n.op == KERNEL_OP):
             continue
         c = estimate(v, cfg.target)
-        ranked.append((c.seconds, v.key, v, c))
-    ranked.sort(key=lambda r: (r[0], r[1]))
-    return [(v, c) for _, _, v, c in ranked]
+        ranked.append((round(c.seconds, 12), dram_segments(v), v.key, v, c))
+    ranked.sort(key=lambda r: r[:3])
+    return [(v, c) for *_, v, c in ranked]
 
 
 def merge_accepted(into: dict[str, Accepted], new: Sequence[Accepted]) -> None:
