@@ -308,7 +308,7 @@ def _rank(program: KernelGraph, accepted: list[Optimized], top: int, seed: int |
         a.schedule = tuned.describe()
         a.validation = (f"validated; {len(tuned.trials) - len(bad)} schedules timed"
                         + (" (cached winner)" if tuned.from_cache else "")
-                        + (f"; default schedule {tuned.default_us:.2f} µs" if tuned.default_us else "")
+                        + (f"; opening schedule {tuned.default_us:.2f} µs" if tuned.default_us else "")
                         + ("; its first schedules only (the input's own lowering)" if quick else ""))
         start_sched[a.graph.key] = tuned.schedules
         if tuned.us < best_us:

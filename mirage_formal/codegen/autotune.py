@@ -1,6 +1,8 @@
 """The measured autotuner: pick each kernel's schedule by timing it on the GPU.
 
-For a kernel graph, every distinct block graph starts at the default :class:`Schedule`; then,
+For a kernel graph, every distinct block graph starts at its opening schedule
+(:func:`tuning_rules.opening_schedule`: the default :class:`Schedule`, or for a kernel on at
+most half the SMs the loop split that fills a wave; all a deadline may leave time for); then,
 one block graph at a time (coordinate descent, in launch order), each schedule that
 :func:`tuning_rules.candidate_schedules` proposes for it is compiled (NVRTC, in parallel processes),
 validated against the float64 program on fresh random inputs (two launches, so a split's
@@ -40,7 +42,7 @@ from mirage_formal.codegen.lower import launches
 from mirage_formal.codegen.nvrtc import cache_dir, compile_cubin, nvrtc_version
 from mirage_formal.codegen.schedule import DEFAULT_SM_COUNT, Schedule
 from mirage_formal.codegen.timing import device_inputs, time_like_baselines
-from mirage_formal.codegen.tuning_rules import candidate_schedules, refinements
+from mirage_formal.codegen.tuning_rules import candidate_schedules, opening_schedule, refinements
 from mirage_formal.codegen.validate import validate
 from mirage_formal.errors import MirageError
 from mirage_formal.ir.graph import KernelGraph
@@ -242,6 +244,7 @@ class Tuned:
     compiled: CompiledGraph
     schedules: dict[str, Schedule]
     us: float
+    #: the opening schedules' time (``tuning_rules.opening_schedule``), None if it did not validate
     default_us: float | None
     trials: list[Trial]
     from_cache: bool
@@ -403,7 +406,8 @@ def tune(graph: KernelGraph, reference: KernelGraph, *, sm_count: int | None = N
         trials += got
         if got and got[0].valid and got[0].us is not None:
             return Tuned(best_compiled[_skey(cached)], cached, got[0].us, None, trials, True)
-    current = dict(start) if start is not None else {k: Schedule() for k in keys}
+    current = (dict(start) if start is not None
+               else {k: opening_schedule(bgs[k], sms) for k in keys})
     got = measure([current])
     trials += got
     default_us = got[0].us if got and got[0].valid else None

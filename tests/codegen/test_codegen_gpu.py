@@ -61,9 +61,11 @@ from mirage_formal.codegen import (
     gpu_available,
     launches,
 )
-from mirage_formal.codegen.autotune import Toolchain, TuningCache, tune
+from mirage_formal.codegen.autotune import Toolchain, TuningCache, device_sm_count, tune
 from mirage_formal.codegen.nvrtc import nvrtc_version
+from mirage_formal.codegen.runtime import runtime
 from mirage_formal.codegen.schedule import stream_k_ok
+from mirage_formal.codegen.tuning_rules import opening_schedule
 from mirage_formal.codegen.validate import validate
 from mirage_formal.ir.graph import KernelGraph
 from mirage_formal.ir.occupancy import combine_groups
@@ -647,13 +649,15 @@ def test_gemv_schedules_validate(case: tuple[int, int, int, int]) -> None:
 
 
 def test_tune_stops_at_its_deadline(tmp_path: object) -> None:
-    """A deadline already passed: the tuner measures its first variant (the default schedule)
+    """A deadline already passed: the tuner measures its first variant (the opening schedule)
     and nothing more, returns it validated, and does not cache the cut-short result."""
 
     prog = matmul_loop_program(*MATMUL_LOOP_CASES[-6])
     cache = TuningCache(str(tmp_path))
     t = tune(prog, prog, cache=cache, deadline=time.monotonic())
     assert t is not None and len(t.trials) == 1 and t.trials[0].valid
+    (la,) = launches(prog, 128)
+    assert t.schedules == {la.graph.key: opening_schedule(la.graph, device_sm_count(runtime()))}
     assert cache.lookup(prog, _toolchain()) is None
     full = tune(prog, prog, cache=cache)
     assert full is not None and len(full.trials) > 1
