@@ -26,6 +26,10 @@ machine without a GPU; codegen replaces it with measured time where a GPU exists
   (``ir.occupancy.loop_splits``: S x the blocks, F/S iterations each, plus the fp32 partial
   accumulators written and read back by the combine) and the cheapest counts, so a small grid
   with a long loop is not ranked as if it had to run on few SMs.
+- *segments*: DRAM moves ``dram_segment`` (64) bytes at a time, so a first read whose tile's
+  contiguous runs (:func:`contiguous_run`) are shorter is charged ``dram_segment / run`` times
+  its bytes; size variants of one estimate are told apart by :func:`dram_segments` (the search's
+  tie-break, ``state.ranked_variants``).
 - *L2 re-reads* are capped per resident block at ``L2_BLOCK_RATIO`` (4) times the DRAM cap
   ``bw_per_block`` (shorter latency, the same loads in flight), not at the DRAM cap.
 - *pipelining*: when a loop iteration's loads (``stage_bytes``) exceed ``PIPELINE_STAGE_MAX``
