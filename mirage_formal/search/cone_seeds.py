@@ -11,15 +11,17 @@ The *cone* of output ``o`` is the sub-program that computes ``o`` from the progr
 from the earlier outputs that ``o`` reads (those become inputs of the cone: q·K reads q, it does
 not compute it again). Values the cones share that are not outputs (the normed activation) are
 computed by each cone that reads them, as a fused kernel would. For every cone the cheapest
-(by the cost model) of its lifts, loop lifts and its own direct lowering is chosen, and the
-chosen μGraphs are joined into one kernel graph of the whole program: the cones' inputs are
-bound to the program's inputs and to the earlier cones' results, and kernels two cones share
-(the same node: nodes are interned) appear once. A second join takes each cone's cheapest
+(by the cost model; within 1% of it, the one that reads the fewest DRAM segments) of its
+lifts, loop lifts and its own direct lowering is chosen, and the chosen μGraphs are joined
+into one kernel graph of the whole program: the cones' inputs are bound to the program's
+inputs and to the earlier cones' results, and kernels two cones share (the same node: nodes
+are interned) appear once. A second join takes each cone's cheapest
 lift where it has one. Joins are ordinary candidates (size variants, verification against
 the program), like the loop seeds; a join estimated slower than the program's lowering is not
 verified (``state.py``).
 
-Imports ``ir``, ``search.config``, ``search.seeds`` and ``search.loop_seeds`` only.
+Imports ``ir``, ``search.config``, ``search.cost``, ``search.seeds`` and ``search.loop_seeds``
+only.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from mirage_formal.ir.graph import INPUT, KernelGraph, make_input, make_op, rebu
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import KERNEL
 from mirage_formal.search.config import SearchConfig
+from mirage_formal.search.cost import near_cheapest
 from mirage_formal.search.loop_seeds import loop_lifted_candidates
 from mirage_formal.search.seeds import lifted_candidates
 
@@ -101,7 +104,8 @@ def cone_joined_candidates(program: KernelGraph, cfg: SearchConfig,
         return []
 
     def first(xs: Sequence[tuple[KernelGraph, float]]) -> KernelGraph:
-        return min(xs, key=lambda x: x[1])[0]
+        # (within 1% of the cheapest, as between size variants: fewest DRAM segments read)
+        return xs[near_cheapest(xs)][0]
 
     picks = [[first([*lifts, lowering]) for lifts, lowering in choices],
              [first(lifts or [lowering]) for lifts, lowering in choices]]

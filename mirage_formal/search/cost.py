@@ -28,8 +28,9 @@ machine without a GPU; codegen replaces it with measured time where a GPU exists
   with a long loop is not ranked as if it had to run on few SMs.
 - *segments*: DRAM moves ``dram_segment`` (64) bytes at a time, so a first read whose tile's
   contiguous runs (:func:`contiguous_run`) are shorter is charged ``dram_segment / run`` times
-  its bytes; size variants of one estimate are told apart by :func:`dram_segments` (the search's
-  tie-break, ``state.ranked_variants``).
+  its bytes; size variants of one estimate are told apart by :func:`dram_segments` (the
+  search's tie-break, ``state.ranked_variants``), and a cone's choices within 1% of each other
+  likewise (:func:`near_cheapest`, ``search.cone_seeds``).
 - *L2 re-reads* are capped per resident block at ``L2_BLOCK_RATIO`` (4) times the DRAM cap
   ``bw_per_block`` (shorter latency, the same loads in flight), not at the DRAM cap.
 - *pipelining*: when a loop iteration's loads (``stage_bytes``) exceed ``PIPELINE_STAGE_MAX``
@@ -63,6 +64,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -264,8 +266,8 @@ RUN_CAP = 256
 
 def dram_segments(graph: KernelGraph) -> float:
     """How many contiguous runs of up to :data:`RUN_CAP` bytes the graph-defined kernels of
-    ``graph`` read, over every iterator of every kernel: the search's tie-break between size
-    variants of one estimate (fewer is better). Measured on the H200 (s45 c3), the same
+    ``graph`` read, over every iterator of every kernel: the search's tie-break between
+    candidates of about one estimate (:func:`near_cheapest`; fewer is better). Measured on the H200 (s45 c3), the same
     per-head projections at one estimate: 1 head x 128 columns a block (256-byte runs) 42.9
     µs, 2 x 64 (128 bytes) 44.6, 8 x 16 (32 bytes) 61."""
     total = 0.0
@@ -280,6 +282,22 @@ def dram_segments(graph: KernelGraph) -> float:
                 run = contiguous_run(it.shape, shape, dt.itemsize)
                 total += math.prod(shape) * dt.itemsize / min(run, RUN_CAP)
     return total
+
+
+#: estimates within this fraction of the cheapest are a tie for :func:`near_cheapest` (the
+#: model's own error is tens of percent: it cannot tell such candidates apart)
+NEAR_TIE = 0.01
+
+
+def near_cheapest(cands: Sequence[tuple[KernelGraph, float]]) -> int:
+    """The index of the candidate (graph, estimated seconds) to take as the cheapest: of
+    those within :data:`NEAR_TIE` of the lowest estimate, the one that reads the fewest DRAM
+    segments (:func:`dram_segments`), the earliest on a tie. -1 for none."""
+    if not cands:
+        return -1
+    low = min(sec for _, sec in cands) * (1 + NEAR_TIE)
+    near = [i for i, (_, sec) in enumerate(cands) if sec <= low]
+    return min(near, key=lambda i: (dram_segments(cands[i][0]), i))
 
 
 def stage_bytes(bg: BlockGraph) -> int:
