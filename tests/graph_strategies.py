@@ -798,3 +798,60 @@ def norm_projection_loop_seeds(xs: tuple[int, ...], ws: tuple[int, ...], eps: fl
     cfg = make_config(prog, None)
     seeds = loop_lifted_candidates(prog, cfg.grid_sizes, cfg.forloop, cfg.max_grid_axes, cfg.threads)
     return prog, [r[0][0] for s in seeds if (r := ranked_variants(cfg, s))]
+
+
+#: (rows, hidden, ffn, dtype, residual) of :func:`mlp_down_program`: a decode MLP's second half
+#: as the PyTorch bridge cuts it (the gate's product comes from the region before)
+MLP_DOWN_CASES = [(1, 512, 1376, "f16", True), (8, 256, 688, "f16", True),
+                  (2, 256, 512, "bf16", False), (4, 128, 256, "f32", True)]
+
+
+def mlp_down_program(rows: int, hidden: int, ffn: int, dt: str, residual: bool) -> KernelGraph:
+    """``(silu(gate) * (h·Wu))·Wd (+ r)`` on (rows, 1, 1, ·) activations."""
+    g = mf.Graph()
+    gate = g.input((rows, 1, 1, ffn), dt, "gate")
+    h = g.input((rows, 1, 1, hidden), dt, "h")
+    wu = g.input((hidden, ffn), dt, "wu")
+    wd = g.input((ffn, hidden), dt, "wd")
+    y = g.matmul(g.mul(g.silu(gate), g.matmul(h, wu)), wd)
+    g.output(g.add(y, g.input((rows, 1, 1, hidden), dt, "r")) if residual else y)
+    return g.build()
+
+
+def mlp_down_cut_joins(case: tuple[int, int, int, str, bool]) -> tuple[KernelGraph, list[KernelGraph]]:
+    """The program of a :data:`MLP_DOWN_CASES` case and its cut joins
+    (``search.cone_seeds.cut_joined_candidates``, each cone at its cheapest size)."""
+    from mirage_formal.optimize import make_config
+    from mirage_formal.search.cone_seeds import cut_joined_candidates
+    from mirage_formal.search.space import Enumerator, Stats
+
+    prog = mlp_down_program(*case)
+    cfg = make_config(prog, None)
+    e = Enumerator(prog, cfg, lambda *a: True, lambda g: None, lambda: None, Stats())
+    return prog, cut_joined_candidates(prog, cfg, e._cheapest)
+
+
+@st.composite
+def product_chain_programs(draw: Any) -> KernelGraph:
+    """Two products in a row, ``(pre(X·W1))·W2 (+ R)``: activations of 1-8 rows as 2-D or
+    PyTorch-style (rows, 1, 1, ·) tensors, fp16 or fp32, with an elementwise step between the
+    products (none, silu, times a gate's silu, plus a bias row) and an optional residual
+    after them: what ``search.cone_seeds``' cut joins split."""
+    rows = draw(st.sampled_from([1, 2, 4, 8]))
+    k, n, m = (draw(st.sampled_from([16, 32, 64, 128])) for _ in range(3))
+    dt = draw(st.sampled_from(["f16", "f32"]))
+    lead = (rows, 1, 1) if draw(st.booleans()) else (rows,)
+    g = mf.Graph()
+    a = g.matmul(g.input((*lead, k), dt, "x"), g.input((k, n), dt, "w1"))
+    step = draw(st.sampled_from(["none", "silu", "gate", "bias"]))
+    if step == "silu":
+        a = g.silu(a)
+    elif step == "gate":
+        a = g.mul(g.silu(g.input((*lead, n), dt, "gate")), a)
+    elif step == "bias":
+        a = g.add(a, g.input((n,), dt, "bias"))
+    y = g.matmul(a, g.input((n, m), dt, "w2"))
+    if draw(st.booleans()):
+        y = g.add(y, g.input((*lead, m), dt, "r"))
+    g.output(y)
+    return g.build()

@@ -122,6 +122,54 @@ def cone_joined_candidates(program: KernelGraph, cfg: SearchConfig,
     return out[:MAX_CONE_SEEDS]
 
 
+#: cut joins at most (:func:`cut_joined_candidates`)
+MAX_CUT_SEEDS = 2
+
+
+def chain_cuts(program: KernelGraph) -> list[Node]:
+    """The tensors at which ``program``'s chains of products can be cut: each matmul operand
+    that is computed (not an input, not already an output) from another matmul's result, in
+    program order. The gated MLP's ``silu(x·Wg) * (x·Wu)`` before its product by Wd is one."""
+    outs = set(program.outputs)
+    cuts: list[Node] = []
+    for n in program.nodes:
+        if n.op != "matmul":
+            continue
+        for s in n.src:
+            if (s.op != INPUT and s not in outs and s not in cuts
+                    and any(m.op == "matmul" for m in s.walk())):
+                cuts.append(s)
+    return cuts
+
+
+def cut_joined_candidates(program: KernelGraph, cfg: SearchConfig,
+                          cheapest: Callable[[KernelGraph], tuple[KernelGraph, float] | None]
+                          ) -> list[KernelGraph]:
+    """Joins of ``program`` cut at a chain of products (:func:`chain_cuts`): the program with
+    the cut tensor as one more (first) output is cone-joined (:func:`cone_joined_candidates`),
+    and the cut tensor is then dropped from the join's outputs, so that one kernel computes
+    it and the next reads it. A single-output program such as a decoder's MLP, ``(silu(g) *
+    (h·Wu))·Wd + r``, has no lift of one kernel (two reductions over different dimensions in a
+    row) and its cones are the whole program; cut before ``·Wd``, each side is a loop lift of
+    one kernel with its elementwise ops as prologue or epilogue. Up to :data:`MAX_CUT_SEEDS`,
+    each cut alone, then every cut at once."""
+    cuts = chain_cuts(program)
+    tries = [[c] for c in cuts] + ([cuts] if len(cuts) > 1 else [])
+    out: list[KernelGraph] = []
+    for cut in tries:
+        widened = KernelGraph(program.inputs, (*cut, *program.outputs))
+        for j in cone_joined_candidates(widened, cfg, cheapest):
+            try:
+                g = KernelGraph(program.inputs, j.outputs[len(cut):])
+            except GraphError:
+                continue
+            if g not in out:
+                out.append(g)
+        if len(out) >= MAX_CUT_SEEDS:
+            break
+    return out[:MAX_CUT_SEEDS]
+
+
 def join_cones(program: KernelGraph, cones: Sequence[tuple[Node, KernelGraph, dict[Node, Node]]],
                pick: Sequence[KernelGraph]) -> KernelGraph:
     """The kernel graph of ``program`` whose outputs are the picked cone μGraphs' outputs,

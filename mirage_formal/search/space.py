@@ -62,7 +62,7 @@ from mirage_formal.ir.graph import (
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import BLOCK, KERNEL, REGISTRY
 from mirage_formal.search.canon import copy_only
-from mirage_formal.search.cone_seeds import cone_joined_candidates
+from mirage_formal.search.cone_seeds import cone_joined_candidates, cut_joined_candidates
 from mirage_formal.search.config import SearchConfig
 from mirage_formal.search.labels import (
     UNIT,
@@ -427,10 +427,24 @@ class Enumerator:
                                                 self.cfg.threads)
                          + cone_joined_candidates(self.program, self.cfg, self._cheapest)
                          if self.cfg.max_graph_kernels > 0 else [])
+                seeds += self._cut_seeds(seeds) if self.cfg.max_graph_kernels > 0 else []
                 _SEEDS.clear()  # (one program's at a time: a process searches one job)
                 _SEEDS[key] = seeds
             self._loop_seeds = seeds
         return self._loop_seeds
+
+    def _cut_seeds(self, seeds: list[KernelGraph]) -> list[KernelGraph]:
+        """The program's cut joins (``search.cone_seeds.cut_joined_candidates``) estimated
+        cheaper than every other seed: an attention cut at its scores (materialised between
+        two kernels) is far behind its loop lift, and each seed costs a verification (seconds
+        at b=8), so only a chain no other seed fuses (a decoder's MLP down projection) gets
+        them."""
+        cuts = cut_joined_candidates(self.program, self.cfg, self._cheapest)
+        if not cuts:
+            return []
+        bar = min((c[1] for g in seeds if (c := self._cheapest(g)) is not None),
+                  default=math.inf)
+        return [g for g in cuts if (c := self._cheapest(g)) is not None and c[1] < bar]
 
     def _cheapest(self, graph: KernelGraph) -> tuple[KernelGraph, float] | None:
         """``graph``'s cheapest size variant in this space that fits in shared memory, and its

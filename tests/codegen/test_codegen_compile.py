@@ -24,6 +24,7 @@ from graph_strategies import (
     GATED_LOOP_CASES,
     GEMV_LOOP_CASES,
     MATMUL_LOOP_CASES,
+    MLP_DOWN_CASES,
     NARROW_VECTOR_CASES,
     NORM_CHAIN_CASES,
     NORM_PROJECTION_CASES,
@@ -42,6 +43,7 @@ from graph_strategies import (
     gated_a_loop_program,
     gated_loop_program,
     matmul_loop_program,
+    mlp_down_cut_joins,
     norm_projection_loop_seeds,
     one_barrier_cases,
     product_program,
@@ -398,6 +400,26 @@ def test_norm_projection_loop_seeds_compile_under_every_tuner_schedule(
             cands = candidate_schedules(la.graph)
             for sched in {*cands[::2], cands[-1]}:
                 cg = compile_graph(g, arch="sm_90", load=False, cache=cache, schedules={la.graph.key: sched})
+                assert _is_cubin(cg.cubin)
+
+
+@pytest.mark.parametrize("case", MLP_DOWN_CASES)
+def test_mlp_down_cut_joins_compile_under_every_tuner_schedule(
+        case: tuple[int, int, int, str, bool], cache: Path) -> None:
+    """A decode MLP's second half cut before its down projection (``search.cone_seeds``' cut
+    joins: one kernel for silu(gate) times h·Wu, one for the down product and the residual),
+    each kernel at the size the GPU stage tunes first: the opening schedule and a sample of
+    the first round (every other one and the last) compile for sm_90."""
+    from mirage_formal.codegen.tuning_rules import opening_schedule
+
+    _, joins = mlp_down_cut_joins(case)
+    assert joins
+    for g in joins:
+        for la in launches(g, 128):
+            cands = candidate_schedules(la.graph)
+            for sched in {opening_schedule(la.graph), *cands[::2], cands[-1]}:
+                cg = compile_graph(g, arch="sm_90", load=False, cache=cache,
+                                   schedules={la.graph.key: sched})
                 assert _is_cubin(cg.cubin)
 
 

@@ -21,6 +21,7 @@ from graph_strategies import (
     GATED_LOOP_CASES,
     GEMV_LOOP_CASES,
     MATMUL_LOOP_CASES,
+    MLP_DOWN_CASES,
     NARROW_VECTOR_CASES,
     NORM_CHAIN_CASES,
     NORM_PROJECTION_CASES,
@@ -42,6 +43,7 @@ from graph_strategies import (
     gated_loop_program,
     kernel_programs,
     matmul_loop_program,
+    mlp_down_cut_joins,
     norm_projection_loop_seeds,
     one_barrier_cases,
     product_program,
@@ -395,6 +397,20 @@ def test_norm_projection_loop_seeds_validate_under_every_tuner_schedule(
     for g in seeds:
         for la in launches(g, 128):
             for sched in candidate_schedules(la.graph):
+                rep = validate(compile_graph(g, schedules={la.graph.key: sched}), prog, trials=2)
+                assert rep.ok, f"{sched.short()}: {rep}"
+
+
+@pytest.mark.parametrize("case", MLP_DOWN_CASES)
+def test_mlp_down_cut_joins_validate_under_every_tuner_schedule(
+        case: tuple[int, int, int, str, bool]) -> None:
+    """A decode MLP's second half cut before its down projection: each kernel of its cut
+    joins under the opening schedule and every first-round schedule computes the program."""
+    prog, joins = mlp_down_cut_joins(case)
+    assert joins
+    for g in joins:
+        for la in launches(g, 128):
+            for sched in {opening_schedule(la.graph), *candidate_schedules(la.graph)}:
                 rep = validate(compile_graph(g, schedules={la.graph.key: sched}), prog, trials=2)
                 assert rep.ok, f"{sched.short()}: {rep}"
 

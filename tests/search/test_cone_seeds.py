@@ -15,7 +15,15 @@ from mirage_formal.search.cone_seeds import cone_joined_candidates, join_cones, 
 from mirage_formal.search.config import SearchConfig
 from mirage_formal.search.cost import estimate
 from mirage_formal.search.space import Enumerator, Stats
-from tests.graph_strategies import SEED_GRIDS, assert_computes_program, kernel_programs
+from tests.graph_strategies import (
+    MLP_DOWN_CASES,
+    SEED_GRIDS,
+    assert_computes_program,
+    kernel_programs,
+    mlp_down_cut_joins,
+    mlp_down_program,
+    product_chain_programs,
+)
 
 
 def decoder_region(heads: int = 4, d: int = 16, hidden: int = 64, ffn: int = 96) -> mf.KernelGraph:
@@ -154,3 +162,57 @@ def test_each_cone_takes_the_near_cheapest_choice_that_reads_fewest_segments() -
         # the join holds that choice's kernels (its inputs rebound to the program's)
         mine = {n.attr("graph") for n in fewest.nodes if n.op == KERNEL_OP}
         assert mine <= {n.attr("graph") for n in picked}
+
+
+def test_a_product_chain_is_cut_where_the_second_product_reads_the_first() -> None:
+    from mirage_formal.search.cone_seeds import chain_cuts
+
+    prog = mlp_down_program(1, 64, 96, "f16", True)
+    (cut,) = chain_cuts(prog)
+    assert cut.op == "mul" and any(n.op == "matmul" and n.src[0] is cut for n in prog.nodes)
+    assert chain_cuts(decoder_region()) == []  # (its chain is cut at an output already)
+
+
+def test_cut_joins_compute_the_program_and_beat_its_lowering() -> None:
+    """A decode MLP's second half has no one-kernel lift and one output; cut before its down
+    product it is two launches (loop-lift kernels, each reading its weight once), estimated
+    cheaper than the 4- or 5-kernel lowering, and every join computes the program in float64."""
+    for case in MLP_DOWN_CASES:
+        prog, joins = mlp_down_cut_joins(case)
+        assert joins, case
+        for j in joins:
+            assert_computes_program(prog, j, 5)
+        best = min(joins, key=lambda j: estimate(j).seconds)
+        # (two launches: without the residual the down product alone may stay a library one)
+        assert sum(n.op not in (INPUT, "get") for n in best.nodes) == 2
+        assert any(n.op == KERNEL_OP for n in best.nodes)
+        assert estimate(best).seconds < estimate(prog).seconds
+
+
+@settings(max_examples=60, deadline=None)
+@given(product_chain_programs())
+def test_every_cut_join_of_a_random_product_chain_computes_it(prog: mf.KernelGraph) -> None:
+    from mirage_formal.search.cone_seeds import chain_cuts, cut_joined_candidates
+
+    assert chain_cuts(prog)  # (every such chain has its cut)
+    e = Enumerator(prog, SearchConfig(grid_sizes=SEED_GRIDS), lambda *a: True, lambda g: None,
+                   lambda: None, Stats())
+    for j in cut_joined_candidates(prog, e.cfg, e._cheapest):
+        assert len(j.outputs) == len(prog.outputs)
+        assert_computes_program(prog, j, 6)
+
+
+def test_the_search_accepts_a_cut_join_of_a_decode_mlp(f64_checker: Any) -> None:
+    from mirage_formal.optimize import make_config
+    from mirage_formal.search import run_search
+    from mirage_formal.search.reference_pruner import ExprPruner
+
+    # (at these sizes no one-kernel loop lift is estimated cheaper: recomputing h·Wu per
+    # block of the down product's columns costs more than the cut's second launch)
+    prog = mlp_down_program(1, 1024, 1376, "f16", True)
+    r = run_search(prog, make_config(prog, None), ExprPruner(prog), f64_checker(prog),
+                   progress=False, budget_s=10)
+    two = [a for a in r.accepted if sum(n.op == KERNEL_OP for n in a.graph.nodes) == 2
+           and all(n.op in (INPUT, KERNEL_OP, "get") for n in a.graph.nodes)]
+    assert two and all(a.verdict.accepted for a in two)
+    assert min(a.cost.seconds for a in two) < estimate(prog).seconds
