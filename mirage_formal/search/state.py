@@ -152,17 +152,28 @@ def ranked_variants(cfg: SearchConfig, rep: KernelGraph, stats: Stats | None = N
                     radius: float | None = None) -> list[tuple[KernelGraph, Cost]]:
     """The size variants of ``rep`` (``space.size_variants``: every grid size and loop range of
     the space ``cfg``; with ``radius``, only those near ``rep``'s own sizes, ``rep`` left
-    out) that fit in shared memory, cheapest first by the analytic cost (ties: graph key). All
+    out) that fit in shared memory, cheapest first by the analytic cost (ties, to the
+    picosecond: fewer DRAM segments read, ``cost.dram_segments``, then the graph key). All
     compute ``rep``'s function; they differ in tiles and blocks only."""
-    ranked: list[tuple[float, float, str, KernelGraph, Cost]] = []
+    ranked: list[tuple[float, str, KernelGraph, Cost]] = []
     for v in size_variants(cfg, rep, radius):
         if stats is not None:
             stats.variants += 1
         if any(smem_bytes(n.attr("graph")) > cfg.smem_limit for n in v.nodes if n.op == KERNEL_OP):
             continue
         c = estimate(v, cfg.target)
-        ranked.append((round(c.seconds, 12), dram_segments(v), v.key, v, c))
-    ranked.sort(key=lambda r: r[:3])
+        ranked.append((round(c.seconds, 12), v.key, v, c))
+    ranked.sort(key=lambda r: r[:2])
+    # (the segments only within a run of equal estimates: this ranks every size variant of
+    # every candidate the search ranks)
+    i = 0
+    while i < len(ranked):
+        j = i + 1
+        while j < len(ranked) and ranked[j][0] == ranked[i][0]:
+            j += 1
+        if j - i > 1:
+            ranked[i:j] = sorted(ranked[i:j], key=lambda r: (dram_segments(r[2]), r[1]))
+        i = j
     return [(v, c) for *_, v, c in ranked]
 
 
