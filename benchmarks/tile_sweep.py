@@ -77,7 +77,7 @@ def main() -> int:
         print(json.dumps(row), flush=True)
     (out / "tile_sweep.json").write_text(json.dumps(rows, indent=1) + "\n")
     for r in rows:
-        print(f"{r['workload']:10} b={r['b']} {r['tiles']:14} default {r.get('default_us') or 0:7.1f} "
+        print(f"{r['workload']:10} b={r['b']} {r['tiles']:14} opening {r.get('default_us') or 0:7.1f} "
               f"tuned {r.get('tuned_us') or 0:7.1f}  {r.get('schedule', r.get('error', ''))}")
     return 0
 
