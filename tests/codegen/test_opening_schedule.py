@@ -10,6 +10,7 @@ from graph_strategies import MATMUL_LOOP_CASES, matmul_loop_program
 
 from mirage_formal.codegen import Schedule, launches
 from mirage_formal.codegen.tuning_rules import candidate_schedules, opening_schedule
+from mirage_formal.ir.occupancy import loop_splits
 
 
 def _block_graph(case: tuple) -> object:
@@ -37,3 +38,20 @@ def test_a_grid_over_half_the_sms_opens_at_the_default() -> None:
     bg = _block_graph((16, 32, 16, 128, 0, False, False))  # 2 blocks
     assert opening_schedule(bg, 4).split > 1  # half of 4 SMs: split
     assert opening_schedule(bg, 3) == Schedule()  # more than half of 3: left as it is
+
+
+@pytest.mark.parametrize("case", MATMUL_LOOP_CASES)
+@pytest.mark.parametrize("sm_count", [132, 114, 16])
+def test_the_opening_split_is_one_of_the_first_rounds_schedules(case: tuple, sm_count: int) -> None:
+    """With a loop long enough to split (the case's loop times 32), a kernel on at most half
+    the SMs opens at a split that fills about one wave and leaves 2 iterations a block, and
+    that schedule is one ``candidate_schedules`` proposes (so CI compiles its kind)."""
+    m, k, n, forloop, *rest = case
+    bg = _block_graph((m, k, n, forloop * 32, *rest))
+    s = opening_schedule(bg, sm_count)
+    blocks = bg.grid[0] * bg.grid[1] * bg.grid[2]
+    if 2 * blocks > sm_count or not loop_splits(blocks, bg.forloop, sm_count):
+        assert s == Schedule()  # (a full grid, or no split fills a wave with 2 iterations left)
+        return
+    assert s.split > 1 and blocks * s.split >= 0.9 * sm_count and bg.forloop // s.split >= 2
+    assert s in candidate_schedules(bg, sm_count, limit=10**6)
