@@ -199,16 +199,24 @@ class _VerifyAhead:
                     self._queue.append(g)
             self._lock.notify()
 
-    def result(self, g: KernelGraph) -> tuple[Verdict, float]:
-        """``g``'s verdict and float64 error (inf when rejected), waiting for them; a graph
-        not asked for yet is verified next. Re-raises what its verification raised."""
+    def result(self, g: KernelGraph, until: float | None = None) -> tuple[Verdict, float] | None:
+        """``g``'s verdict and float64 error (inf when rejected), waiting for them, but not
+        past ``until`` (a ``time.monotonic()`` value; None when it passes first: the stage's
+        budget holds, and ``g`` stays queued); a graph not asked for yet is verified next.
+        Re-raises what its verification raised."""
         with self._lock:
             if g.key not in self._asked:
                 self._asked.add(g.key)
                 self._queue.appendleft(g)
                 self._lock.notify()
             while g.key not in self._done:
-                self._lock.wait()
+                if until is None:
+                    self._lock.wait()
+                    continue
+                left = until - time.monotonic()
+                if left <= 0:
+                    return None
+                self._lock.wait(timeout=left)
             got = self._done[g.key]
         if isinstance(got, BaseException):
             raise got
@@ -469,7 +477,12 @@ def _measure_variants(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], pro
             break
         with out_of_time.step(v.key):
             if ahead is not None:
-                verdict, err = ahead.result(v)
+                got = ahead.result(v, out_of_time.deadline)
+                if got is None:
+                    notes.append(f"budget spent: {kind} variant {v.key[:12]} of {base_key[:12]} "
+                                 "not verified in time")
+                    break
+                verdict, err = got
             else:
                 verdict = ctx.verifier.check(v)
                 err = ctx.recheck.error(v, verdict.output_map) if verdict.accepted else math.inf

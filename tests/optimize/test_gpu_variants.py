@@ -858,3 +858,31 @@ def test_variants_verified_ahead_get_the_stage_verifiers_verdicts(
     for t in [t for t in threading.enumerate() if t.name == "verify-ahead"]:
         t.join(timeout=60)
         assert not t.is_alive()
+
+
+def test_a_verdict_not_ready_by_the_stages_deadline_is_not_waited_for(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stage asks for a size variant's verdict with its deadline: a verification still
+    running then is not waited for (None: the variant is skipped, the budget holds); asked
+    again without a deadline, the verdict is the verifier's."""
+    prog = _gemm()
+    cfg, accepted = _searched(prog, GEMM_SPACE)
+    a = next(x for x in accepted if sz.kernel_grids(x.graph))
+    (v, _), *_ = sz.ranked_variants(cfg, a.graph)
+    ctx = gs.VariantContext(cfg, Verifier(prog, seed=5), FloatRecheck(prog), n_sm=8)
+    ahead = gs._VerifyAhead(ctx)
+    real = ahead._verifier.check
+    release = threading.Event()
+
+    def slow_check(g: KernelGraph) -> Any:
+        release.wait(timeout=60)
+        return real(g)
+
+    monkeypatch.setattr(ahead._verifier, "check", slow_check)
+    t = time.monotonic()
+    assert ahead.result(v, until=t + 0.3) is None
+    assert time.monotonic() - t < 5
+    release.set()
+    got = ahead.result(v)
+    assert got is not None and got[0].accepted
+    ahead.close()
