@@ -15,10 +15,11 @@ computed by each cone that reads them, as a fused kernel would. For every cone t
 lifts, loop lifts and its own direct lowering is chosen, and the chosen μGraphs are joined
 into one kernel graph of the whole program: the cones' inputs are bound to the program's
 inputs and to the earlier cones' results, and kernels two cones share (the same node: nodes
-are interned) appear once. A second join takes each cone's cheapest
-lift where it has one. Joins are ordinary candidates (size variants, verification against
-the program), like the loop seeds; a join estimated slower than the program's lowering is not
-verified (``state.py``).
+are interned) appear once. A second join takes each cone's cheapest lift where it has one.
+Joins are ordinary candidates (size variants, verification against the program), like the
+loop seeds; a join estimated slower than the program's lowering is not verified
+(``state.py``). *Cut joins* (:func:`cut_joined_candidates`) apply the same to a chain of
+products, cut where the second reads the first.
 
 Imports ``ir``, ``search.config``, ``search.cost``, ``search.seeds`` and ``search.loop_seeds``
 only.

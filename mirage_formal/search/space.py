@@ -417,7 +417,8 @@ class Enumerator:
         attention rows at b=8 on 2 cores), so they run in parallel with the other units rather
         than before them. A program of several outputs also gets its cone joins
         (``search.cone_seeds``: each output's cone lifted alone, the cheapest choice per cone
-        joined), after the loop lifts."""
+        joined), after the loop lifts, and a chain of products its cut joins where they are
+        estimated cheaper than every other seed (:meth:`_cut_seeds`)."""
         if self._loop_seeds is None:
             key = (self.program.key, repr(self.cfg))
             seeds = _SEEDS.get(key)
