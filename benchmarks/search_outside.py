@@ -115,6 +115,21 @@ def decoder_post_attention(b: int = 1) -> KernelGraph:
     return g.build()
 
 
+def decoder_mlp(b: int = 1) -> KernelGraph:
+    """The end of a Llama-7B decoder layer at decode as the PyTorch bridge cuts it (its region
+    4): silu of the gate product (computed by the region before) times the up product, the
+    down product, plus the residual. One output, a chain of two products: the search's cut
+    joins (``search/cone_seeds.py``) split it before the down product."""
+    g = mf.Graph()
+    gate = g.input((b, 1, 1, 11008), "f16", "Gate")
+    h = g.input((b, 1, 1, 4096), "f16", "H")
+    wu = g.input((4096, 11008), "f16", "Wu")
+    wd = g.input((11008, 4096), "f16", "Wd")
+    res = g.input((b, 1, 1, 4096), "f16", "Res")
+    g.output(g.add(g.matmul(g.mul(g.silu(gate), g.matmul(h, wu)), wd), res))
+    return g.build()
+
+
 def decoder_qkv(b: int = 1) -> KernelGraph:
     """The start of a Llama-7B decoder layer at decode as the PyTorch bridge cuts it (its
     region 0): rms_norm (eps 1e-6) of the hidden state times a gain, its q, k and v
@@ -445,6 +460,7 @@ PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "decode_gated_mlp": decode_gated_mlp,
     "decoder_post_attention": decoder_post_attention,
     "decoder_qkv": decoder_qkv,
+    "decoder_mlp": decoder_mlp,
 }
 
 
