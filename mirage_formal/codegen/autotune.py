@@ -1,8 +1,8 @@
 """The measured autotuner: pick each kernel's schedule by timing it on the GPU.
 
 For a kernel graph, every distinct block graph starts at its opening schedule
-(:func:`tuning_rules.opening_schedule`: the default :class:`Schedule`, or for a kernel on at
-most half the SMs the loop split that fills a wave; all a deadline may leave time for); then,
+(:func:`tuning_rules.opening_schedule`: the default :class:`Schedule`, or for a kernel on
+fewer blocks than SMs the loop split that fills a wave; all a deadline may leave time for); then,
 one block graph at a time (coordinate descent, in launch order), each schedule that
 :func:`tuning_rules.candidate_schedules` proposes for it is compiled (NVRTC, in parallel processes),
 validated against the float64 program on fresh random inputs (two launches, so a split's

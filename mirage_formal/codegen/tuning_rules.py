@@ -45,13 +45,15 @@ from mirage_formal.ir.occupancy import loop_splits
 def opening_schedule(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT) -> Schedule:
     """The schedule the tuner measures first (and the only one it measures when its deadline
     is already near, as under the PyTorch backend's short per-region budgets): the default,
-    except that a kernel on at most half the SMs' count of blocks whose loop can be split runs
-    that loop split over blocks filling about one wave (``ir.occupancy.loop_splits``' first).
-    On the H200's tuning logs (s22-s45), where both were measured with every other choice
-    equal, the split was faster in 662 of 787 comparisons, by 0.60x in geometric mean. The
-    split schedule is one of :func:`candidate_schedules`' grid points."""
+    except that a kernel on fewer blocks than SMs whose loop can be split runs that loop split
+    over blocks filling about one wave (``ir.occupancy.loop_splits``' first split), one of
+    :func:`candidate_schedules`' own grid points. On the H200's tuning logs (s22-s45), where
+    this split and the unsplit default were both measured with every other choice equal, the
+    split was faster 607 of 714 times, 0.60x in geometric mean: 516 of 537 times (0.53x) on
+    grids of at most half the SMs, 91 of 177 (0.88x, at worst 1.25x slower) on larger ones
+    (``benchmarks/opening_split_evidence.py``)."""
     blocks = math.prod(bg.grid)
-    if 2 * blocks <= sm_count:
+    if blocks < sm_count:
         splits = [s for s in loop_splits(blocks, bg.forloop, sm_count) if split_ok(bg, s)]
         if splits:
             # (candidate_schedules' own grid point: the same policies as its other candidates)
