@@ -267,9 +267,10 @@ RUN_CAP = 256
 def dram_segments(graph: KernelGraph) -> float:
     """How many contiguous runs of up to :data:`RUN_CAP` bytes the graph-defined kernels of
     ``graph`` read, over every iterator of every kernel: the search's tie-break between
-    candidates of about one estimate (:func:`near_cheapest`; fewer is better). Measured on the H200 (s45 c3), the same
-    per-head projections at one estimate: 1 head x 128 columns a block (256-byte runs) 42.9
-    µs, 2 x 64 (128 bytes) 44.6, 8 x 16 (32 bytes) 61."""
+    candidates of about one estimate (fewer is better; ``state.ranked_variants``,
+    :func:`near_cheapest`). Measured on the H200 (s45 c3), the same per-head projections at
+    one estimate: 1 head x 128 columns a block (256-byte runs) 42.9 µs, 2 x 64 (128 bytes)
+    44.6, 8 x 16 (32 bytes) 61."""
     total = 0.0
     for n in graph.nodes:
         if n.op != KERNEL_OP:

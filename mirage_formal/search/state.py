@@ -14,6 +14,7 @@ Imports ``ir`` and the rest of ``search`` only.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -164,17 +165,15 @@ def ranked_variants(cfg: SearchConfig, rep: KernelGraph, stats: Stats | None = N
         c = estimate(v, cfg.target)
         ranked.append((round(c.seconds, 12), v.key, v, c))
     ranked.sort(key=lambda r: r[:2])
+    out: list[tuple[KernelGraph, Cost]] = []
     # (the segments only within a run of equal estimates: this ranks every size variant of
     # every candidate the search ranks)
-    i = 0
-    while i < len(ranked):
-        j = i + 1
-        while j < len(ranked) and ranked[j][0] == ranked[i][0]:
-            j += 1
-        if j - i > 1:
-            ranked[i:j] = sorted(ranked[i:j], key=lambda r: (dram_segments(r[2]), r[1]))
-        i = j
-    return [(v, c) for *_, v, c in ranked]
+    for _, run in itertools.groupby(ranked, key=lambda r: r[0]):
+        tied = list(run)
+        if len(tied) > 1:
+            tied.sort(key=lambda r: (dram_segments(r[2]), r[1]))
+        out += [(v, c) for *_, v, c in tied]
+    return out
 
 
 def merge_accepted(into: dict[str, Accepted], new: Sequence[Accepted]) -> None:
