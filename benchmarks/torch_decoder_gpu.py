@@ -133,6 +133,8 @@ def region_rows(fast: Any) -> list[dict[str, Any]]:
                 "kernels": r.kernels,
                 "schedule": r.schedule,
                 "validation": r.validation,
+                "kernel_us": r.kernel_us,
+                "torch_us": r.torch_us,
                 "ugraph": str(r.ugraph) if r.ugraph is not None else None,
             }
         )
@@ -226,14 +228,17 @@ def markdown(doc: dict[str, Any]) -> str:
             "",
             f"## Regions at batch {b['batch']} (compile {b.get('compile_s', 0):.1f} s)",
             "",
-            "| region | torch calls | program ops | μGraph from | kernels | runs on | why torch |",
-            "|---|---|---|---|---|---|---|",
+            "| region | torch calls | program ops | μGraph from | kernels | kernel µs | torch µs "
+            "| runs on | why torch |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in b.get("regions", []):
             ops = " ".join(r["program_ops"] or [])
+            k_us, t_us = (f"{r[k]:.1f}" if r.get(k) is not None else "-"
+                          for k in ("kernel_us", "torch_us"))
             lines.append(
                 f"| {r['region']} | {r['torch_calls']} | {ops} | {r['ugraph_from']} | "
-                f"{r['ugraph_kernels']} | {r['runs_on']} | {r['reason'][:120]} |"
+                f"{r['ugraph_kernels']} | {k_us} | {t_us} | {r['runs_on']} | {r['reason'][:120]} |"
             )
         for r in b.get("regions", []):
             if r["kernels"]:

@@ -328,6 +328,7 @@ def compile_region(
     report.validation = str(rep)
     if not rep.ok:
         return fallback(f"kernel failed validation against the program: {rep}", tr)
+    report.kernels = kernel.summary()  # (kept when it loses to torch below: says what lost)
     region = Region(gm, report, tr, kernel)
     with torch.no_grad():
         got = region.run_kernel(*args)
@@ -353,7 +354,6 @@ def compile_region(
             return fallback(f"its kernel measured {report.kernel_us:.1f} µs against torch's "
                             f"{report.torch_us:.1f} µs on this GPU ({report.timing})", tr)
     report.runs_on = "kernel"
-    report.kernels = kernel.summary()
     report.seconds["gpu_setup"] = time.monotonic() - t
     report.seconds["total"] = time.monotonic() - t0
     return region
