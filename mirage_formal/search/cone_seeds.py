@@ -40,6 +40,11 @@ from mirage_formal.search.seeds import lifted_candidates
 
 #: joined candidates at most: each cone's cheapest choice, and each cone's cheapest lift
 MAX_CONE_SEEDS = 2
+#: loop lifts per cone compared by estimate (only the join is verified, so more than a
+#: program's own :data:`~mirage_formal.search.loop_seeds.MAX_LOOP_SEEDS`): a projection cone
+#: at batch 8 has lifts over its contraction under four choices of split dimensions before
+#: the one over its heads that splits only the columns (decoder_post_attention's Wo)
+CONE_LOOP_LIFTS = 12
 
 
 def output_cones(program: KernelGraph) -> list[tuple[Node, KernelGraph, dict[Node, Node]]]:
@@ -94,7 +99,8 @@ def cone_joined_candidates(program: KernelGraph, cfg: SearchConfig,
     choices: list[tuple[list[tuple[KernelGraph, float]], tuple[KernelGraph, float]]] = []
     for _, cone, _ in cones:
         lifts = [c for g in (*loop_lifted_candidates(cone, cfg.grid_sizes, cfg.forloop,
-                                                     cfg.max_grid_axes, cfg.threads),
+                                                     cfg.max_grid_axes, cfg.threads,
+                                                     limit=CONE_LOOP_LIFTS),
                              *lifted_candidates(cone, cfg.grid_sizes, cfg.max_grid_axes, cfg.threads))
                  if (c := cheapest(g)) is not None]
         lowering = cheapest(cone)

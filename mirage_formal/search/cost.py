@@ -28,9 +28,11 @@ machine without a GPU; codegen replaces it with measured time where a GPU exists
   with a long loop is not ranked as if it had to run on few SMs.
 - *segments*: DRAM moves ``dram_segment`` (64) bytes at a time, so a first read whose tile's
   contiguous runs (:func:`contiguous_run`) are shorter is charged ``dram_segment / run`` times
-  its bytes; size variants of one estimate are told apart by :func:`dram_segments` (the
-  search's tie-break, ``state.ranked_variants``), and a cone's choices within 1% of each other
-  likewise (:func:`near_cheapest`, ``search.cone_seeds``).
+  its bytes.
+- *ties*: size variants of one estimate are told apart by :func:`tie_key` (fewer bytes read
+  again by blocks that replicate an input, then fewer DRAM segments; the search's tie-break,
+  ``state.ranked_variants``), and a cone's choices within 1% of each other likewise
+  (:func:`near_cheapest`, ``search.cone_seeds``).
 - *L2 re-reads* are capped per resident block at ``L2_BLOCK_RATIO`` (4) times the DRAM cap
   ``bw_per_block`` (shorter latency, the same loads in flight), not at the DRAM cap.
 - *pipelining*: when a loop iteration's loads (``stage_bytes``) exceed ``PIPELINE_STAGE_MAX``
@@ -264,25 +266,58 @@ def contiguous_run(tile: tuple[int, ...], full: tuple[int, ...], itemsize: int) 
 RUN_CAP = 256
 
 
-def dram_segments(graph: KernelGraph) -> float:
-    """How many contiguous runs of up to :data:`RUN_CAP` bytes the graph-defined kernels of
-    ``graph`` read, over every iterator of every kernel: the search's tie-break between
-    candidates of about one estimate (fewer is better; ``state.ranked_variants``,
-    :func:`near_cheapest`). Measured on the H200 (s45 c3), the same per-head projections at
-    one estimate: 1 head x 128 columns a block (256-byte runs) 42.9 µs, 2 x 64 (128 bytes)
-    44.6, 8 x 16 (32 bytes) 61."""
-    total = 0.0
+def _iterator_reads(graph: KernelGraph) -> list[tuple[int, int, int]]:
+    """(input bytes, contiguous run in bytes, blocks that read each element) of every distinct
+    input of every graph-defined kernel of ``graph``, on the views the cost model costs
+    (``ir.flatten.flat_rows``)."""
+    out = []
     for n in graph.nodes:
         if n.op != KERNEL_OP:
             continue
         g = n.attr("graph")
         bg = flat_rows(g) or g
+        seen: set[int] = set()
         for it in bg.nodes:
-            if it.op == ITER:
+            if it.op == ITER and it.attr("input") not in seen:
+                seen.add(it.attr("input"))
                 shape, dt = bg.inputs[it.attr("input")]
-                run = contiguous_run(it.shape, shape, dt.itemsize)
-                total += math.prod(shape) * dt.itemsize / min(run, RUN_CAP)
-    return total
+                rep = math.prod(s for s, m in zip(bg.grid, it.attr("imap"), strict=True) if m == -1)
+                out.append((math.prod(shape) * dt.itemsize,
+                            contiguous_run(it.shape, shape, dt.itemsize), rep))
+    return out
+
+
+def dram_segments(graph: KernelGraph) -> float:
+    """How many contiguous runs of up to :data:`RUN_CAP` bytes the graph-defined kernels of
+    ``graph`` read, each input once: the second part of :func:`tie_key`. Measured on the H200
+    (s45 c3), the same per-head projections at one estimate: 1 head x 128 columns a block
+    (256-byte runs) 42.9 µs, 2 x 64 (128 bytes) 44.6, 8 x 16 (32 bytes) 61."""
+    return sum(size / min(run, RUN_CAP) for size, run, _ in _iterator_reads(graph))
+
+
+#: inputs of at most this many bytes (2% of an H100's or H200's L2) are left out of
+#: :func:`reread_bytes`: their re-reads are L2 hits under any schedule
+REREAD_MIN_BYTES = 1 << 20
+
+
+def reread_bytes(graph: KernelGraph) -> float:
+    """Bytes the graph-defined kernels of ``graph`` read again from inputs larger than
+    :data:`REREAD_MIN_BYTES`: an input that ``r`` blocks each read (a grid axis its ``imap``
+    leaves at -1) is read ``r - 1`` more times. The model charges those at L2 bandwidth, and
+    they do not always come from L2: the decoder layer's q/k/v projections at batch 8 split
+    the batch over two blocks that each read the whole 33.5 MB weight, and the layer took 391
+    µs (s46 c2, c4) against 348 with the batch whole in each block (s45 c5), at one
+    estimate."""
+    return float(sum(size * (rep - 1) for size, _, rep in _iterator_reads(graph)
+                     if size > REREAD_MIN_BYTES))
+
+
+def tie_key(graph: KernelGraph) -> tuple[float, float]:
+    """How the search orders candidates the model cannot tell apart (size variants of one
+    estimate, ``state.ranked_variants``; a cone's choices within :data:`NEAR_TIE`,
+    :func:`near_cheapest`): fewer bytes read again (:func:`reread_bytes`), then fewer DRAM
+    segments (:func:`dram_segments`)."""
+    return reread_bytes(graph), dram_segments(graph)
 
 
 #: estimates within this fraction of the cheapest are a tie for :func:`near_cheapest` (the
@@ -292,13 +327,13 @@ NEAR_TIE = 0.01
 
 def near_cheapest(cands: Sequence[tuple[KernelGraph, float]]) -> int:
     """The index of the candidate (graph, estimated seconds) to take as the cheapest: of
-    those within :data:`NEAR_TIE` of the lowest estimate, the one that reads the fewest DRAM
-    segments (:func:`dram_segments`), the earliest on a tie. -1 for none."""
+    those within :data:`NEAR_TIE` of the lowest estimate, the first by :func:`tie_key`, the
+    earliest on a tie. -1 for none."""
     if not cands:
         return -1
     low = min(sec for _, sec in cands) * (1 + NEAR_TIE)
     near = [i for i, (_, sec) in enumerate(cands) if sec <= low]
-    return min(near, key=lambda i: (dram_segments(cands[i][0]), i))
+    return min(near, key=lambda i: (tie_key(cands[i][0]), i))
 
 
 def stage_bytes(bg: BlockGraph) -> int:

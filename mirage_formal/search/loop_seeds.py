@@ -315,11 +315,12 @@ def loop_lift(program: KernelGraph, dv: DimVars, r: int, grid_vars: Sequence[int
 
 
 def loop_lifted_candidates(program: KernelGraph, grid_sizes: Sequence[int], forloops: Sequence[int],
-                           max_grid_axes: int = 3, threads: int = 128) -> list[KernelGraph]:
-    """Up to :data:`MAX_LOOP_SEEDS` loop lifts of ``program``: per loop class (largest first),
-    per choice of split classes (most first), at the smallest grid sizes and loop range of the
-    space that divide (the search's variant expansion tries the others); none when nothing
-    can be walked."""
+                           max_grid_axes: int = 3, threads: int = 128,
+                           limit: int = MAX_LOOP_SEEDS) -> list[KernelGraph]:
+    """Up to ``limit`` loop lifts of ``program``: per loop class (largest first), per choice
+    of split classes (most first), at the smallest grid sizes and loop range of the space that
+    divide (the search's variant expansion tries the others); none when nothing can be
+    walked."""
     try:
         dv = DimVars(program)
     except Unliftable:
@@ -340,6 +341,6 @@ def loop_lifted_candidates(program: KernelGraph, grid_sizes: Sequence[int], forl
                     out.append(loop_lift(program, dv, r, combo, grid, loops[0], threads))
                 except (Unliftable, GraphError):
                     continue
-                if len(out) >= MAX_LOOP_SEEDS:
+                if len(out) >= limit:
                     return out
     return out

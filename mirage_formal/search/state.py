@@ -24,7 +24,7 @@ from mirage_formal.ir.graph import KERNEL_OP, KernelGraph
 from mirage_formal.ir.node import Node
 from mirage_formal.search.canon import structure_key
 from mirage_formal.search.config import SearchConfig
-from mirage_formal.search.cost import Cost, dram_segments, estimate, input_cost, smem_bytes
+from mirage_formal.search.cost import Cost, estimate, input_cost, smem_bytes, tie_key
 from mirage_formal.search.protocols import Checker, Pruner
 from mirage_formal.search.space import Enumerator, Stats, Stop, size_variants
 
@@ -154,7 +154,8 @@ def ranked_variants(cfg: SearchConfig, rep: KernelGraph, stats: Stats | None = N
     """The size variants of ``rep`` (``space.size_variants``: every grid size and loop range of
     the space ``cfg``; with ``radius``, only those near ``rep``'s own sizes, ``rep`` left
     out) that fit in shared memory, cheapest first by the analytic cost (ties, to the
-    picosecond: fewer DRAM segments read, ``cost.dram_segments``, then the graph key). All
+    picosecond: ``cost.tie_key``, fewer bytes read again then fewer DRAM segments, then the
+    graph key). All
     compute ``rep``'s function; they differ in tiles and blocks only."""
     ranked: list[tuple[float, str, KernelGraph, Cost]] = []
     for v in size_variants(cfg, rep, radius):
@@ -166,12 +167,12 @@ def ranked_variants(cfg: SearchConfig, rep: KernelGraph, stats: Stats | None = N
         ranked.append((round(c.seconds, 12), v.key, v, c))
     ranked.sort(key=lambda r: r[:2])
     out: list[tuple[KernelGraph, Cost]] = []
-    # (the segments only within a run of equal estimates: this ranks every size variant of
+    # (the tie key only within a run of equal estimates: this ranks every size variant of
     # every candidate the search ranks)
     for _, run in itertools.groupby(ranked, key=lambda r: r[0]):
         tied = list(run)
         if len(tied) > 1:
-            tied.sort(key=lambda r: (dram_segments(r[2]), r[1]))
+            tied.sort(key=lambda r: (tie_key(r[2]), r[1]))
         out += [(v, c) for *_, v, c in tied]
     return out
 
