@@ -95,6 +95,15 @@ class Tensor:
         return self.graph.op("neg", self)
 
 
+#: what to write instead of an elementwise op of a tensor and a number
+_SCALAR_FORMS = {
+    "add": "; for a number c write g.add_scalar(x, c)",
+    "sub": "; for a number c write g.add_scalar(x, -c)",
+    "mul": "; for a number c write g.mul_scalar(x, c)",
+    "div": "; for a number c write g.mul_scalar(x, 1 / c)",
+}
+
+
 class _Builder:
     level: str
 
@@ -108,16 +117,35 @@ class _Builder:
             )
         return t.node
 
-    def op(self, name: str, *args: Tensor, **attrs: Any) -> Tensor:
-        """Apply registry op ``name`` to tensors of this graph."""
-        srcs = [self._node(a, name) for a in args]
+    def op(self, name: str, *args: Any, **attrs: Any) -> Tensor:
+        """Apply registry op ``name`` to tensors of this graph: its tensor operands first, then
+        (positionally or by keyword) its attributes in the registry's order, e.g.
+        ``g.add_scalar(x, 1e-6)`` or ``g.sum(x, -1, True)``."""
+        n = next((i for i, a in enumerate(args) if not isinstance(a, Tensor)), len(args))
+        srcs = [self._node(a, name) for a in args[:n]]
+        extra = args[n:]
+        if extra:
+            d = REGISTRY.get(name)
+            names = [a.name for a in d.attrs] if d is not None else []
+            usage = (f"its tensor operands first, then its attributes {names} in that order "
+                     f"(e.g. g.{name}(x, {names[0]}=...))" if names else
+                     "tensor operands only (it has no attributes)")
+            if len(extra) > len(names) or any(isinstance(a, Tensor) for a in extra):
+                hint = _SCALAR_FORMS.get(name, "") if not names else ""
+                raise GraphError(f"{name}: got {len(srcs)} tensor(s) and then {extra!r}; it takes "
+                                 + usage + hint)
+            for k, v in zip(names, extra, strict=False):
+                if k in attrs:
+                    raise GraphError(f"{name}: attribute {k!r} given twice (positionally and "
+                                     "by keyword)")
+                attrs[k] = v
         return Tensor(self, make_op(name, srcs, attrs, self.level))
 
     def __getattr__(self, name: str) -> Callable[..., Tensor]:
         if name.startswith("_") or name not in REGISTRY:
             raise AttributeError(name)
 
-        def apply(*args: Tensor, **attrs: Any) -> Tensor:
+        def apply(*args: Any, **attrs: Any) -> Tensor:
             return self.op(name, *args, **attrs)
 
         apply.__name__ = name

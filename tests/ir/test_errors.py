@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import mirage_formal as mf
@@ -114,3 +116,43 @@ def test_no_outputs_and_dtype_errors() -> None:
         g.input((4,), "int8", "y")
     with pytest.raises(mf.GraphError, match="already used"):
         g.input((4,), "f16", "x")
+
+
+def _sample_attrs(op: str) -> dict[str, object]:
+    from mirage_formal.ir.ops import REGISTRY
+
+    sample = {float: 0.25, int: -1, bool: False, str: None}
+    return {a.name: a.choices[0] if a.choices else sample[a.kind] if a.default is None
+            else a.default for a in REGISTRY[op].attrs}
+
+
+def _kernel_ops_with_attrs() -> list[str]:
+    from mirage_formal.ir.ops import KERNEL, REGISTRY
+
+    return sorted(n for n, d in REGISTRY.items() if d.attrs and KERNEL in d.levels)
+
+
+@pytest.mark.parametrize("op", _kernel_ops_with_attrs())
+def test_attributes_can_follow_the_operands_positionally(op: str) -> None:
+    """``g.add_scalar(x, 1e-6)`` is ``g.add_scalar(x, scalar=1e-6)``: after an op's tensor
+    operands, its attributes in the registry's order (every kernel-level op with attributes)."""
+    g = mf.Graph()
+    x = g.input((4, 8), "f32", "x")
+    attrs = _sample_attrs(op)
+    by_name = getattr(g, op)(x, **attrs)
+    by_position = getattr(g, op)(x, *attrs.values())
+    assert by_position.node.attr_dict == by_name.node.attr_dict
+    first = next(iter(attrs))
+    with pytest.raises(mf.GraphError, match=f"'{first}' given twice"):
+        getattr(g, op)(x, attrs[first], **{first: attrs[first]})
+    with pytest.raises(mf.GraphError, match=f"its attributes \\[.*'{first}'"):
+        getattr(g, op)(x, *attrs.values(), 0.5)
+
+
+@pytest.mark.parametrize(("op", "instead"), [("add", "add_scalar(x, c)"), ("sub", "add_scalar(x, -c)"),
+                                            ("mul", "mul_scalar(x, c)"), ("div", "mul_scalar(x, 1 / c)")])
+def test_an_elementwise_op_of_a_number_names_the_scalar_op(op: str, instead: str) -> None:
+    g = mf.Graph()
+    x = g.input((4, 8), "f32", "x")
+    with pytest.raises(mf.GraphError, match=f"tensor operands only.*write g.{re.escape(instead)}"):
+        getattr(g, op)(x, 2.0)
