@@ -831,6 +831,38 @@ def mlp_down_cut_joins(case: tuple[int, int, int, str, bool]) -> tuple[KernelGra
     return prog, cut_joined_candidates(prog, cfg, e._cheapest)
 
 
+#: (rows, d, n, dtype) of :func:`layer_norm_program`: decode and a few prefill rows, fp16 and
+#: fp32, a small and a GPT-2-sized width
+LAYER_NORM_CASES = [(4, 2048, 2048, "f16"), (1, 768, 3072, "f16"), (16, 512, 256, "f32")]
+
+
+def layer_norm_program(rows: int, d: int, n: int, dt: str) -> KernelGraph:
+    """A layer norm with a gain, then a projection: ``((x - mean) * rsqrt(var + eps)) * g ·
+    W``. Its centring keeps the loop lifts from walking the projection's k
+    (``search.loop_seeds``), so its cut joins (``search.cone_seeds``) carry it."""
+    g = mf.Graph()
+    x = g.input((rows, d), dt, "x")
+    gain = g.input((d,), dt, "gain")
+    w = g.input((d, n), dt, "w")
+    c = g.sub(x, g.mean(x, axis=-1, keepdims=True))
+    var = g.mean(g.square(c), axis=-1, keepdims=True)
+    g.output(g.matmul(g.mul(g.mul(c, g.rsqrt(g.add_scalar(var, 1e-5))), gain), w))
+    return g.build()
+
+
+def layer_norm_cut_joins(case: tuple[int, int, int, str]) -> tuple[KernelGraph, list[KernelGraph]]:
+    """The program of a :data:`LAYER_NORM_CASES` case and its cut joins, each cone at its
+    cheapest size."""
+    from mirage_formal.optimize import make_config
+    from mirage_formal.search.cone_seeds import cut_joined_candidates
+    from mirage_formal.search.space import Enumerator, Stats
+
+    prog = layer_norm_program(*case)
+    cfg = make_config(prog, None)
+    e = Enumerator(prog, cfg, lambda *a: True, lambda g: None, lambda: None, Stats())
+    return prog, cut_joined_candidates(prog, cfg, e._cheapest)
+
+
 @st.composite
 def product_chain_programs(draw: Any) -> KernelGraph:
     """Two products in a row, ``(pre(X·W1))·W2 (+ R)``: activations of 1-8 rows as 2-D or

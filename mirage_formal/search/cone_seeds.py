@@ -11,15 +11,15 @@ The *cone* of output ``o`` is the sub-program that computes ``o`` from the progr
 from the earlier outputs that ``o`` reads (those become inputs of the cone: q·K reads q, it does
 not compute it again). Values the cones share that are not outputs (the normed activation) are
 computed by each cone that reads them, as a fused kernel would. For every cone the cheapest
-(by the cost model; within 1% of it, the one that reads the fewest DRAM segments) of its
+(by the cost model; within 1% of it, the first by ``cost.tie_key``) of its
 lifts, loop lifts and its own direct lowering is chosen, and the chosen μGraphs are joined
 into one kernel graph of the whole program: the cones' inputs are bound to the program's
 inputs and to the earlier cones' results, and kernels two cones share (the same node: nodes
 are interned) appear once. A second join takes each cone's cheapest lift where it has one.
 Joins are ordinary candidates (size variants, verification against the program), like the
 loop seeds; a join estimated slower than the program's lowering is not verified
-(``state.py``). *Cut joins* (:func:`cut_joined_candidates`) apply the same to a chain of
-products, cut where the second reads the first.
+(``state.py``). *Cut joins* (:func:`cut_joined_candidates`) apply the same to a product whose
+operand comes from a reduction (another product, a layer norm), cut at that operand.
 
 Imports ``ir``, ``search.config``, ``search.cost``, ``search.seeds`` and ``search.loop_seeds``
 only.
@@ -133,10 +133,18 @@ def cone_joined_candidates(program: KernelGraph, cfg: SearchConfig,
 MAX_CUT_SEEDS = 2
 
 
+#: ops whose result reduces a dimension of their operand: a product's operand computed
+#: through one is a cut (:func:`chain_cuts`)
+_REDUCING = ("matmul", "sum", "mean", "rms_norm")
+
+
 def chain_cuts(program: KernelGraph) -> list[Node]:
-    """The tensors at which ``program``'s chains of products can be cut: each matmul operand
-    that is computed (not an input, not already an output) from another matmul's result, in
-    program order. The gated MLP's ``silu(x·Wg) * (x·Wu)`` before its product by Wd is one."""
+    """The tensors at which ``program``'s chains of reductions can be cut: each matmul operand
+    that is computed (not an input, not already an output) from a reduction (another matmul's
+    result, a sum, a mean, an rms_norm), in program order. The gated MLP's ``silu(x·Wg) *
+    (x·Wu)`` before its product by Wd is one; a layer norm's ``(x - mean(x)) * rsqrt(...)``
+    before its projection is another (its centring keeps the loop lifts from walking the
+    projection's k, so its only one-kernel lift holds whole columns of W in each block)."""
     outs = set(program.outputs)
     cuts: list[Node] = []
     for n in program.nodes:
@@ -144,7 +152,7 @@ def chain_cuts(program: KernelGraph) -> list[Node]:
             continue
         for s in n.src:
             if (s.op != INPUT and s not in outs and s not in cuts
-                    and any(m.op == "matmul" for m in s.walk())):
+                    and any(m.op in _REDUCING for m in s.walk())):
                 cuts.append(s)
     return cuts
 

@@ -23,6 +23,7 @@ from graph_strategies import (
     FRAGMENT_FOLD_SCHEDULES,
     GATED_LOOP_CASES,
     GEMV_LOOP_CASES,
+    LAYER_NORM_CASES,
     MATMUL_LOOP_CASES,
     MLP_DOWN_CASES,
     NARROW_VECTOR_CASES,
@@ -42,6 +43,7 @@ from graph_strategies import (
     fold_loop_program,
     gated_a_loop_program,
     gated_loop_program,
+    layer_norm_cut_joins,
     matmul_loop_program,
     mlp_down_cut_joins,
     norm_projection_loop_seeds,
@@ -413,6 +415,25 @@ def test_mlp_down_cut_joins_compile_under_every_tuner_schedule(
     from mirage_formal.codegen.tuning_rules import opening_schedule
 
     _, joins = mlp_down_cut_joins(case)
+    assert joins
+    for g in joins:
+        for la in launches(g, 128):
+            cands = candidate_schedules(la.graph)
+            for sched in {opening_schedule(la.graph), *cands[::2], cands[-1]}:
+                cg = compile_graph(g, arch="sm_90", load=False, cache=cache,
+                                   schedules={la.graph.key: sched})
+                assert _is_cubin(cg.cubin)
+
+
+@pytest.mark.parametrize("case", LAYER_NORM_CASES)
+def test_layer_norm_cut_joins_compile_under_every_tuner_schedule(
+        case: tuple[int, int, int, str], cache: Path) -> None:
+    """A layer norm cut before its projection (``search.cone_seeds``' cut joins: the norm as
+    one row-wise kernel, the projection as a loop lift), each kernel under the opening
+    schedule and a sample of the first round, compiles for sm_90."""
+    from mirage_formal.codegen.tuning_rules import opening_schedule
+
+    _, joins = layer_norm_cut_joins(case)
     assert joins
     for g in joins:
         for la in launches(g, 128):

@@ -20,6 +20,7 @@ from graph_strategies import (
     FRAGMENT_FOLD_SCHEDULES,
     GATED_LOOP_CASES,
     GEMV_LOOP_CASES,
+    LAYER_NORM_CASES,
     MATMUL_LOOP_CASES,
     MLP_DOWN_CASES,
     NARROW_VECTOR_CASES,
@@ -42,6 +43,7 @@ from graph_strategies import (
     gated_a_loop_program,
     gated_loop_program,
     kernel_programs,
+    layer_norm_cut_joins,
     matmul_loop_program,
     mlp_down_cut_joins,
     norm_projection_loop_seeds,
@@ -407,6 +409,20 @@ def test_mlp_down_cut_joins_validate_under_every_tuner_schedule(
     """A decode MLP's second half cut before its down projection: each kernel of its cut
     joins under the opening schedule and every first-round schedule computes the program."""
     prog, joins = mlp_down_cut_joins(case)
+    assert joins
+    for g in joins:
+        for la in launches(g, 128):
+            for sched in {opening_schedule(la.graph), *candidate_schedules(la.graph)}:
+                rep = validate(compile_graph(g, schedules={la.graph.key: sched}), prog, trials=2)
+                assert rep.ok, f"{sched.short()}: {rep}"
+
+
+@pytest.mark.parametrize("case", LAYER_NORM_CASES)
+def test_layer_norm_cut_joins_validate_under_every_tuner_schedule(
+        case: tuple[int, int, int, str]) -> None:
+    """A layer norm cut before its projection: each kernel of its cut joins under the opening
+    schedule and every first-round schedule computes the program."""
+    prog, joins = layer_norm_cut_joins(case)
     assert joins
     for g in joins:
         for la in launches(g, 128):

@@ -28,6 +28,7 @@ from tests.graph_strategies import (
     SEED_GRIDS,
     assert_computes_program,
     kernel_programs,
+    layer_norm_program,
     mlp_down_cut_joins,
     mlp_down_program,
     product_chain_programs,
@@ -304,3 +305,29 @@ def test_reread_bytes_leave_out_inputs_that_stay_in_l2(monkeypatch: Any) -> None
     assert all(cost.reread_bytes(g) == 0 for g in split)
     monkeypatch.setattr(cost, "REREAD_MIN_BYTES", 0)
     assert all(cost.reread_bytes(g) >= weight for g in split)
+
+
+def test_a_layer_norm_is_cut_before_its_projection() -> None:
+    """A layer norm's centring keeps the loop lifts from walking its projection's k (no loop
+    seed), and its one-kernel lift holds whole columns of W (2048 x 8 here, 16-byte rows); cut
+    after the norm, the norm is one small kernel and the projection a loop lift streaming W in
+    wide tiles: two launches estimated well under the lift, computing the program, and a seed
+    of the search (cheaper than every other)."""
+    from mirage_formal.optimize import make_config
+    from mirage_formal.search.cone_seeds import chain_cuts, cut_joined_candidates
+    from mirage_formal.search.seeds import lifted_candidates
+
+    prog = layer_norm_program(4, 2048, 2048, "f16")
+    (cut,) = chain_cuts(prog)
+    assert cut.op == "mul" and cut.shape == (4, 2048)
+    cfg = make_config(prog, None)
+    e = Enumerator(prog, cfg, lambda *a: True, lambda g: None, lambda: None, Stats())
+    joins = cut_joined_candidates(prog, cfg, e._cheapest)
+    assert joins
+    for j in joins:
+        assert_computes_program(prog, j, 7)
+    best = min(e._cheapest(j)[1] for j in joins)  # type: ignore[index]
+    lifts = [c[1] for g in lifted_candidates(prog, cfg.grid_sizes, cfg.max_grid_axes, cfg.threads)
+             if (c := e._cheapest(g)) is not None]
+    assert lifts and best < 0.7 * min(lifts)
+    assert set(joins) <= set(e.loop_seeds())
