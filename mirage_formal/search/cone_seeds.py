@@ -161,7 +161,7 @@ def cut_joined_candidates(program: KernelGraph, cfg: SearchConfig,
                           cheapest: Callable[[KernelGraph], tuple[KernelGraph, float] | None]
                           ) -> list[KernelGraph]:
     """Joins of ``program`` cut at a chain of products (:func:`chain_cuts`): the program with
-    the cut tensor as one more (first) output is cone-joined (:func:`cone_joined_candidates`),
+    the cut tensor as one more output (in program order) is cone-joined (:func:`cone_joined_candidates`),
     and the cut tensor is then dropped from the join's outputs, so that one kernel computes
     it and the next reads it. A single-output program such as a decoder's MLP, ``(silu(g) *
     (h·Wu))·Wd + r``, has no lift of one kernel (two reductions over different dimensions in a
@@ -170,12 +170,17 @@ def cut_joined_candidates(program: KernelGraph, cfg: SearchConfig,
     each cut alone, then every cut at once."""
     cuts = chain_cuts(program)
     tries = [[c] for c in cuts] + ([cuts] if len(cuts) > 1 else [])
+    order = {n: i for i, n in enumerate(program.nodes)}
     out: list[KernelGraph] = []
     for cut in tries:
-        widened = KernelGraph(program.inputs, (*cut, *program.outputs))
+        # (in program order: a cut after an output reads it, as a cone, rather than
+        # computing it again; a layer norm of the residual sum that is itself returned)
+        outs = sorted({*cut, *program.outputs}, key=order.__getitem__)
+        widened = KernelGraph(program.inputs, tuple(outs))
+        at = {n: i for i, n in enumerate(outs)}
         for j in cone_joined_candidates(widened, cfg, cheapest):
             try:
-                g = KernelGraph(program.inputs, j.outputs[len(cut):])
+                g = KernelGraph(program.inputs, tuple(j.outputs[at[o]] for o in program.outputs))
             except GraphError:
                 continue
             if g not in out:
