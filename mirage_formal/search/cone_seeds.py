@@ -48,14 +48,17 @@ CONE_LOOP_LIFTS = 12
 
 
 def output_cones(program: KernelGraph) -> list[tuple[Node, KernelGraph, dict[Node, Node]]]:
-    """Per output of ``program`` (in order; none for a program of one output): the output's
-    program node, its cone (a kernel graph of one output) and the map from the cone's inputs
-    that stand for earlier outputs to those outputs' program nodes. The cone's other inputs
-    are the program's own input nodes. An output listed twice has one cone."""
+    """Per output of ``program`` (in program order, whatever order the outputs are listed in,
+    so that an output's cone reads the outputs it depends on; none for a program of one
+    output): the output's program node, its cone (a kernel graph of one output) and the map
+    from the cone's inputs that stand for earlier outputs to those outputs' program nodes. The
+    cone's other inputs are the program's own input nodes. An output listed twice has one
+    cone."""
     if len(program.outputs) < 2:
         return []
+    order = {n: i for i, n in enumerate(program.nodes)}
     cones: list[tuple[Node, KernelGraph, dict[Node, Node]]] = []
-    for o in dict.fromkeys(program.outputs):
+    for o in sorted(dict.fromkeys(program.outputs), key=order.__getitem__):
         if o.op == INPUT:
             continue
         earlier = {c[0] for c in cones}
@@ -161,7 +164,7 @@ def cut_joined_candidates(program: KernelGraph, cfg: SearchConfig,
                           cheapest: Callable[[KernelGraph], tuple[KernelGraph, float] | None]
                           ) -> list[KernelGraph]:
     """Joins of ``program`` cut at a chain of products (:func:`chain_cuts`): the program with
-    the cut tensor as one more output (in program order) is cone-joined (:func:`cone_joined_candidates`),
+    the cut tensor as one more output is cone-joined (:func:`cone_joined_candidates`),
     and the cut tensor is then dropped from the join's outputs, so that one kernel computes
     it and the next reads it. A single-output program such as a decoder's MLP, ``(silu(g) *
     (h·Wu))·Wd + r``, has no lift of one kernel (two reductions over different dimensions in a
@@ -170,12 +173,11 @@ def cut_joined_candidates(program: KernelGraph, cfg: SearchConfig,
     each cut alone, then every cut at once."""
     cuts = chain_cuts(program)
     tries = [[c] for c in cuts] + ([cuts] if len(cuts) > 1 else [])
-    order = {n: i for i, n in enumerate(program.nodes)}
     out: list[KernelGraph] = []
     for cut in tries:
-        # (in program order: a cut after an output reads it, as a cone, rather than
-        # computing it again; a layer norm of the residual sum that is itself returned)
-        outs = sorted({*cut, *program.outputs}, key=order.__getitem__)
+        # (output_cones takes them in program order: a cut after an output reads it, as a
+        # cone, rather than computing it again; a layer norm of a returned residual sum)
+        outs = list(dict.fromkeys((*cut, *program.outputs)))
         widened = KernelGraph(program.inputs, tuple(outs))
         at = {n: i for i, n in enumerate(outs)}
         for j in cone_joined_candidates(widened, cfg, cheapest):

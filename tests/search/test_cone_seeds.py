@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 
 import mirage_formal as mf
@@ -333,12 +334,13 @@ def test_a_layer_norm_is_cut_before_its_projection() -> None:
     assert set(joins) <= set(e.loop_seeds())
 
 
-def test_a_cut_after_a_returned_value_reads_it_rather_than_computing_it_again() -> None:
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_cut_after_a_returned_value_reads_it_rather_than_computing_it_again(reverse: bool) -> None:
     """A post-attention block that returns its residual sum and the MLP's first activation of
-    the sum's layer norm: cut at the normed value, whose cone comes after the residual's, the
-    join reads the residual from the kernel that returns it; Wo is read by one kernel (the
-    cut once came first and its cone recomputed the projection: a 2-block kernel estimated at
-    128 µs at GPT-2 sizes)."""
+    the sum's layer norm (in either order): cut at the normed value, whose cone comes after
+    the residual's, the join reads the residual from the kernel that returns it; Wo is read
+    by one kernel in every cut join and cone join (the cut once came first and its cone
+    recomputed the projection: a 2-block kernel estimated at 128 µs at GPT-2 sizes)."""
     from mirage_formal.search.cone_seeds import chain_cuts, cut_joined_candidates
 
     g = mf.Graph()
@@ -349,12 +351,14 @@ def test_a_cut_after_a_returned_value_reads_it_rather_than_computing_it_again() 
     r = g.add(x, g.sum(g.matmul(a, wo), axis=-3, keepdims=True))
     c = g.sub(r, g.mean(r, axis=-1, keepdims=True))
     h = g.mul(c, g.rsqrt(g.add_scalar(g.mean(g.square(c), axis=-1, keepdims=True), 1e-5)))
-    g.output(r, g.gelu(g.matmul(h, w1)))
+    outs = [r, g.gelu(g.matmul(h, w1))]
+    g.output(*(outs[::-1] if reverse else outs))
     prog = g.build()
     assert [n.op for n in chain_cuts(prog)] == ["mul"]
     e = Enumerator(prog, SearchConfig(grid_sizes=SEED_GRIDS), lambda *a: True, lambda g: None,
                    lambda: None, Stats())
-    joins = cut_joined_candidates(prog, e.cfg, e._cheapest)
+    joins = [*cut_joined_candidates(prog, e.cfg, e._cheapest),
+             *cone_joined_candidates(prog, e.cfg, e._cheapest)]
     assert joins
     for j in joins:
         assert_computes_program(prog, j, 8)
