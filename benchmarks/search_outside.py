@@ -441,6 +441,42 @@ def prefill_attention_f32(b: int = 1) -> KernelGraph:
     return _prefill_attention(b, "f32")
 
 
+def gpt2_post_attention(b: int = 1) -> KernelGraph:
+    """The middle of a GPT-2 (124M) block at decode: the attention heads' output projection
+    (12 heads of 64, summed) plus the residual, its layer norm (eps 1e-5, gain and bias), and
+    the MLP's first product with its bias through gelu; the residual sum and the activation
+    are returned. A layer norm (not a loop seed: its centring) between two projections, two
+    outputs: cone joins and the cut joins (``search/cone_seeds.py``)."""
+    g = mf.Graph()
+    x = g.input((b, 1, 1, 768), "f16", "X")
+    a = g.input((b, 12, 1, 64), "f16", "Attn")
+    wo = g.input((12, 64, 768), "f16", "Wo")
+    gain = g.input((768,), "f16", "Gain")
+    bias = g.input((768,), "f16", "Bias")
+    w1 = g.input((768, 3072), "f16", "W1")
+    b1 = g.input((3072,), "f16", "B1")
+    r = g.add(x, g.sum(g.matmul(a, wo), axis=-3, keepdims=True))
+    c = g.sub(r, g.mean(r, axis=-1, keepdims=True))
+    var = g.mean(g.square(c), axis=-1, keepdims=True)
+    h = g.add(g.mul(g.mul(c, g.rsqrt(g.add_scalar(var, 1e-5))), gain), bias)
+    g.output(r, g.gelu(g.add(g.matmul(h, w1), b1)))
+    return g.build()
+
+
+def layernorm_gain_projection(b: int = 1) -> KernelGraph:
+    """A layer norm with eps and gain (no bias) before a 2048 x 2048 projection, on 4b rows:
+    its cut join (the norm as one row-wise kernel, the projection a loop lift) against its
+    one-kernel lift of 8-column strips of W."""
+    g = mf.Graph()
+    x = g.input((4 * b, 2048), "f16", "X")
+    gain = g.input((2048,), "f16", "Gain")
+    w = g.input((2048, 2048), "f16", "W")
+    c = g.sub(x, g.mean(x, axis=-1, keepdims=True))
+    var = g.mean(g.square(c), axis=-1, keepdims=True)
+    g.output(g.matmul(g.mul(g.mul(c, g.rsqrt(g.add_scalar(var, 1e-5))), gain), w))
+    return g.build()
+
+
 PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "scaled_attention": scaled_attention, "softcap_attention": softcap_attention,
     "layernorm_matmul": layernorm_matmul,
@@ -461,6 +497,8 @@ PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "decoder_post_attention": decoder_post_attention,
     "decoder_qkv": decoder_qkv,
     "decoder_mlp": decoder_mlp,
+    "gpt2_post_attention": gpt2_post_attention,
+    "layernorm_gain_projection": layernorm_gain_projection,
 }
 
 
