@@ -115,11 +115,12 @@ def const_mod(c: Fraction, m: int) -> int:
     return c.numerator % m * pow(c.denominator % m, -1, m) % m
 
 
-def inverse_mod(x: Array, m: int) -> Array:
-    """Elementwise inverse mod prime m (Fermat); raises ZeroDivisorInTrial on a zero."""
-    x = np.asarray(x, dtype=np.int64)
-    if np.any(x == 0):
-        raise ZeroDivisorInTrial
+#: :func:`inverse_mod` inverts arrays of at most this many elements by Fermat directly
+FERMAT_MAX = 1024
+
+
+def _fermat_inverse(x: Array, m: int) -> Array:
+    """x^(m-2) mod m elementwise: the inverse of every (nonzero) element, ~60 products each."""
     result = np.ones_like(x)
     base = x.copy()
     e = m - 2
@@ -130,6 +131,37 @@ def inverse_mod(x: Array, m: int) -> Array:
         if e:
             base = base * base % m
     return result
+
+
+def inverse_mod(x: Array, m: int) -> Array:
+    """Elementwise inverse mod prime m; raises ZeroDivisorInTrial on a zero.
+
+    Batch inversion (Montgomery's trick, as a tree so that every level is one vectorised
+    product): multiply neighbours pairwise up to at most :data:`FERMAT_MAX` values, invert
+    those by Fermat, and walk back down (the inverse of ``a`` is ``inv(a·b)·b``). About three
+    modular products per element instead of Fermat's ~60 (a sigmoid over 16M elements: 5.4 s
+    a trial side on 2 cores before). Exact: every value is a residue below 2^31, every product
+    below 2^62."""
+    x = np.asarray(x, dtype=np.int64)
+    if np.any(x == 0):
+        raise ZeroDivisorInTrial
+    flat = x.reshape(-1)
+    levels: list[Array] = []
+    cur = flat
+    while cur.size > FERMAT_MAX:
+        if cur.size % 2:
+            cur = np.concatenate([cur, np.ones(1, dtype=np.int64)])
+        levels.append(cur)
+        cur = cur[0::2] * cur[1::2] % m
+    inv = _fermat_inverse(cur, m)
+    while levels:
+        level = levels.pop()
+        inv = inv[:level.size // 2]  # (less the 1 that padded the level above, if any)
+        down = np.empty_like(level)
+        down[0::2] = inv * level[1::2] % m
+        down[1::2] = inv * level[0::2] % m
+        inv = down
+    return inv[:flat.size].reshape(x.shape)
 
 
 #: ``_fold_batches`` leaves a product to numpy's own batch loop when it has at most this many

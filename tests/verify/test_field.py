@@ -177,6 +177,19 @@ def test_random_functions_are_consistent_within_a_trial_and_differ_across() -> N
     assert (s * r % P == 1).all()  # rsqrt is 1 / the same random sqrt
 
 
+@given(st.integers(0, 5000), st.sampled_from([DEFAULT_P, DEFAULT_Q, 7]), st.integers(0, 2**32 - 1))
+def test_batch_inversion_agrees_with_fermat(n: int, m: int, seed: int) -> None:
+    """The tree of pairwise products (``inverse_mod``) gives every element's inverse, for any
+    length (odd levels padded) and modulus, in the input's shape."""
+    from mirage_formal.semantics.field import _fermat_inverse
+
+    x = np.random.default_rng(seed).integers(1, m, size=n, dtype=np.int64)
+    inv = inverse_mod(x.reshape(1, n), m)
+    assert inv.shape == (1, n)
+    assert (inv.reshape(-1) == _fermat_inverse(x, m)).all()
+    assert (inv.reshape(-1) * x % m == 1).all()
+
+
 def test_zero_divisor_is_never_treated_as_one() -> None:
     with pytest.raises(ZeroDivisorInTrial):
         inverse_mod(np.array([3, 0, 5]), P)
