@@ -28,6 +28,11 @@ class ResourceError(MirageError):
     """A data folder (axioms, search presets, device library) cannot be found."""
 
 
+class DeadlinePassed(MirageError):
+    """Work handed a deadline (``set_deadline``: the verifier's trials) stopped because it
+    passed; nothing was decided (a check stopped so is never a pass)."""
+
+
 class CacheWarning(UserWarning):
     """A cache entry (oracle decision, compiled kernel) failed its check and was dropped; the
     result is recomputed, never used."""

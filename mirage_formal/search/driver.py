@@ -258,11 +258,18 @@ def _check_seeds(program: KernelGraph, config: SearchConfig, pruner: Pruner, che
     st = SearchState(program, config, pruner, checker, start=t0, deadline=soft,
                      max_candidates=max_candidates, unit=-1)
     why = None
+    # (here, not in a worker the hard deadline kills: the checker stops its trials at it)
+    set_deadline = getattr(checker, "set_deadline", None)
+    if callable(set_deadline):
+        set_deadline(soft)
     try:
         for g in graphs:
             st.on_candidate(g)
     except Stop as e:
         why = str(e)
+    finally:
+        if callable(set_deadline):
+            set_deadline(None)
     stats.add(st.stats)
     merge_accepted(accepted, st.best())
     return why if why == TIME_STOP else None

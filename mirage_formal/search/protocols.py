@@ -67,6 +67,13 @@ class Chain:
             raise ValueError("Chain needs at least one checker")
         self.checkers = checkers
 
+    def set_deadline(self, deadline: float | None) -> None:
+        """Hand ``deadline`` to every checker of the chain that takes one."""
+        for c in self.checkers:
+            f = getattr(c, "set_deadline", None)
+            if callable(f):
+                f(deadline)
+
     def check(self, candidate: KernelGraph) -> Any:
         verdict: Any = None
         for c in self.checkers:

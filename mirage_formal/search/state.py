@@ -9,7 +9,7 @@ kept with their verdicts and costs, deduplicated by canonical structure (``canon
 variants and commutative swaps of one structure count once, the cheapest kept), and always sorted best-first,
 so :meth:`SearchState.best` answers at any time.
 
-Imports ``ir`` and the rest of ``search`` only.
+Imports ``ir``, ``errors`` and the rest of ``search`` only.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mirage_formal.errors import DeadlinePassed
 from mirage_formal.ir.graph import KERNEL_OP, KernelGraph
 from mirage_formal.ir.node import Node
 from mirage_formal.search.canon import structure_key
@@ -127,7 +128,11 @@ class SearchState:
             raise Stop("candidate budget spent")
         self._check_deadline()
         self.stats.verified += 1
-        verdict = self.checker.check(v)
+        try:
+            verdict = self.checker.check(v)
+        except DeadlinePassed:  # (the checker's trials stopped at the deadline it was handed)
+            self.stats.verified -= 1
+            raise Stop("time budget spent") from None
         if getattr(verdict, "accepted", False):
             self.stats.accepted += 1
             merge_accepted(self.accepted, [Accepted(v, verdict, c, time.monotonic() - self.start, self.unit)])

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from mirage_formal import idle
-from mirage_formal.errors import MirageError
+from mirage_formal.errors import DeadlinePassed, MirageError
 from mirage_formal.ir.graph import KernelGraph
 from mirage_formal.semantics.evaluate import evaluate
 from mirage_formal.semantics.field import (
@@ -75,6 +75,7 @@ MAX_TRIALS_AT_ONCE = 4
 
 class VerifyError(MirageError):
     """The reference and candidate cannot be compared (or the reference is out of class)."""
+
 
 
 class _Trial:
@@ -185,6 +186,14 @@ class Verifier:
         self._trials: list[_Trial] = []
         self._ref_float: list[np.ndarray] | None = None
         self._float_inputs: dict[str, np.ndarray] | None = None
+        self._deadline: float | None = None
+
+    def set_deadline(self, deadline: float | None) -> None:
+        """A ``time.monotonic()`` instant past which :meth:`check` begins no further trial and
+        raises :class:`~mirage_formal.errors.DeadlinePassed` (None: no deadline). The search hands it its
+        budget, so that a candidate whose trials take long (tens of millions of elements)
+        does not hold the search past it; a check stopped so is never a pass."""
+        self._deadline = deadline
 
     def twin(self) -> Verifier:
         """A verifier of the same reference with the same settings and seed (so the same
@@ -323,6 +332,9 @@ class Verifier:
         ahead: dict[int, Any] = {}  # trial index -> the candidate's outputs, or the exception
         while used < run:
             if index not in ahead:
+                if self._deadline is not None and time.monotonic() > self._deadline:
+                    raise DeadlinePassed(f"verification of {candidate.key} stopped after "
+                                               f"{used} trial(s): the deadline passed")
                 ahead = self._evaluate_ahead(candidate, index, run - used)
             tr = self._trial(index)
             index += 1

@@ -376,3 +376,44 @@ def test_an_output_other_kernels_read_can_come_from_a_fused_kernel(f64_checker: 
     read = [a.graph for a in r.accepted if len(a.graph.kernels) < len(prog.kernels)
             and any(a.graph.outputs[0] in n.src for n in a.graph.kernels)]
     assert read, [str(a.graph) for a in r.accepted]
+
+
+def test_the_seeds_checked_here_stop_at_the_deadline_handed_to_the_checker(f64_checker: Any) -> None:
+    """The lifted seeds are checked in this process, where no hard deadline kills a check:
+    ``run_search`` hands the checker its deadline (``set_deadline``, through a Chain), a check
+    that passes it raises DeadlinePassed, and the search ends within its budget with that
+    candidate unaccepted ("time budget spent"); the deadline is taken back afterwards."""
+    import time
+
+    from mirage_formal.errors import DeadlinePassed
+    from mirage_formal.search import Chain
+
+    prog = tiny_rmsnorm()
+
+    class Slow:
+        """A check that takes 0.2 s a trial, ten trials, stopping between them at its deadline."""
+
+        def __init__(self) -> None:
+            self.deadline: float | None = None
+            self.seen: list[float | None] = []
+            self.stopped = self.finished = 0
+
+        def set_deadline(self, d: float | None) -> None:
+            self.deadline = d
+            self.seen.append(d)
+
+        def check(self, g: KernelGraph) -> Any:
+            for _ in range(10):
+                if self.deadline is not None and time.monotonic() > self.deadline:
+                    self.stopped += 1
+                    raise DeadlinePassed("past the deadline")
+                time.sleep(0.2)
+            self.finished += 1
+            return type("V", (), {"accepted": True})()
+
+    slow = Slow()
+    r = run_search(prog, norm_cfg(), ExprPruner(prog), Chain(f64_checker(prog), slow),
+                   progress=False, budget_s=1.0)
+    assert slow.stopped >= 1 and slow.finished == 0
+    assert r.stopped == "time budget spent" and not r.accepted
+    assert slow.seen and slow.seen[0] is not None and slow.seen[-1] is None

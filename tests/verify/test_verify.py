@@ -531,3 +531,20 @@ def test_maximum_operands_commute_but_tanh_is_its_own_function() -> None:
     Y = g.input((4, 8), "f16", "Y")
     g.output(g.op("maximum", Y, X), g.op("gelu", X))
     assert verify(ref, g.build(), seed=2).status == REJECTED
+
+
+def test_a_check_past_its_deadline_stops_between_trials_and_never_passes() -> None:
+    """The search hands the verifier its budget (``set_deadline``): a check that would begin a
+    trial after it raises DeadlinePassed (no verdict); without the deadline the same check
+    passes."""
+    import time
+
+    from mirage_formal.errors import DeadlinePassed
+
+    prog, cand = W.program("rmsnorm", h=256, n=128), W.handwritten("rmsnorm", h=256, n=128)
+    v = Verifier(prog, seed=3)
+    v.set_deadline(time.monotonic() - 1.0)
+    with pytest.raises(DeadlinePassed, match="deadline passed"):
+        v.check(cand)
+    v.set_deadline(None)
+    assert v.check(cand).status == ACCEPTED
