@@ -76,7 +76,11 @@ class _Subgraph(Translator):
         shape, _ = tensor_meta(operand)
         if len(shape) < 2:
             raise TorchOpError(describe(node), "a rank-1 transpose", user_line(node))
-        return self.g.input((*shape[:-2], shape[-1], shape[-2]), program_dtype(operand), "vT")
+        t = self.transposed.get(operand)
+        if t is None:  # (one input per transposed tensor, each named apart: two linears' weights)
+            t = self.transposed[operand] = self.g.input(
+                (*shape[:-2], shape[-1], shape[-2]), program_dtype(operand), f"vT{len(self.transposed)}")
+        return t
 
     def program(self, nodes: Sequence[torch.fx.Node]) -> KernelGraph:
         """The program computing every node of ``nodes`` that is read outside it."""
@@ -159,9 +163,23 @@ def _fits(
         prog = _Subgraph(gm, set(nodes), outside).program(nodes)
     except (TorchOpError, GraphError):
         return max_ops is None or len(nodes) <= max_ops
-    if max_ops is not None and sum(1 for n in prog.nodes if n.op != INPUT) > max_ops:
+    if max_ops is not None and _op_count(prog, nodes) > max_ops:
         return False
     return not prog.outputs or analyze(prog).in_class
+
+
+#: registry ops a layer_norm call adds beyond an rms_norm's one (mean, sub, square, mean,
+#: add_scalar, rsqrt, mul against rms_norm): not counted against ``max_ops``
+LAYER_NORM_EXTRA_OPS = 6
+
+
+def _op_count(prog: KernelGraph, nodes: Sequence[torch.fx.Node]) -> int:
+    """The registry ops ``max_ops`` caps: the program's, a layer norm counted as the one op an
+    RMSNorm is (its centring is small row-wise work the search's seeds fuse at once; counted
+    whole, a layer norm with its weight and bias, 9 ops, would fill a region alone and be cut
+    off from the projection it feeds)."""
+    norms = sum(1 for n in nodes if (c := normalize(n)) is not None and c.name == "layer_norm")
+    return sum(1 for n in prog.nodes if n.op != INPUT) - LAYER_NORM_EXTRA_OPS * norms
 
 
 def split_region(

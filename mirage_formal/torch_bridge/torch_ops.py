@@ -61,6 +61,13 @@ _SIGS: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
         ("input", "dim"),
         {"dim": None, "dtype": None, "_stacklevel": 3, "half_to_float": False},
     ),
+    "layer_norm": (
+        "layer_norm",
+        ("input", "normalized_shape", "weight", "bias", "eps"),
+        {"weight": None, "bias": None, "eps": 1e-5, "cudnn_enable": True},
+    ),
+    "rms_norm": ("rms_norm_call", ("input", "normalized_shape", "weight", "eps"),
+                 {"weight": None, "eps": None}),
     "transpose": ("transpose", ("input", "dim0", "dim1"), {}),
     "swapaxes": ("transpose", ("input", "dim0", "dim1"), {}),
     "t": ("t", ("input",), {}),

@@ -22,7 +22,10 @@ sqrt, rsqrt
 ``x ** 2``, square, pow(x, ±0.5)        ``square``, ``sqrt``, ``rsqrt``
 mean / sum over one dim (keepdim)       ``mean`` / ``sum`` with ``axis``, ``keepdims``
 softmax(x, dim)                         ``e = exp(x); e / sum(e, dim, keepdims)``
-``x * rsqrt(mean(x², -1) + eps)``       ``rms_norm(x, eps=eps)``
+``x * rsqrt(mean(x², -1) + eps)``,      ``rms_norm(x, eps=eps)`` (times the weight)
+``F.rms_norm`` / ``nn.RMSNorm``
+``F.layer_norm`` / ``nn.LayerNorm``     ``c = x - mean(x); c * rsqrt(mean(c²) + eps)``
+over the last dimension                 (times the weight, plus the bias)
 casts (``.float()``, ``.to(dtype)``)    nothing: kernels compute in fp32; the backend
                                         casts a region's outputs to torch's dtypes
 contiguous, clone, detach               nothing
@@ -55,7 +58,8 @@ SUPPORTED = (
     "matmul/@/bmm/mm, linear (weight transposed as an input), transpose of an input, "
     "+ - * / of tensors, multiply/divide by a Python scalar, neg, exp, silu, sigmoid, "
     "relu, gelu(approximate='tanh'), sqrt, rsqrt, square/pow 2, mean/sum over one dim, "
-    "softmax, x*rsqrt(mean(x^2)+eps) (RMSNorm), dtype casts, contiguous/clone"
+    "softmax, x*rsqrt(mean(x^2)+eps) and F.rms_norm (RMSNorm), F.layer_norm over the last "
+    "dimension, dtype casts, contiguous/clone"
 )
 
 _DTYPES = {
@@ -339,6 +343,39 @@ class Translator:
             raise _error(node, "softmax needs an explicit dim")
         e = self.g.exp(self.value(x, node))
         return self.g.div(e, self.g.sum(e, axis=dim, keepdims=True))
+
+    def _normalized_last(self, node: torch.fx.Node, c: Call) -> Tensor:
+        """The operand of a layer_norm / rms_norm call that normalises its last dimension."""
+        x, shape = c.args[0], c.args[1]
+        dims = tuple(shape) if isinstance(shape, (list, tuple, torch.Size)) else (shape,)
+        xs = tensor_meta(x)[0] if isinstance(x, torch.fx.Node) else ()
+        if len(dims) != 1 or not xs or int(dims[0]) != xs[-1]:
+            raise _error(node, f"{c.name} over normalized_shape={list(dims)} is not captured; "
+                               "normalise the last dimension only")
+        return self.value(x, node)
+
+    def _scaled(self, node: torch.fx.Node, y: Tensor, weight: Any, bias: Any = None) -> Tensor:
+        if weight is not None:
+            y = self.g.mul(y, self.value(weight, node))
+        if bias is not None:
+            y = self.g.add(y, self.value(bias, node))
+        return y
+
+    def _op_layer_norm(self, node: torch.fx.Node, c: Call) -> Tensor:
+        x = self._normalized_last(node, c)
+        _, _, weight, bias, eps = c.args
+        mu = self.g.mean(x, axis=-1, keepdims=True)
+        centred = self.g.sub(x, mu)
+        var = self.g.mean(self.g.square(centred), axis=-1, keepdims=True)
+        y = self.g.mul(centred, self.g.rsqrt(self.g.add_scalar(var, scalar=_scalar(eps, node))))
+        return self._scaled(node, y, weight, bias)
+
+    def _op_rms_norm_call(self, node: torch.fx.Node, c: Call) -> Tensor:
+        x = self._normalized_last(node, c)
+        _, _, weight, eps = c.args
+        if eps is None:  # (torch's default: the machine epsilon of the input's dtype)
+            eps = torch.finfo(tensor_meta(c.args[0])[1]).eps
+        return self._scaled(node, self.g.rms_norm(x, eps=_scalar(eps, node)), weight)
 
     # ------------------------------------------------------------ RMSNorm
     def _rms_norm(self, node: torch.fx.Node, c: Call) -> Tensor | None:

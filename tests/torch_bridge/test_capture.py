@@ -93,6 +93,15 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
         lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w,
         (d(4, 16), d(16)),
     ),
+    "norm_calls": (
+        lambda x, w, b: (
+            F.layer_norm(x, (16,), w, b, 1e-5),
+            F.layer_norm(x, [16]),
+            F.rms_norm(x, (16,), w, 1e-6),
+            F.rms_norm(x, [16]),
+        ),
+        (d(4, 16), d(16), d(16)),
+    ),
 }
 
 
@@ -115,6 +124,35 @@ def test_op_mapping_details() -> None:
     cap = check(fn, *args)
     assert [n.attr("name") for n in cap.program.inputs] == ["x", "w.T", "b"]
     assert cap.inputs["w.T"].transposed and cap.program.inputs[1].shape == (8, 5)
+
+
+class NormedProjection(nn.Module):
+    """A GPT-style layer norm before a projection, and a Llama-style RMSNorm module."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ln = nn.LayerNorm(16)
+        self.rms = nn.RMSNorm(16, eps=1e-6)
+        self.proj = nn.Linear(16, 8)
+
+    def forward(self, x: Any) -> Any:
+        return self.proj(self.ln(x)), self.rms(x)
+
+
+def test_norm_modules_become_registry_ops() -> None:
+    m = NormedProjection().double()
+    with torch.no_grad():
+        m.ln.weight.normal_()
+        m.ln.bias.normal_()
+        m.rms.weight.normal_()
+    cap = check(m, d(2, 3, 16))
+    ops = [n.op for n in cap.program.nodes if n.op != "input"]
+    assert ops.count("mean") == 2 and "rsqrt" in ops and "rms_norm" in ops
+    assert next(n for n in cap.program.nodes if n.op == "rms_norm").attr("eps") == 1e-6
+    assert next(n for n in cap.program.nodes if n.op == "add_scalar").attr("scalar") == 1e-5
+    assert set(cap.parameters.values()) >= {"ln.weight", "ln.bias", "rms.weight"}
+    with pytest.raises(TorchOpError, match="normalise the last dimension only"):
+        mf.from_torch(lambda x: F.layer_norm(x, (3, 16)), d(2, 3, 16))
 
 
 class Block(nn.Module):
