@@ -863,6 +863,22 @@ def layer_norm_cut_joins(case: tuple[int, int, int, str]) -> tuple[KernelGraph, 
     return prog, cut_joined_candidates(prog, cfg, e._cheapest)
 
 
+#: the cut joins the GPU tests and CI's compile tests cover: (family, case) of a decode MLP's
+#: second half (:data:`MLP_DOWN_CASES`) and of a layer norm before its projection
+#: (:data:`LAYER_NORM_CASES`)
+CUT_JOIN_CASES: list[tuple[str, tuple[Any, ...]]] = [
+    *(("mlp_down", c) for c in MLP_DOWN_CASES), *(("layer_norm", c) for c in LAYER_NORM_CASES)]
+
+
+def cut_join_case(family: str, case: tuple[Any, ...]) -> tuple[KernelGraph, list[KernelGraph]]:
+    """The program of a :data:`CUT_JOIN_CASES` entry and its cut joins."""
+    if family == "mlp_down":
+        rows, k, n, dt, residual = case
+        return mlp_down_cut_joins((rows, k, n, dt, residual))
+    rows, d, n, dt = case
+    return layer_norm_cut_joins((rows, d, n, dt))
+
+
 @st.composite
 def product_chain_programs(draw: Any) -> KernelGraph:
     """Two products in a row, ``(pre(X·W1))·W2 (+ R)``: activations of 1-8 rows as 2-D or

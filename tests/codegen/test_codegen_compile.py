@@ -18,14 +18,13 @@ import pytest
 from graph_strategies import (
     A_OP_SCHEDULES,
     CHAIN_CASES,
+    CUT_JOIN_CASES,
     ELEMENTWISE_LOOP_CASES,
     FOLD_LOOP_CASES,
     FRAGMENT_FOLD_SCHEDULES,
     GATED_LOOP_CASES,
     GEMV_LOOP_CASES,
-    LAYER_NORM_CASES,
     MATMUL_LOOP_CASES,
-    MLP_DOWN_CASES,
     NARROW_VECTOR_CASES,
     NORM_CHAIN_CASES,
     NORM_PROJECTION_CASES,
@@ -39,13 +38,12 @@ from graph_strategies import (
     block_programs,
     chained_matmul_program,
     counted_ring_cases,
+    cut_join_case,
     elementwise_loop_program,
     fold_loop_program,
     gated_a_loop_program,
     gated_loop_program,
-    layer_norm_cut_joins,
     matmul_loop_program,
-    mlp_down_cut_joins,
     norm_projection_loop_seeds,
     one_barrier_cases,
     product_program,
@@ -405,35 +403,18 @@ def test_norm_projection_loop_seeds_compile_under_every_tuner_schedule(
                 assert _is_cubin(cg.cubin)
 
 
-@pytest.mark.parametrize("case", MLP_DOWN_CASES)
-def test_mlp_down_cut_joins_compile_under_every_tuner_schedule(
-        case: tuple[int, int, int, str, bool], cache: Path) -> None:
-    """A decode MLP's second half cut before its down projection (``search.cone_seeds``' cut
-    joins: one kernel for silu(gate) times h·Wu, one for the down product and the residual),
-    each kernel at the size the GPU stage tunes first: the opening schedule and a sample of
-    the first round (every other one and the last) compile for sm_90."""
+@pytest.mark.parametrize(("family", "case"), CUT_JOIN_CASES)
+def test_cut_joins_compile_under_every_tuner_schedule(
+        family: str, case: tuple[Any, ...], cache: Path) -> None:
+    """Cut joins (``search.cone_seeds``): a decode MLP's second half cut before its down
+    projection (one kernel for silu(gate) times h·Wu, one for the down product and the
+    residual), and a layer norm cut before its projection (the norm as one row-wise kernel,
+    the projection a loop lift). Each kernel at the size the GPU stage tunes first, under the
+    opening schedule and a sample of the first round (every other one and the last),
+    compiles for sm_90."""
     from mirage_formal.codegen.tuning_rules import opening_schedule
 
-    _, joins = mlp_down_cut_joins(case)
-    assert joins
-    for g in joins:
-        for la in launches(g, 128):
-            cands = candidate_schedules(la.graph)
-            for sched in {opening_schedule(la.graph), *cands[::2], cands[-1]}:
-                cg = compile_graph(g, arch="sm_90", load=False, cache=cache,
-                                   schedules={la.graph.key: sched})
-                assert _is_cubin(cg.cubin)
-
-
-@pytest.mark.parametrize("case", LAYER_NORM_CASES)
-def test_layer_norm_cut_joins_compile_under_every_tuner_schedule(
-        case: tuple[int, int, int, str], cache: Path) -> None:
-    """A layer norm cut before its projection (``search.cone_seeds``' cut joins: the norm as
-    one row-wise kernel, the projection as a loop lift), each kernel under the opening
-    schedule and a sample of the first round, compiles for sm_90."""
-    from mirage_formal.codegen.tuning_rules import opening_schedule
-
-    _, joins = layer_norm_cut_joins(case)
+    _, joins = cut_join_case(family, case)
     assert joins
     for g in joins:
         for la in launches(g, 128):

@@ -15,14 +15,13 @@ import pytest
 from graph_strategies import (
     A_OP_SCHEDULES,
     CHAIN_CASES,
+    CUT_JOIN_CASES,
     ELEMENTWISE_LOOP_CASES,
     FOLD_LOOP_CASES,
     FRAGMENT_FOLD_SCHEDULES,
     GATED_LOOP_CASES,
     GEMV_LOOP_CASES,
-    LAYER_NORM_CASES,
     MATMUL_LOOP_CASES,
-    MLP_DOWN_CASES,
     NARROW_VECTOR_CASES,
     NORM_CHAIN_CASES,
     NORM_PROJECTION_CASES,
@@ -37,15 +36,14 @@ from graph_strategies import (
     block_programs,
     chained_matmul_program,
     counted_ring_cases,
+    cut_join_case,
     defined_on_positive_inputs,
     elementwise_loop_program,
     fold_loop_program,
     gated_a_loop_program,
     gated_loop_program,
     kernel_programs,
-    layer_norm_cut_joins,
     matmul_loop_program,
-    mlp_down_cut_joins,
     norm_projection_loop_seeds,
     one_barrier_cases,
     product_program,
@@ -403,26 +401,12 @@ def test_norm_projection_loop_seeds_validate_under_every_tuner_schedule(
                 assert rep.ok, f"{sched.short()}: {rep}"
 
 
-@pytest.mark.parametrize("case", MLP_DOWN_CASES)
-def test_mlp_down_cut_joins_validate_under_every_tuner_schedule(
-        case: tuple[int, int, int, str, bool]) -> None:
-    """A decode MLP's second half cut before its down projection: each kernel of its cut
-    joins under the opening schedule and every first-round schedule computes the program."""
-    prog, joins = mlp_down_cut_joins(case)
-    assert joins
-    for g in joins:
-        for la in launches(g, 128):
-            for sched in {opening_schedule(la.graph), *candidate_schedules(la.graph)}:
-                rep = validate(compile_graph(g, schedules={la.graph.key: sched}), prog, trials=2)
-                assert rep.ok, f"{sched.short()}: {rep}"
-
-
-@pytest.mark.parametrize("case", LAYER_NORM_CASES)
-def test_layer_norm_cut_joins_validate_under_every_tuner_schedule(
-        case: tuple[int, int, int, str]) -> None:
-    """A layer norm cut before its projection: each kernel of its cut joins under the opening
-    schedule and every first-round schedule computes the program."""
-    prog, joins = layer_norm_cut_joins(case)
+@pytest.mark.parametrize(("family", "case"), CUT_JOIN_CASES)
+def test_cut_joins_validate_under_every_tuner_schedule(family: str, case: tuple[Any, ...]) -> None:
+    """A decode MLP's second half cut before its down projection, and a layer norm cut before
+    its projection: each kernel of their cut joins under the opening schedule and every
+    first-round schedule computes the program."""
+    prog, joins = cut_join_case(family, case)
     assert joins
     for g in joins:
         for la in launches(g, 128):
