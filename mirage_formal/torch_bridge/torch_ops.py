@@ -68,6 +68,12 @@ _SIGS: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
     ),
     "rms_norm": ("rms_norm_call", ("input", "normalized_shape", "weight", "eps"),
                  {"weight": None, "eps": None}),
+    "scaled_dot_product_attention": (
+        "sdpa",
+        ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale"),
+        {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None,
+         "enable_gqa": False},
+    ),
     "transpose": ("transpose", ("input", "dim0", "dim1"), {}),
     "swapaxes": ("transpose", ("input", "dim0", "dim1"), {}),
     "t": ("t", ("input",), {}),

@@ -26,6 +26,8 @@ softmax(x, dim)                         ``e = exp(x); e / sum(e, dim, keepdims)`
 ``F.rms_norm`` / ``nn.RMSNorm``
 ``F.layer_norm`` / ``nn.LayerNorm``     ``c = x - mean(x); c * rsqrt(mean(c²) + eps)``
 over the last dimension                 (times the weight, plus the bias)
+``F.scaled_dot_product_attention``      ``softmax(q @ kᵀ * scale) @ v``; ``kᵀ`` is an input
+(no mask, dropout or causal mask)       (so k must be an argument of the region)
 casts (``.float()``, ``.to(dtype)``)    nothing: kernels compute in fp32; the backend
                                         casts a region's outputs to torch's dtypes
 contiguous, clone, detach               nothing
@@ -59,7 +61,8 @@ SUPPORTED = (
     "+ - * / of tensors, multiply/divide by a Python scalar, neg, exp, silu, sigmoid, "
     "relu, gelu(approximate='tanh'), sqrt, rsqrt, square/pow 2, mean/sum over one dim, "
     "softmax, x*rsqrt(mean(x^2)+eps) and F.rms_norm (RMSNorm), F.layer_norm over the last "
-    "dimension, dtype casts, contiguous/clone"
+    "dimension, scaled_dot_product_attention without mask or dropout, dtype casts, "
+    "contiguous/clone"
 )
 
 _DTYPES = {
@@ -376,6 +379,22 @@ class Translator:
         if eps is None:  # (torch's default: the machine epsilon of the input's dtype)
             eps = torch.finfo(tensor_meta(c.args[0])[1]).eps
         return self._scaled(node, self.g.rms_norm(x, eps=_scalar(eps, node)), weight)
+
+    def _op_sdpa(self, node: torch.fx.Node, c: Call) -> Tensor:
+        q, k, v, mask, dropout, causal, scale = c.args
+        if mask is not None or causal or dropout or c.opts.get("enable_gqa"):
+            raise _error(node, "scaled_dot_product_attention is captured without attn_mask, "
+                               "is_causal, dropout_p and enable_gqa only")
+        qs = tensor_meta(q)[0] if isinstance(q, torch.fx.Node) else ()
+        if not qs:
+            raise _error(node, f"operand {q!r} is not a tensor where a tensor is needed")
+        k_t = self.transposed_input(k, node)
+        s = self.g.mul_scalar(self.g.matmul(self.value(q, node), k_t),
+                              scalar=_scalar(1.0 / math.sqrt(qs[-1]) if scale is None else scale,
+                                             node))
+        e = self.g.exp(s)
+        return self.g.matmul(self.g.div(e, self.g.sum(e, axis=-1, keepdims=True)),
+                             self.value(v, node))
 
     # ------------------------------------------------------------ RMSNorm
     def _rms_norm(self, node: torch.fx.Node, c: Call) -> Tensor | None:

@@ -93,6 +93,13 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
         lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w,
         (d(4, 16), d(16)),
     ),
+    "sdpa": (
+        lambda q, k, v: (
+            F.scaled_dot_product_attention(q, k, v),
+            F.scaled_dot_product_attention(q, k, v, scale=0.3),
+        ),
+        (d(2, 3, 5, 8), d(2, 3, 7, 8), d(2, 3, 7, 4)),
+    ),
     "norm_calls": (
         lambda x, w, b: (
             F.layer_norm(x, (16,), w, b, 1e-5),
@@ -153,6 +160,17 @@ def test_norm_modules_become_registry_ops() -> None:
     assert set(cap.parameters.values()) >= {"ln.weight", "ln.bias", "rms.weight"}
     with pytest.raises(TorchOpError, match="normalise the last dimension only"):
         mf.from_torch(lambda x: F.layer_norm(x, (3, 16)), d(2, 3, 16))
+
+
+def test_attention_is_captured_without_masks_only() -> None:
+    q, k, v = d(1, 2, 4, 8), d(1, 2, 6, 8), d(1, 2, 6, 8)
+    cap = check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), q, k, v)
+    ops = [n.op for n in cap.program.nodes if n.op != "input"]
+    assert ops == ["matmul", "mul_scalar", "exp", "sum", "div", "matmul"]
+    assert cap.inputs["k.T"].transposed
+    with pytest.raises(TorchOpError, match="without attn_mask, is_causal"):
+        mf.from_torch(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                      q, k, v)
 
 
 class Block(nn.Module):
