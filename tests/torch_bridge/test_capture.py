@@ -18,7 +18,7 @@ from torch import nn  # noqa: E402
 import mirage_formal as mf  # noqa: E402
 from mirage_formal.errors import UnsupportedOpError  # noqa: E402
 from mirage_formal.torch_bridge.capture import CaptureError  # noqa: E402
-from mirage_formal.torch_bridge.translate import TorchOpError  # noqa: E402
+from mirage_formal.torch_bridge.translate import TorchOpError, Translator  # noqa: E402
 
 from .conftest import load_decoder, rel_err  # noqa: E402
 
@@ -278,3 +278,37 @@ def test_core_package_does_not_import_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
+
+
+def test_a_vit_block_is_captured_around_its_boundaries() -> None:
+    """examples/vit_block.py (layer norms, a fused q/k/v linear, views, SDPA, gelu MLP): the
+    partitioner's regions each translate (the attention and both layer norms among them) and
+    the partitioned graph computes the block, in float64."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    import vit_block
+
+    torch.manual_seed(0)
+    block = vit_block.EncoderBlock(vit_block.TINY).double().eval()
+    (x,) = vit_block.block_inputs(2, 5, vit_block.TINY, dtype=torch.float64)
+    from mirage_formal.torch_bridge.partition import partition
+
+    seen: dict[str, Any] = {}
+
+    def backend(gm: Any, example_inputs: list[Any], **_: Any) -> Any:
+        fused, names, _ = partition(gm, 6)
+        seen["ops"] = []
+        for name in names:
+            sub = fused.get_submodule(name)
+            tr = Translator(sub, [p.name for p in sub.graph.nodes if p.op == "placeholder"])
+            seen["ops"].append([n.op for n in tr.run().program.nodes if n.op != "input"])
+        return fused.forward
+
+    with torch.no_grad():
+        got = torch.compile(block, backend=backend, dynamic=False)(x)
+    assert rel_err(got, block(x)) < 1e-12
+    ops = seen["ops"]
+    assert ["matmul", "mul_scalar", "exp", "sum", "div", "matmul"] in ops  # the attention
+    assert sum(o.count("rsqrt") for o in ops) == 2 and sum(o.count("gelu") for o in ops) == 1
