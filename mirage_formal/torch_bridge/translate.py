@@ -26,8 +26,9 @@ softmax(x, dim)                         ``e = exp(x); e / sum(e, dim, keepdims)`
 ``F.rms_norm`` / ``nn.RMSNorm``
 ``F.layer_norm`` / ``nn.LayerNorm``     ``c = x - mean(x); c * rsqrt(mean(c²) + eps)``
 over the last dimension                 (times the weight, plus the bias)
-``F.scaled_dot_product_attention``      ``softmax(q @ kᵀ * scale) @ v``; ``kᵀ`` is an input
-(no mask, dropout or causal mask)       (so k must be an argument of the region)
+``F.scaled_dot_product_attention``      ``softmax(q @ kᵀ * scale [+ mask]) @ v``; ``kᵀ`` is an
+(a float attn_mask; no dropout or       input (so k must be an argument of the region)
+is_causal)
 casts (``.float()``, ``.to(dtype)``)    nothing: kernels compute in fp32; the backend
                                         casts a region's outputs to torch's dtypes
 contiguous, clone, detach               nothing
@@ -61,7 +62,7 @@ SUPPORTED = (
     "+ - * / of tensors, multiply/divide by a Python scalar, neg, exp, silu, sigmoid, "
     "relu, gelu(approximate='tanh'), sqrt, rsqrt, square/pow 2, mean/sum over one dim, "
     "softmax, x*rsqrt(mean(x^2)+eps) and F.rms_norm (RMSNorm), F.layer_norm over the last "
-    "dimension, scaled_dot_product_attention without mask or dropout, dtype casts, "
+    "dimension, scaled_dot_product_attention (float masks, no dropout), dtype casts, "
     "contiguous/clone"
 )
 
@@ -382,9 +383,13 @@ class Translator:
 
     def _op_sdpa(self, node: torch.fx.Node, c: Call) -> Tensor:
         q, k, v, mask, dropout, causal, scale = c.args
-        if mask is not None or causal or dropout or c.opts.get("enable_gqa"):
-            raise _error(node, "scaled_dot_product_attention is captured without attn_mask, "
-                               "is_causal, dropout_p and enable_gqa only")
+        if causal or dropout or c.opts.get("enable_gqa"):
+            raise _error(node, "scaled_dot_product_attention is captured without is_causal, "
+                               "dropout_p and enable_gqa only (pass a causal mask as a float "
+                               "attn_mask instead)")
+        if isinstance(mask, torch.fx.Node) and not tensor_meta(mask)[1].is_floating_point:
+            raise _error(node, "a boolean attn_mask is not captured (the registry has no select); "
+                               "pass an additive float mask (0 and -inf)")
         qs = tensor_meta(q)[0] if isinstance(q, torch.fx.Node) else ()
         if not qs:
             raise _error(node, f"operand {q!r} is not a tensor where a tensor is needed")
@@ -392,6 +397,8 @@ class Translator:
         s = self.g.mul_scalar(self.g.matmul(self.value(q, node), k_t),
                               scalar=_scalar(1.0 / math.sqrt(qs[-1]) if scale is None else scale,
                                              node))
+        if mask is not None:  # (a float mask is added to the scores)
+            s = self.g.add(s, self.value(mask, node))
         e = self.g.exp(s)
         return self.g.matmul(self.g.div(e, self.g.sum(e, axis=-1, keepdims=True)),
                              self.value(v, node))

@@ -94,11 +94,12 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
         (d(4, 16), d(16)),
     ),
     "sdpa": (
-        lambda q, k, v: (
+        lambda q, k, v, m: (
             F.scaled_dot_product_attention(q, k, v),
             F.scaled_dot_product_attention(q, k, v, scale=0.3),
+            F.scaled_dot_product_attention(q, k, v, attn_mask=m),
         ),
-        (d(2, 3, 5, 8), d(2, 3, 7, 8), d(2, 3, 7, 4)),
+        (d(2, 3, 5, 8), d(2, 3, 7, 8), d(2, 3, 7, 4), d(5, 7)),
     ),
     "norm_calls": (
         lambda x, w, b: (
@@ -162,15 +163,19 @@ def test_norm_modules_become_registry_ops() -> None:
         mf.from_torch(lambda x: F.layer_norm(x, (3, 16)), d(2, 3, 16))
 
 
-def test_attention_is_captured_without_masks_only() -> None:
+def test_attention_is_captured_with_float_masks_only() -> None:
     q, k, v = d(1, 2, 4, 8), d(1, 2, 6, 8), d(1, 2, 6, 8)
     cap = check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), q, k, v)
     ops = [n.op for n in cap.program.nodes if n.op != "input"]
     assert ops == ["matmul", "mul_scalar", "exp", "sum", "div", "matmul"]
     assert cap.inputs["k.T"].transposed
-    with pytest.raises(TorchOpError, match="without attn_mask, is_causal"):
+    with pytest.raises(TorchOpError, match="without is_causal, dropout_p"):
         mf.from_torch(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
                       q, k, v)
+    keep = torch.ones(4, 6, dtype=torch.bool)
+    with pytest.raises(TorchOpError, match="boolean attn_mask"):
+        mf.from_torch(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+                      q, k, v, keep)
 
 
 class Block(nn.Module):
