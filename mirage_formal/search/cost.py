@@ -266,10 +266,17 @@ def contiguous_run(tile: tuple[int, ...], full: tuple[int, ...], itemsize: int) 
 RUN_CAP = 256
 
 
+def _iterator_read(bg: BlockGraph, it: Node) -> tuple[int, int, int]:
+    """(bytes of its input, contiguous run of its tile in bytes, blocks that read each element:
+    the grid axes its ``imap`` leaves at -1) of iterator ``it`` of ``bg``."""
+    shape, dt = bg.inputs[it.attr("input")]
+    rep = math.prod(s for s, m in zip(bg.grid, it.attr("imap"), strict=True) if m == -1)
+    return math.prod(shape) * dt.itemsize, contiguous_run(it.shape, shape, dt.itemsize), rep
+
+
 def _iterator_reads(graph: KernelGraph) -> list[tuple[int, int, int]]:
-    """(input bytes, contiguous run in bytes, blocks that read each element) of every distinct
-    input of every graph-defined kernel of ``graph``, on the views the cost model costs
-    (``ir.flatten.flat_rows``)."""
+    """:func:`_iterator_read` of every distinct input of every graph-defined kernel of
+    ``graph``, on the views the cost model costs (``ir.flatten.flat_rows``)."""
     out = []
     for n in graph.nodes:
         if n.op != KERNEL_OP:
@@ -280,10 +287,7 @@ def _iterator_reads(graph: KernelGraph) -> list[tuple[int, int, int]]:
         for it in bg.nodes:
             if it.op == ITER and it.attr("input") not in seen:
                 seen.add(it.attr("input"))
-                shape, dt = bg.inputs[it.attr("input")]
-                rep = math.prod(s for s, m in zip(bg.grid, it.attr("imap"), strict=True) if m == -1)
-                out.append((math.prod(shape) * dt.itemsize,
-                            contiguous_run(it.shape, shape, dt.itemsize), rep))
+                out.append(_iterator_read(bg, it))
     return out
 
 
@@ -345,19 +349,19 @@ def stage_bytes(bg: BlockGraph) -> int:
     return sum(math.prod(n.shape) * n.dtype.itemsize for n in its)
 
 
-def kernel_cost(bg: BlockGraph, inputs: list[Node], t: Target) -> Cost:
+def kernel_cost(bg: BlockGraph, t: Target) -> Cost:
     """The cheapest of the kernel under each loop split the autotuner tries (see the module
     docstring): a μGraph is ranked by the schedules that will really be measured."""
-    parts = _KernelParts(bg, inputs, t)
+    parts = _KernelParts(bg, t)
     splits = [1]
     if parts.has_accum:
         splits += loop_splits(math.prod(bg.grid), bg.forloop, t.n_sm)
     return min((parts.cost(s) for s in splits), key=lambda c: c.seconds)
 
 
-def _kernel_cost(bg: BlockGraph, inputs: list[Node], t: Target, split: int) -> Cost:
+def _kernel_cost(bg: BlockGraph, t: Target, split: int) -> Cost:
     """The kernel's cost under loop split ``split``."""
-    return _KernelParts(bg, inputs, t).cost(split)
+    return _KernelParts(bg, t).cost(split)
 
 
 class _KernelParts:
@@ -365,7 +369,7 @@ class _KernelParts:
     in node order (so every split sums them in the same order), shared-memory residency and
     whether its loop loads can be double-buffered."""
 
-    def __init__(self, bg: BlockGraph, inputs: list[Node], t: Target) -> None:
+    def __init__(self, bg: BlockGraph, t: Target) -> None:
         self.bg, self.t = bg, t
         #: in node order: ("dram" | "l2", bytes) reads, ("op", tc, simt, runs once) flops and
         #: ("accum", tc, simt, fp32 partial bytes) accumulators
@@ -379,10 +383,7 @@ class _KernelParts:
                 if i in read:
                     continue
                 read.add(i)
-                size = _nbytes(inputs[i])
-                rep = math.prod(g for g, m in zip(bg.grid, n.attr("imap"), strict=True) if m == -1)
-                shape, dt = bg.inputs[i]
-                run = contiguous_run(n.shape, shape, dt.itemsize)
+                size, run, rep = _iterator_read(bg, n)
                 waste = max(1.0, t.dram_segment / run) if run < size else 1.0
                 self.terms.append(("dram", size * waste))
                 self.terms.append(("l2" if size <= t.l2_bytes else "dram", size * (rep - 1)))
@@ -443,7 +444,7 @@ def estimate(graph: KernelGraph, target: str | Target = "h100") -> Cost:
             continue
         if n.op == KERNEL_OP:
             bg = n.attr("graph")
-            c = kernel_cost(flat_rows(bg) or bg, list(n.src), t)
+            c = kernel_cost(flat_rows(bg) or bg, t)
         else:
             a, b, m = _op_work(n, library=True)
             byt = sum(_nbytes(s) for s in n.src) + _nbytes(n)

@@ -7,6 +7,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -74,20 +75,19 @@ def test_fit_statistics_on_known_inputs() -> None:
     assert set(FITTED) <= set(BUILTIN["h100"].__dataclass_fields__)
 
 
-def _fused_kernel(col: int, k_tile: int) -> tuple[object, list[object]]:
+def _fused_kernel(col: int, k_tile: int) -> Any:
     g = workloads.rmsnorm_fused(1, col_tile=col, k_tile=k_tile)
-    kn = next(n for n in g.nodes if n.op == KERNEL_OP)
-    return kn.attr("graph"), list(kn.src)
+    return next(n for n in g.nodes if n.op == KERNEL_OP).attr("graph")
 
 
 @pytest.mark.parametrize(("col", "k_tile"), [(64, 128), (256, 64), (512, 32), (1024, 256)])
 def test_a_kernel_is_costed_under_the_splits_the_autotuner_tries(col: int, k_tile: int) -> None:
-    bg, srcs = _fused_kernel(col, k_tile)
+    bg = _fused_kernel(col, k_tile)
     t = cost.TARGETS["h100"]
     tuner = sorted({s.split for s in candidate_schedules(bg, t.n_sm)})
     assert tuner == sorted({1, *loop_splits(math.prod(bg.grid), bg.forloop, t.n_sm)})
-    per_split = [cost._kernel_cost(bg, srcs, t, s).seconds for s in tuner]
-    assert cost.kernel_cost(bg, srcs, t).seconds == min(per_split)
+    per_split = [cost._kernel_cost(bg, t, s).seconds for s in tuner]
+    assert cost.kernel_cost(bg, t).seconds == min(per_split)
     if math.prod(bg.grid) < t.n_sm and len(tuner) > 1:
         # a grid smaller than the SMs with a long loop is cheaper split than not
         assert min(per_split[1:]) < per_split[0]
@@ -96,14 +96,14 @@ def test_a_kernel_is_costed_under_the_splits_the_autotuner_tries(col: int, k_til
 def test_loads_too_large_to_double_buffer_pay_the_unpipelined_factor() -> None:
     t = cost.TARGETS["h100"]
     flat = t.with_params(unpipelined_scale=1.0)
-    deep, srcs = _fused_kernel(64, 1024)  # one iteration loads 64 x 1024 fp16 of W: 128 KB
+    deep = _fused_kernel(64, 1024)  # one iteration loads 64 x 1024 fp16 of W: 128 KB
     assert cost.stage_bytes(deep) > cost.PIPELINE_STAGE_MAX
-    assert cost.kernel_cost(deep, srcs, t.with_params(unpipelined_scale=2.0)).seconds > \
-        cost.kernel_cost(deep, srcs, flat).seconds
-    shallow, srcs = _fused_kernel(64, 128)
+    assert cost.kernel_cost(deep, t.with_params(unpipelined_scale=2.0)).seconds > \
+        cost.kernel_cost(deep, flat).seconds
+    shallow = _fused_kernel(64, 128)
     assert cost.stage_bytes(shallow) <= cost.PIPELINE_STAGE_MAX
-    assert cost.kernel_cost(shallow, srcs, t.with_params(unpipelined_scale=2.0)).seconds == \
-        cost.kernel_cost(shallow, srcs, flat).seconds
+    assert cost.kernel_cost(shallow, t.with_params(unpipelined_scale=2.0)).seconds == \
+        cost.kernel_cost(shallow, flat).seconds
 
 
 @pytest.mark.parametrize("split", range(2, 65))
