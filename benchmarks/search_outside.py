@@ -477,6 +477,62 @@ def layernorm_gain_projection(b: int = 1) -> KernelGraph:
     return g.build()
 
 
+def _layer_norm(g: mf.Graph, x: Any, gain: Any, bias: Any) -> Any:
+    """nn.LayerNorm(eps=1e-5) as the PyTorch bridge translates it."""
+    c = g.sub(x, g.mean(x, axis=-1, keepdims=True))
+    var = g.mean(g.square(c), axis=-1, keepdims=True)
+    return g.add(g.mul(g.mul(c, g.rsqrt(g.add_scalar(var, 1e-5))), gain), bias)
+
+
+def vit_ln_qkv(b: int = 1) -> KernelGraph:
+    """ViT-Base's first region (197 tokens, a prime count of rows): LayerNorm with gain and
+    bias, then the fused q/k/v projection 768 -> 2304 with its bias."""
+    g = mf.Graph()
+    x = g.input((b, 197, 768), "f16", "X")
+    gain, bias = g.input((768,), "f16", "Gain"), g.input((768,), "f16", "Bias")
+    w, wb = g.input((768, 2304), "f16", "W"), g.input((2304,), "f16", "WBias")
+    g.output(g.add(g.matmul(_layer_norm(g, x, gain, bias), w), wb))
+    return g.build()
+
+
+def vit_attention(b: int = 1) -> KernelGraph:
+    """ViT-Base's attention as scaled_dot_product_attention translates it: 12 heads of 64 over
+    197 tokens and 197 keys (K stored transposed), no mask."""
+    g = mf.Graph()
+    q = g.input((b, 12, 197, 64), "f16", "Q")
+    k = g.input((b, 12, 64, 197), "f16", "K")
+    v = g.input((b, 12, 197, 64), "f16", "V")
+    e = g.exp(g.mul_scalar(g.matmul(q, k), scalar=0.125))
+    g.output(g.matmul(g.div(e, g.sum(e, axis=-1, keepdims=True)), v))
+    return g.build()
+
+
+def vit_proj_ln(b: int = 1) -> KernelGraph:
+    """ViT-Base's third region: the attention's output projection with bias plus the residual,
+    then the second LayerNorm; the residual sum and the normed rows are returned."""
+    g = mf.Graph()
+    x = g.input((b, 197, 768), "f16", "X")
+    a = g.input((b, 197, 768), "f16", "Attn")
+    w, wb = g.input((768, 768), "f16", "W"), g.input((768,), "f16", "WBias")
+    gain, bias = g.input((768,), "f16", "Gain"), g.input((768,), "f16", "Bias")
+    r = g.add(x, g.add(g.matmul(a, w), wb))
+    g.output(r, _layer_norm(g, r, gain, bias))
+    return g.build()
+
+
+def vit_mlp(b: int = 1) -> KernelGraph:
+    """ViT-Base's MLP: 768 -> 3072 with bias, tanh gelu, 3072 -> 768 with bias, plus the
+    residual, on 197 tokens."""
+    g = mf.Graph()
+    x = g.input((b, 197, 768), "f16", "X")
+    h = g.input((b, 197, 768), "f16", "H")
+    w1, b1 = g.input((768, 3072), "f16", "W1"), g.input((3072,), "f16", "B1")
+    w2, b2 = g.input((3072, 768), "f16", "W2"), g.input((768,), "f16", "B2")
+    u = g.gelu(g.add(g.matmul(h, w1), b1))
+    g.output(g.add(x, g.add(g.matmul(u, w2), b2)))
+    return g.build()
+
+
 PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "scaled_attention": scaled_attention, "softcap_attention": softcap_attention,
     "layernorm_matmul": layernorm_matmul,
@@ -499,6 +555,8 @@ PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "decoder_mlp": decoder_mlp,
     "gpt2_post_attention": gpt2_post_attention,
     "layernorm_gain_projection": layernorm_gain_projection,
+    "vit_ln_qkv": vit_ln_qkv, "vit_attention": vit_attention, "vit_proj_ln": vit_proj_ln,
+    "vit_mlp": vit_mlp,
 }
 
 

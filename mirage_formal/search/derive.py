@@ -13,7 +13,8 @@ Nothing here is keyed by a benchmark's name. Every field comes from the program 
   :data:`MAX_INPUTS`) and save the program's outputs plus one more when the program reduces rows
   (a partial result split over blocks, or a row statistic for a second kernel).
 - *grid sizes*: powers of two and divisors near the SM count (``n_sm``, 132 on the H100) of the
-  program's dimension sizes, up to ``2 * n_sm``, and the grids that cut a dimension into tiles of
+  program's dimension sizes, up to ``2 * n_sm``, each size itself up to ``2 * n_sm`` (a prime
+  size's one split), and the grids that cut a dimension into tiles of
   64, 128 or 256; *loop ranges*: powers of two that divide a
   reduction size (matmul contraction, summed or normalised rows) and leave tiles of at least
   :data:`MIN_TILE` elements.
@@ -94,6 +95,10 @@ def _grid_sizes(program: KernelGraph, n_sm: int) -> tuple[int, ...]:
                 if d % q == 0:
                     sizes.add(q)
                     break
+            # d itself (one element of d a block) up to two waves: the only split a prime
+            # size has (ViT's 197 tokens: a row-wise kernel of 197 blocks)
+            if 2 <= d <= cap:
+                sizes.add(d)
             # the grids that leave tensor-core-friendly tiles of 64, 128 or 256 along d
             for w in TILE_WIDTHS:
                 if d % w == 0 and 2 <= d // w <= cap:

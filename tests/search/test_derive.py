@@ -185,3 +185,18 @@ def test_a_bias_after_a_product_joins_the_products_kernel() -> None:
     fused = [a.graph for a in res.accepted if len(a.graph.kernels) == 1 and _epilogue_kernels(a.graph)]
     assert fused
     assert all(a.verdict.accepted for a in res.accepted)
+
+
+@pytest.mark.parametrize("tokens", [197, 131, 263])
+def test_a_prime_size_offers_its_one_split(tokens: int) -> None:
+    """A prime dimension divides only into itself: the derived grid sizes hold it up to two
+    waves of SMs (ViT's 197 tokens: a row-wise layer norm of 197 blocks), and no grid of
+    another size that does not divide some dimension appears."""
+    g = mf.Graph()
+    x = g.input((tokens, 64), "f16", "X")
+    c = g.sub(x, g.mean(x, axis=-1, keepdims=True))
+    g.output(g.mul(c, g.rsqrt(g.add_scalar(g.mean(g.square(c), axis=-1, keepdims=True), 1e-5))))
+    prog = g.build()
+    sizes = derive_config(prog).grid_sizes
+    assert (tokens in sizes) == (tokens <= 2 * 132)
+    assert all(any(d % s == 0 for n in prog.nodes for d in n.shape) for s in sizes)
