@@ -25,6 +25,7 @@ from mirage_formal.codegen.schedule import (
     cc_block,
     gemv_rows_ok,
     pair_axis,
+    row_groups,
     split_ok,
     stream_k_ok,
     tf32_product_dims,
@@ -509,8 +510,11 @@ class KernelLayout:
         """(WM, WN) and the warp tiles of matmul ``n`` (no register chain) on ``warps`` warps."""
         NB = math.prod(n.shape[:-2])
         MT, NT = -(-n.shape[-2] // 16), -(-n.shape[-1] // 8)
-        WM, WN = warp_tiles(NB, MT, NT, warps, self.opts.warp_m, self.opts.warp_n)
-        return WM, WN, NB * (MT // WM) * (NT // WN)
+        # rows past the last in a ragged group of row tiles are clamped and skipped like a
+        # partial tile's (schedule.warp_tiles); only where the loop could keep sums in registers
+        ragged = n.shape[-2] % 16 != 0 and self.bg.forloop > 1 and self.opts.mma_registers
+        WM, WN = warp_tiles(NB, MT, NT, warps, self.opts.warp_m, self.opts.warp_n, ragged)
+        return WM, WN, NB * row_groups(MT, WM) * (NT // WN)
 
     def _register_saves(self) -> dict[int, tuple[Node, ...]]:
         """The outputs stored from registers (Schedule.reg_epilogue), each with the register

@@ -22,7 +22,7 @@ from mirage_formal.codegen.printer import (
     TileExpr,
     zeroed_accumulators,
 )
-from mirage_formal.codegen.schedule import FRAGMENT_OPS
+from mirage_formal.codegen.schedule import FRAGMENT_OPS, row_groups
 from mirage_formal.ir.dtypes import tensor_core_type
 from mirage_formal.ir.node import Node
 from mirage_formal.ir.ops import REGISTRY
@@ -380,7 +380,7 @@ class MmaPrinter(Tf32Printer):
         M, N = n.shape[-2], n.shape[-1]
         MT, NT = -(-M // 16), -(-N // 8)
         WM, WN, _ = self.warp_blocking(n)
-        MTW, NTW = MT // WM, NT // WN
+        MTW, NTW = row_groups(MT, WM), NT // WN
         batch = n.shape[:-2]
         decls, _ = multi_index(batch, "tb", "u") if batch else ([], [])
         kw = self.second_kw(n)

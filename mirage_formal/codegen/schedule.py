@@ -464,8 +464,14 @@ _DEFAULTS = {f.name: f.default for f in fields(Schedule)}
 WARP_TILES_MAX = 16
 
 
+def row_groups(mt: int, wm: int) -> int:
+    """Groups of ``wm`` 16-row tiles covering ``mt`` row tiles (the last may run past the
+    rows: :func:`warp_tiles`' ragged blockings)."""
+    return -(-mt // wm)
+
+
 def warp_tiles(batch: int, mt: int, nt: int, warps: int, want_m: int = 0,
-               want_n: int = 0) -> tuple[int, int]:
+               want_n: int = 0, ragged: bool = False) -> tuple[int, int]:
     """Register blocking (WM, WN) for a tensor-core matmul of ``batch`` x ``mt`` x ``nt``
     16x8 output tiles on ``warps`` warps.
 
@@ -475,17 +481,24 @@ def warp_tiles(batch: int, mt: int, nt: int, warps: int, want_m: int = 0,
     one that reads the fewest fragment bytes from shared memory in all (each warp tile reads WM
     A fragments of 512 B and WN B fragments of 256 B per 16-deep step), then the one whose
     warp tiles spread most evenly over the warps. With fewer tiles than warps: (1, 1).
+
+    ``ragged`` (the product's rows are not a multiple of 16, so its loads already clamp and
+    its stores skip rows past the last): WM need not divide ``mt``; the last warp's group of
+    row tiles then runs past the rows (:func:`row_groups`). Where the blocking above leaves a
+    warp more than one warp tile (so its sums cannot stay in its registers through the loop),
+    the ragged blocking with the most warp tiles that still gives each warp at most one is
+    taken instead. A prime row count has no other: ViT's 197 rows are 13 row tiles, and 8
+    warps walked 13 tiles a k step, summing each into shared memory, at 3x the time of 16
+    columns a block (H200 s47 c6).
     """
     opts = [(m, n) for m in (1, 2, 4) if mt % m == 0 for n in (1, 2, 4, 8)
             if nt % n == 0 and m * n <= WARP_TILES_MAX]
     if want_m or want_n:
         m = want_m or 1
         n = want_n or 1
-        if (m, n) in opts:
+        if (m, n) in opts or (ragged and nt % n == 0 and m * n <= WARP_TILES_MAX):
             return m, n
     fits = [(m, n) for m, n in opts if batch * (mt // m) * (nt // n) >= warps]
-    if not fits:
-        return 1, 1
 
     def score(mn: tuple[int, int]) -> tuple[int, int, int]:
         m, n = mn
@@ -493,7 +506,21 @@ def warp_tiles(batch: int, mt: int, nt: int, warps: int, want_m: int = 0,
         waves = -(-tiles // warps)
         return (tiles * (2 * m + n), waves * warps - tiles, m * n)
 
-    return min(fits, key=score)
+    best = min(fits, key=score) if fits else (1, 1)
+    if not ragged or batch * (mt // best[0]) * (nt // best[1]) <= warps:
+        return best
+    static = [(m, n) for m in (1, 2, 4) for n in (1, 2, 4, 8)
+              if nt % n == 0 and m * n <= WARP_TILES_MAX
+              and batch * row_groups(mt, m) * (nt // n) <= warps]
+    if not static:
+        return best
+
+    def tiles_then_bytes(mn: tuple[int, int]) -> tuple[int, int, int]:
+        m, n = mn
+        tiles = batch * row_groups(mt, m) * (nt // n)
+        return (-tiles, tiles * (2 * m + n), m * n)
+
+    return min(static, key=tiles_then_bytes)
 
 
 def tma_ring_fits(bg: BlockGraph) -> bool:

@@ -66,7 +66,8 @@ from mirage_formal.codegen import (
     gpu_available,
     launches,
 )
-from mirage_formal.codegen.schedule import WARP_TILES_MAX, Schedule, warp_tiles
+from mirage_formal.codegen.layout import KernelLayout
+from mirage_formal.codegen.schedule import WARP_TILES_MAX, Schedule, row_groups, warp_tiles
 from mirage_formal.ir.mirage import load_mirage
 from mirage_formal.ir.ops import REGISTRY
 from mirage_formal.ir.serialize import load_ugraphs
@@ -481,6 +482,46 @@ def test_warp_tiles_rule(batch: int, mt: int, nt: int, warps: int, want_m: int, 
     if batch * mt * nt >= warps:
         assert tiles >= warps
     assert tiles * (2 * wm + wn) <= batch * mt * nt * 3
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 16), st.integers(1, 32), st.sampled_from([1, 2, 4, 8, 16]))
+def test_ragged_warp_tiles_rule(batch: int, mt: int, nt: int, warps: int) -> None:
+    """With rows that end inside a 16-row tile (ragged): the rule's own blocking where it gives
+    each warp at most one warp tile; else a blocking whose row groups may run past the rows
+    that gives each warp at most one (the most such warp tiles), when any does; WN always
+    divides the column tiles and the registers stay within budget."""
+    plain = warp_tiles(batch, mt, nt, warps)
+    wm, wn = warp_tiles(batch, mt, nt, warps, ragged=True)
+    assert nt % wn == 0 and wm * wn <= WARP_TILES_MAX
+    tiles = batch * row_groups(mt, wm) * (nt // wn)
+    if batch * (mt // plain[0]) * (nt // plain[1]) <= warps:
+        assert (wm, wn) == plain
+        return
+    static = [batch * row_groups(mt, m) * (nt // n) for m in (1, 2, 4) for n in (1, 2, 4, 8)
+              if nt % n == 0 and m * n <= WARP_TILES_MAX
+              and batch * row_groups(mt, m) * (nt // n) <= warps]
+    if static:
+        assert tiles == max(static)
+    else:
+        assert (wm, wn) == plain
+
+
+@pytest.mark.parametrize(("rows", "cols", "threads"), [(197, 64, 256), (197, 16, 256),
+                                                       (197, 32, 128), (100, 64, 256)])
+def test_a_loop_product_of_ragged_rows_keeps_its_sums_in_registers(
+        rows: int, cols: int, threads: int) -> None:
+    """A loop product whose rows end inside a 16-row tile and outnumber the warps' row tiles
+    (197 rows: 13 tiles on 8 warps) keeps every warp's sums in registers through the loop
+    (one warp tile each, the last group of row tiles running past the rows), where it summed
+    into shared memory every k step; the kernel compiles for sm_90."""
+    prog = matmul_loop_program(rows, 64, cols, 4)
+    (la,) = launches(prog)
+    sched = Schedule(threads=threads)
+    lay = KernelLayout(la.graph, "k", 227 * 1024, sched)
+    (mm,) = [n for n in la.graph.nodes if n.op == "matmul"]
+    assert mm in lay.reg_acc and lay.static_warp_tiles(mm)
+    assert _is_cubin(compile_graph(prog, arch="sm_90", load=False, opts=sched).cubin)
 
 
 @pytest.mark.parametrize("case", CHAIN_CASES + ONE_KERNEL_ATTENTION_CASES)

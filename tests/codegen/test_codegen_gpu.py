@@ -372,6 +372,26 @@ def test_matmul_warp_blockings_validate(case: tuple) -> None:
             assert rep.ok, f"warp {wm}x{wn}, threads {threads}: {rep}\n{cg.source}"
 
 
+#: (m, k, n, forloop) of loop products whose rows end inside a 16-row tile and outnumber the
+#: warps' row tiles: ViT's 197 tokens (prime: 13 row tiles), 100 and 37 rows
+RAGGED_ROW_CASES = [(197, 64, 64, 4), (197, 64, 16, 3), (197, 32, 32, 2), (100, 64, 64, 2),
+                    (37, 32, 64, 2)]
+
+
+@pytest.mark.parametrize("case", RAGGED_ROW_CASES)
+def test_ragged_row_groups_validate_under_every_tuner_schedule(case: tuple[int, ...]) -> None:
+    """Warp tiles whose last group of 16-row tiles runs past the rows (schedule.warp_tiles'
+    ragged blockings: loads clamped, stores skipped) compute the product under the opening
+    schedule, every first-round schedule and forced blockings."""
+    prog = matmul_loop_program(*case)
+    (la,) = launches(prog, 128)
+    forced = {Schedule(threads=t, warp_m=m, warp_n=n) for t in (128, 256)
+              for m, n in ((2, 8), (4, 4), (4, 2), (2, 2))}
+    for sched in {opening_schedule(la.graph), *candidate_schedules(la.graph), *forced}:
+        rep = validate(compile_graph(prog, schedules={la.graph.key: sched}), trials=2)
+        assert rep.ok, f"{sched.short()}: {rep}"
+
+
 @pytest.mark.parametrize("name", sorted(ROW_ACTIVATION_PROGRAMS))
 def test_row_activation_programs_validate_on_their_2d_views(name: str) -> None:
     """Programs on (batch, ..., rows, columns) activations against 2-D weights: their kernels
