@@ -95,10 +95,16 @@ MIN_TILE_SIDE = 16
 MAX_TILE_SIDE = 256
 
 
-def _tile_side(n: int, cap: int = 64) -> int:
+#: a contraction with no divisor from MIN_TILE_SIDE to MAX_TILE_SIDE stays whole in one k tile
+#: up to this many elements (a prime k of 521: one iteration, not 521 of one element)
+MAX_WHOLE_K = 1024
+
+
+def _tile_side(n: int, cap: int = 64, whole_up_to: int = 0) -> int:
     """A product's tile side along a dimension of size ``n``: its largest divisor up to
     ``cap``; where that is under :data:`MIN_TILE_SIDE` (a prime size: 1), its smallest divisor
-    from MIN_TILE_SIDE up to :data:`MAX_TILE_SIDE` instead. Tiles divide their dimensions
+    from MIN_TILE_SIDE up to :data:`MAX_TILE_SIDE` instead, else ``n`` itself when at most
+    ``whole_up_to`` (a contraction's k tile). Tiles divide their dimensions
     (the μGraph semantics), so a prime size is one tile or as many as its elements: a block a
     row of 197 (Q·K at ViT's shapes: 465k blocks of one dot product each, 708 µs on an H200
     against torch's 10.6) or all 197."""
@@ -106,7 +112,7 @@ def _tile_side(n: int, cap: int = 64) -> int:
     if d >= min(MIN_TILE_SIDE, n):
         return d
     wider = [g for g in range(MIN_TILE_SIDE, min(n, MAX_TILE_SIDE) + 1) if n % g == 0]
-    return wider[0] if wider else d
+    return wider[0] if wider else n if n <= whole_up_to else d
 
 
 def _maps(in_dims: Sequence[dict[int, int]], split: Sequence[tuple[int, int]]) -> list[MapT]:
@@ -246,7 +252,7 @@ def _matmul(n: Node, threads: int) -> BlockGraph:
     # (else, as always, the batch elements each have their own blocks)
     share_b = bool(whole) or (bool(z_axes) and z_parts < out_shape[z_axes[0]])
     tm = M if share_b else _tile_side(M)
-    tk = _tile_side(K)
+    tk = _tile_side(K, whole_up_to=MAX_WHOLE_K)
     over_z = z_parts if share_b else batch
     # Narrower column tiles until there are a few blocks per multiprocessor (132 on H100).
     tn = _tile_side(N)

@@ -181,6 +181,7 @@ def derive_fields(program: KernelGraph, n_sm: int = H100_SMS) -> dict[str, Any]:
     # without a loop one kernel over full rows does all the work: more kernels only add launches
     kops = gk if not loop_labels else min(MAX_KERNEL_OPS, n_ops, max(gk, 2))
     cap = MAX_BLOCK_OPS if not loop_labels else MAX_BLOCK_OPS - 1
+    grids = _grid_sizes(program, n_sm)
     return {
         "kernel_ops": tuple(sorted(ops)),
         "block_ops": tuple(sorted(block)),
@@ -190,8 +191,9 @@ def derive_fields(program: KernelGraph, n_sm: int = H100_SMS) -> dict[str, Any]:
         "max_block_ops": max(4, min(cap, block_ops)),
         "max_kernel_inputs": max(1, min(MAX_INPUTS, n_in)),
         "max_kernel_outputs": len(program.outputs) + (1 if row_red else 0),
-        "max_grid_axes": 3,
-        "grid_sizes": _grid_sizes(program, n_sm),
+        # (no size splits: every dimension is 1 or a prime above two waves; one block a kernel)
+        "max_grid_axes": 3 if grids else 0,
+        "grid_sizes": grids,
         "forloop": _forloops(program),
     }
 

@@ -142,7 +142,9 @@ def check_program(program: Any, config: SearchConfig) -> None:
             raise UnsupportedOpError(f"the program uses op {n.op!r}, which the search does not support")
     for o in program.outputs:
         if o.op == INPUT:
-            raise MirageError(f"output {o.attr('name')!r} is an input: nothing to compute")
+            raise MirageError(f"output {o.attr('name')!r} is the input itself: a μGraph's outputs "
+                              "are tensors it computes; leave it out of g.output(...) and use the "
+                              "input directly where you need it")
     config.validate()
     missing = inexpressible(program, config)
     if missing:

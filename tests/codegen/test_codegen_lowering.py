@@ -157,13 +157,14 @@ def test_products_with_too_many_shared_rows_keep_the_batch_on_the_grid() -> None
     ((12, 197, 64), (12, 64, 197)),    # ViT-Base's Q·K: 197 rows and columns, prime
     ((12, 197, 197), (12, 197, 64)),   # its P·V: a prime contraction
     ((394, 96), (96, 131)),            # 2 x 197 rows, 131 columns
+    ((4, 521), (521, 48)),             # a prime contraction above 256: one k tile
 ])
 def test_prime_sizes_lower_to_tiles_of_at_least_16(a_shape: tuple[int, ...],
                                                    b_shape: tuple[int, ...]) -> None:
     """A product's tile sides are divisors of its sizes; where a size has no divisor from 16 to
-    64 (a prime), the tile takes its smallest divisor of at least 16 (up to 256) rather than 1,
-    so no block computes a single dot product or loops over k one element at a time. The
-    lowering still computes the product."""
+    64 (a prime), the tile takes its smallest divisor of at least 16 (up to 256) rather than 1
+    (a contraction without one: all of it, up to 1024), so no block computes a single dot
+    product or loops over k one element at a time. The lowering still computes the product."""
     import mirage_formal as mf
 
     g = mf.Graph()
@@ -176,5 +177,6 @@ def test_prime_sizes_lower_to_tiles_of_at_least_16(a_shape: tuple[int, ...],
     tile_n = it_b.shape[-1]
     for side, size in ((tile_m, a_shape[-2]), (tile_k, a_shape[-1]), (tile_n, b_shape[-1])):
         assert size % side == 0 and side >= min(16, size)
+    assert tile_k == a_shape[-1] or tile_k <= 256
     x = random_inputs(prog, 5, -0.5, 0.5)
     _same(run_reference(lowered_graph(prog), x), run_reference(prog, x))

@@ -200,3 +200,19 @@ def test_a_prime_size_offers_its_one_split(tokens: int) -> None:
     sizes = derive_config(prog).grid_sizes
     assert (tokens in sizes) == (tokens <= 2 * 132)
     assert all(any(d % s == 0 for n in prog.nodes for d in n.shape) for s in sizes)
+
+
+@pytest.mark.parametrize("shapes", [((1, 1), (1, 1)), ((1, 521), (521, 521))])
+def test_a_program_with_no_size_to_split_gets_one_block_kernels(
+        shapes: tuple[tuple[int, int], tuple[int, int]]) -> None:
+    """Every dimension 1, or prime above two waves of SMs: no grid size divides any, so the
+    derived space has no grid axes (one block a graph-defined kernel) instead of refusing
+    itself ("max_grid_axes > 0 but grid_sizes is empty"), and the search returns a μGraph."""
+    g = mf.Graph()
+    x, w = g.input(shapes[0], "f32", "X"), g.input(shapes[1], "f32", "W")
+    g.output(g.relu(g.matmul(g.tanh(x), w)))
+    prog = g.build()
+    cfg = derive_config(prog)
+    assert cfg.grid_sizes == () and cfg.max_grid_axes == 0
+    res = superoptimize(prog, budget_s=20, workers=1, gpu=False, compile_best=False)
+    assert res.accepted and all(a.verdict.accepted for a in res.accepted)
