@@ -217,7 +217,7 @@ def test_bad_input_is_rejected_before_search(f64_checker: Any) -> None:
                    f64_checker(prog), progress=False)
     g3 = Graph()
     g3.output(g3.input((4, 4), "f16", "X"))
-    with pytest.raises(MirageError, match="is the input itself.*leave it out of g.output"):
+    with pytest.raises(MirageError, match=r"is the input itself.*leave it out of g\.output"):
         run_search(g3.build(), cfg, KeepAll(), f64_checker(prog), progress=False)
     with pytest.raises(MirageError, match="KernelGraph"):
         run_search("rmsnorm", cfg, KeepAll(), f64_checker(prog), progress=False)  # type: ignore[arg-type]
