@@ -53,6 +53,7 @@ def compile(
     warn: bool = True,
     max_region_ops: int | None = 6,
     prefer_faster: bool = True,
+    capture_softmax: bool = True,
 ) -> Compiled:
     """``torch.compile(fn, backend="mirage_formal")`` with these options; see
     :func:`mirage_formal.torch_bridge.backend.compile`."""
@@ -70,6 +71,7 @@ def compile(
         warn=warn,
         max_region_ops=max_region_ops,
         prefer_faster=prefer_faster,
+        capture_softmax=capture_softmax,
     )
 
 

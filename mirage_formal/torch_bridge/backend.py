@@ -11,7 +11,8 @@ For each graph Dynamo hands over, the backend fuses the largest supported region
 superoptimize; on a GPU compile, validate, and run as a kernel) and leaves every other call to
 torch's eager kernels. Options: ``budget_s`` (search seconds per region), ``max_region_ops``
 (registry ops per region, default 6), ``cache_dir``,
-``gpu`` (None: use one when present), ``bound``, ``preset``, ``overrides``, ``warn``.
+``gpu`` (None: use one when present), ``bound``, ``preset``, ``overrides``, ``warn``,
+``gpu_top``, ``prefer_faster``, ``capture_softmax``.
 
 Imports torch, ``partition``, ``region`` and ``cache``.
 """
@@ -58,6 +59,9 @@ class BackendOptions:
     gpu_top: int = 2
     #: a region whose kernel measures slower than its torch code runs with torch
     prefer_faster: bool = True
+    #: capture softmax and scaled_dot_product_attention calls (programs without a row
+    #: maximum: logits above ~11 overflow fp16 there; docs/torch.md); False leaves them to torch
+    capture_softmax: bool = True
 
     @staticmethod
     def from_mapping(opts: Mapping[str, Any] | None) -> BackendOptions:
@@ -106,7 +110,8 @@ class MirageBackend:
     ) -> Callable[..., Any]:
         from mirage_formal import __version__
 
-        fused, names, bounds = partition(gm, self.options.max_region_ops)
+        fused, names, bounds = partition(gm, self.options.max_region_ops,
+                                         capture_softmax=self.options.capture_softmax)
         self.boundaries += bounds
         if not names:
             return fused.forward
@@ -206,11 +211,14 @@ def compile(
     warn: bool = True,
     max_region_ops: int | None = 6,
     prefer_faster: bool = True,
+    capture_softmax: bool = True,
 ) -> Compiled:
     """``torch.compile(fn, backend="mirage_formal", dynamic=False)`` with these options, as an
     object that also reports its regions. Calls run under ``torch.no_grad()`` (inference).
     ``prefer_faster``: on a GPU, a region whose validated kernel measures slower than its
-    torch code on the first call's inputs runs with torch (the report says both times)."""
+    torch code on the first call's inputs runs with torch (the report says both times).
+    ``capture_softmax=False`` leaves softmax and scaled_dot_product_attention to torch (a
+    captured one subtracts no row maximum: docs/torch.md)."""
     if not callable(fn):
         raise MirageError(f"compile takes a function or nn.Module, not {type(fn).__name__}")
     opts = BackendOptions.from_mapping(
@@ -224,6 +232,7 @@ def compile(
             "warn": warn,
             "max_region_ops": max_region_ops,
             "prefer_faster": prefer_faster,
+            "capture_softmax": capture_softmax,
         }
     )
     return Compiled(fn, MirageBackend(opts))

@@ -104,8 +104,16 @@ def rms_groups(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, torch.fx.Node]:
     return out
 
 
-def support(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, str | None]:
-    """For each call node: None when supported, else the reason it is not."""
+#: calls that compute a softmax; without ``capture_softmax`` they stay with torch
+SOFTMAX_CALLS = frozenset({"softmax", "sdpa"})
+
+
+def support(gm: torch.fx.GraphModule,
+            capture_softmax: bool = True) -> dict[torch.fx.Node, str | None]:
+    """For each call node: None when supported, else the reason it is not. Without
+    ``capture_softmax``, softmax and scaled_dot_product_attention calls are left to torch
+    (their programs divide exp(x) by its row sum with no row maximum subtracted: logits above
+    ~11 overflow fp16 there)."""
     out: dict[torch.fx.Node, str | None] = {}
     absorbed = rms_groups(gm)
     outside: set[torch.fx.Node] = {n for n in gm.graph.nodes if n.op == "placeholder"}
@@ -117,6 +125,9 @@ def support(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, str | None]:
             reason = None
         elif not isinstance(example_value(n), torch.Tensor):
             reason = "its value is not a tensor"
+        elif not capture_softmax and (c := normalize(n)) is not None and c.name in SOFTMAX_CALLS:
+            reason = ("a softmax, left to torch (capture_softmax=False; captured, it divides "
+                      "exp(x) by its row sum with no row maximum subtracted)")
         else:
             try:
                 _Subgraph(gm, {n}, outside).value(n, n)
@@ -219,15 +230,17 @@ def split_region(
 
 
 def partition(
-    gm: torch.fx.GraphModule, max_ops: int | None = None, prefix: str = "region_"
+    gm: torch.fx.GraphModule, max_ops: int | None = None, prefix: str = "region_",
+    capture_softmax: bool = True,
 ) -> tuple[torch.fx.GraphModule, list[str], list[Boundary]]:
     """Fuse the largest supported regions of ``gm`` into submodules (in place), each split
-    into parts the verifier covers of at most ``max_ops`` registry ops (:func:`split_region`).
+    into parts the verifier covers of at most ``max_ops`` registry ops (:func:`split_region`);
+    ``capture_softmax``: see :func:`support`.
 
     Returns the graph module, the region submodule names (in graph order) and the calls left
     to torch with their reasons.
     """
-    sup = support(gm)
+    sup = support(gm, capture_softmax)
     meta = {n.name: dict(n.meta) for n in gm.graph.nodes}
     parts = CapabilityBasedPartitioner(
         gm, _Support(sup), allows_single_node_partition=True

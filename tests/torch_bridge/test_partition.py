@@ -16,13 +16,13 @@ from mirage_formal.torch_bridge.translate import Translator  # noqa: E402
 
 
 def regions_of(
-    fn: Callable[..., Any], *args: Any, max_ops: int | None = None
+    fn: Callable[..., Any], *args: Any, max_ops: int | None = None, capture_softmax: bool = True
 ) -> tuple[Any, list[list[str]], Any]:
     """Run ``partition`` on Dynamo's graph of ``fn``; each region as its list of programs' ops."""
     seen: dict[str, Any] = {}
 
     def backend(gm: Any, example_inputs: list[Any], **_: Any) -> Any:
-        fused, names, bounds = partition(gm, max_ops)
+        fused, names, bounds = partition(gm, max_ops, capture_softmax=capture_softmax)
         seen.update(fused=fused, names=names, bounds=bounds)
         return fused.forward
 
@@ -62,6 +62,23 @@ def test_regions_and_boundaries() -> None:
         if n.op in ("call_module", "call_method", "call_function")
     ]
     assert [str(c) for c in calls][:3] == ["region_0", "view", "region_1"]
+
+
+def test_softmax_left_to_torch_on_request() -> None:
+    """capture_softmax=False: softmax and scaled_dot_product_attention calls are boundaries
+    that say why (no row maximum in the captured program), and the rest is still captured."""
+    def f(q: Any, k: Any, v: Any, w: Any) -> Any:
+        a = F.scaled_dot_product_attention(q, k, v)
+        return torch.softmax(a @ w, dim=-1) + a.sum(-1, keepdim=True)
+
+    args = (torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 8), torch.randn(8, 8))
+    _, ops, bounds = regions_of(f, *args, capture_softmax=False)
+    assert not any("exp" in region for region in ops)
+    assert ["matmul"] in ops
+    soft = [b for b in bounds if "capture_softmax=False" in b.why]
+    assert len(soft) == 2 and all("row maximum" in b.why for b in soft)
+    _, captured, _ = regions_of(f, *args)
+    assert any("exp" in region for region in captured)
 
 
 def test_transpose_of_a_computed_tensor_is_a_boundary() -> None:
