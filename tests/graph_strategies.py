@@ -778,7 +778,9 @@ def product_program(xs: tuple[int, ...], ws: tuple[int, ...], dt: str) -> Kernel
 NORM_PROJECTION_CASES = [((1, 1, 1, 4096), (32, 4096, 128), 1e-6, True, "f16"),
                          ((2, 4096), (4096, 6144), 0.0, False, "f16"),
                          ((16, 1024), (1024, 512), 1e-5, True, "bf16"),
-                         ((4, 512), (512, 256), 1e-6, False, "f32")]
+                         ((4, 512), (512, 256), 1e-6, False, "f32"),
+                         # ViT's 197 tokens: ragged warp row groups with the rms fold
+                         ((197, 512), (512, 256), 1e-6, True, "f16")]
 
 
 def norm_projection_loop_seeds(xs: tuple[int, ...], ws: tuple[int, ...], eps: float, gain: bool,
