@@ -93,8 +93,6 @@ MIN_TILE_SIDE = 16
 #: ... so a size without a divisor in [MIN_TILE_SIDE, 64] takes its smallest divisor of at
 #: least MIN_TILE_SIDE up to this many elements (197 tokens: the whole 197)
 MAX_TILE_SIDE = 256
-
-
 #: a contraction with no divisor from MIN_TILE_SIDE to MAX_TILE_SIDE stays whole in one k tile
 #: up to this many elements (a prime k of 521: one iteration, not 521 of one element)
 MAX_WHOLE_K = 1024
