@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from graph_strategies import kernel_programs, product_program
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mirage_formal import workloads
@@ -180,3 +180,23 @@ def test_prime_sizes_lower_to_tiles_of_at_least_16(a_shape: tuple[int, ...],
     assert tile_k == a_shape[-1] or tile_k <= 256
     x = random_inputs(prog, 5, -0.5, 0.5)
     _same(run_reference(lowered_graph(prog), x), run_reference(prog, x))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 600), st.integers(1, 1100), st.integers(1, 600))
+def test_product_tiles_divide_and_are_never_needlessly_thin(m: int, k: int, n: int) -> None:
+    """For any sizes (primes included), a lowered product's tile sides divide their
+    dimensions; a side under 16 (or under the size) happens only when no divisor from 16 to
+    256 exists (a contraction up to 1024 without one is whole)."""
+    import mirage_formal as mf
+
+    g = mf.Graph()
+    g.output(g.matmul(g.input((m, k), "f32", "A"), g.input((k, n), "f32", "B")))
+    (la,) = launches(g.build())
+    it_a, it_b = [x for x in la.graph.nodes if x.op == "iter"]
+    sides = {"m": (it_a.shape[-2], m), "k": (it_a.shape[-1], k), "n": (it_b.shape[-1], n)}
+    for axis, (side, size) in sides.items():
+        assert size % side == 0, axis
+        if side < min(16, size):
+            assert not any(size % d == 0 for d in range(16, min(size, 256) + 1)), axis
+            assert axis != "k" or size > 1024
