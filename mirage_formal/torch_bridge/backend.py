@@ -42,6 +42,10 @@ def default_cache_dir() -> Path:
     return Path(base) / "mirage_formal" / "regions"
 
 
+#: options that take True or False only (a string such as "false" would read as true)
+_BOOL_OPTIONS = ("warn", "prefer_faster", "capture_softmax")
+
+
 @dataclass(frozen=True)
 class BackendOptions:
     """How the backend searches and where it caches (a frozen config, passed in)."""
@@ -76,6 +80,11 @@ class BackendOptions:
             d["overrides"] = tuple(sorted(d["overrides"].items()))
         if d.get("budget_s") is not None and float(d["budget_s"]) <= 0:
             raise MirageError(f"budget_s={d['budget_s']!r} must be positive")
+        for name in _BOOL_OPTIONS:
+            if name in d and not isinstance(d[name], bool):
+                raise MirageError(f"{name}={d[name]!r} must be True or False")
+        if "gpu" in d and d["gpu"] is not None and not isinstance(d["gpu"], bool):
+            raise MirageError(f"gpu={d['gpu']!r} must be True, False or None (use one when present)")
         return BackendOptions(**d)
 
     def settings(self) -> SearchSettings:

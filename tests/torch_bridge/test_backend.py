@@ -140,5 +140,9 @@ def test_bad_options_are_refused() -> None:
 
     with pytest.raises(MirageError, match="unknown mirage_formal backend option"):
         BackendOptions.from_mapping({"budget": 3})
+    for name in ("capture_softmax", "prefer_faster", "warn", "gpu"):
+        with pytest.raises(MirageError, match=f"{name}='false' must be True"):
+            BackendOptions.from_mapping({name: "false"})
+    assert BackendOptions.from_mapping({"capture_softmax": False, "gpu": None}).capture_softmax is False
     with pytest.raises(MirageError, match="positive"):
         mf.compile(f, budget_s=0)
