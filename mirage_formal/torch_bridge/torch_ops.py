@@ -48,6 +48,8 @@ _SIGS: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
     "exp": ("exp", ("input",), {}),
     "silu": ("silu", ("input",), {"inplace": False}),
     "sigmoid": ("sigmoid", ("input",), {}),
+    "tanh": ("tanh", ("input",), {}),
+    "maximum": ("maximum", ("input", "other"), {}),
     "gelu": ("gelu", ("input",), {"approximate": "none"}),
     "relu": ("relu", ("input",), {"inplace": False}),
     "sqrt": ("sqrt", ("input",), {}),

@@ -16,8 +16,9 @@ torch                                   program
 ``x * c``, ``c * x``, ``x / c``         ``mul_scalar``
 ``x + c``, ``c + x``, ``x - c``,         ``add_scalar`` (``c - x``: of ``neg(x)``)
 ``c - x``
-``-x``, exp, silu, sigmoid, relu,       ``neg exp silu sigmoid relu sqrt rsqrt``
-sqrt, rsqrt
+``-x``, exp, silu, sigmoid, relu,       ``neg exp silu sigmoid relu sqrt rsqrt tanh``
+sqrt, rsqrt, tanh
+``torch.maximum`` of tensors            ``maximum`` (broadcasting)
 ``gelu(approximate="tanh")``            ``gelu``
 ``x ** 2``, square, pow(x, ±0.5)        ``square``, ``sqrt``, ``rsqrt``
 mean / sum over one dim (keepdim)       ``mean`` / ``sum`` with ``axis``, ``keepdims``
@@ -59,8 +60,8 @@ from mirage_formal.torch_bridge.torch_ops import Call, describe, example_value, 
 
 SUPPORTED = (
     "matmul/@/bmm/mm, linear (weight transposed as an input), transpose of an input, "
-    "+ - * / of tensors, multiply/divide by a Python scalar, neg, exp, silu, sigmoid, "
-    "relu, gelu(approximate='tanh'), sqrt, rsqrt, square/pow 2, mean/sum over one dim, "
+    "+ - * / and maximum of tensors, multiply/divide by a Python scalar, neg, exp, silu, "
+    "sigmoid, relu, tanh, gelu(approximate='tanh'), sqrt, rsqrt, square/pow 2, mean/sum over one dim, "
     "softmax, x*rsqrt(mean(x^2)+eps) and F.rms_norm (RMSNorm), F.layer_norm over the last "
     "dimension, scaled_dot_product_attention (float masks, no dropout), dtype casts, "
     "contiguous/clone"
@@ -226,7 +227,7 @@ class Translator:
         return self.g.op(c.name, self.value(c.args[0], node))
 
     _op_neg = _op_exp = _op_silu = _op_sigmoid = _op_relu = _op_sqrt = _op_rsqrt = _unary
-    _op_square = _unary
+    _op_square = _op_tanh = _unary
 
     def _op_gelu(self, node: torch.fx.Node, c: Call) -> Tensor:
         if c.opts.get("approximate") != "tanh":
@@ -315,7 +316,7 @@ class Translator:
             )
         return self.g.op(c.name, self.value(a, node), self.value(b, node))
 
-    _op_add = _op_sub = _op_mul = _op_div = _binary
+    _op_add = _op_sub = _op_mul = _op_div = _op_maximum = _binary
 
     def _op_pow(self, node: torch.fx.Node, c: Call) -> Tensor:
         x, e = c.args

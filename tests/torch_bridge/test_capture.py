@@ -68,9 +68,13 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
             x**2,
             x.square(),
             x.exp() ** 0.5,
+            torch.tanh(x),
+            x.tanh(),
+            F.tanh(x),
         ),
         (d(3, 5),),
     ),
+    "maximum": (lambda a, b: (torch.maximum(a, b), a.maximum(b) * 2), (d(3, 4), d(1, 4))),
     "reductions": (
         lambda x: (
             x.mean(-1, keepdim=True),
