@@ -44,6 +44,8 @@ _SIGS: dict[str, tuple[str, tuple[str, ...], dict[str, Any]]] = {
     "bmm": ("matmul", ("input", "other"), {}),
     "mm": ("matmul", ("input", "other"), {}),
     "linear": ("linear", ("input", "weight", "bias"), {"bias": None}),
+    "addmm": ("addmm", ("input", "mat1", "mat2"), {"beta": 1, "alpha": 1}),
+    "baddbmm": ("addmm", ("input", "batch1", "batch2"), {"beta": 1, "alpha": 1}),
     "neg": ("neg", ("input",), {}),
     "exp": ("exp", ("input",), {}),
     "silu": ("silu", ("input",), {"inplace": False}),

@@ -9,6 +9,7 @@ torch                                   program
 ======================================  ==============================================
 ``@``, matmul, bmm, mm                  ``matmul`` (batch dimensions broadcast)
 ``linear(x, W, b)``                     ``matmul(x, W.T) + b``; ``W.T`` is an input
+``addmm(b, x, W)``, ``baddbmm``          ``matmul(x, W) + b`` (``beta``, ``alpha``: ``mul_scalar``)
 ``x.T``, ``.mT``, ``.t()``,             an input holding the transposed argument (only
 ``transpose(-2, -1)`` of an input       arguments and parameters; the registry has no
                                         transpose op)
@@ -59,7 +60,7 @@ from mirage_formal.ir.graph import KernelGraph
 from mirage_formal.torch_bridge.torch_ops import Call, describe, example_value, normalize, user_line
 
 SUPPORTED = (
-    "matmul/@/bmm/mm, linear (weight transposed as an input), transpose of an input, "
+    "matmul/@/bmm/mm, linear (weight transposed as an input), addmm/baddbmm, transpose of an input, "
     "+ - * / and maximum of tensors, multiply/divide by a Python scalar, neg, exp, silu, "
     "sigmoid, relu, tanh, gelu(approximate='tanh'), sqrt, rsqrt, square/pow 2, mean/sum over one dim, "
     "softmax, x*rsqrt(mean(x^2)+eps) and F.rms_norm (RMSNorm), F.layer_norm over the last "
@@ -288,6 +289,23 @@ class Translator:
         if bias is not None:
             y = self.g.add(y, self.value(bias, node))
         return y
+
+    def _op_addmm(self, node: torch.fx.Node, c: Call) -> Tensor:
+        """addmm / baddbmm: beta * input + alpha * (mat1 @ mat2), a Python-number beta and alpha
+        (GPT-2's Conv1D layers are addmm calls)."""
+        bias, a, b = c.args
+        beta, alpha = c.opts.get("beta", 1), c.opts.get("alpha", 1)
+        y = self._op_matmul(node, Call("matmul", (a, b)))
+        if alpha != 1:
+            y = self.g.mul_scalar(y, scalar=_scalar(alpha, node))
+        if beta == 0:
+            return y
+        if not isinstance(bias, torch.fx.Node):
+            return self.g.add_scalar(y, scalar=_scalar(bias, node) * _scalar(beta, node))
+        t = self.value(bias, node)
+        if beta != 1:
+            t = self.g.mul_scalar(t, scalar=_scalar(beta, node))
+        return self.g.add(y, t)
 
     def _binary(self, node: torch.fx.Node, c: Call) -> Tensor:
         a, b = c.args

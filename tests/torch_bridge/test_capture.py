@@ -45,6 +45,11 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
         (d(2, 3, 4), d(2, 4, 5), d(2, 5, 4)),
     ),
     "linear_bias": (lambda x, w, b: F.linear(x, w, b), (d(3, 8), d(5, 8), d(5))),
+    "addmm": (
+        lambda b, x, w, c, y: (torch.addmm(b, x, w), torch.addmm(b, x, w, beta=0.5, alpha=2.0),
+                               torch.baddbmm(c, y, y.mT), torch.addmm(b, x, w, beta=0)),
+        (d(5), d(3, 8), d(8, 5), d(2, 1, 4), d(2, 4, 6)),
+    ),
     "transposes": (
         lambda x, k: (x @ k.t(), x @ k.T, x @ k.transpose(0, 1), x @ k.transpose(-1, -2)),
         (d(3, 4), d(6, 4)),
