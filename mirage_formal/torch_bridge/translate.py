@@ -22,6 +22,7 @@ sqrt, rsqrt, tanh
 ``torch.maximum`` of tensors            ``maximum`` (broadcasting)
 ``gelu(approximate="tanh")``            ``gelu``
 ``x ** 2``, square, pow(x, ±0.5)        ``square``, ``sqrt``, ``rsqrt``
+``x ** 3``, ``x ** 4``                  ``mul(x, square(x))``, ``square(square(x))``
 mean / sum over one dim (keepdim)       ``mean`` / ``sum`` with ``axis``, ``keepdims``
 softmax(x, dim)                         ``e = exp(x); e / sum(e, dim, keepdims)``
 ``x * rsqrt(mean(x², -1) + eps)``,      ``rms_norm(x, eps=eps)`` (times the weight)
@@ -62,7 +63,7 @@ from mirage_formal.torch_bridge.torch_ops import Call, describe, example_value, 
 SUPPORTED = (
     "matmul/@/bmm/mm, linear (weight transposed as an input), addmm/baddbmm, transpose of an input, "
     "+ - * / and maximum of tensors, multiply/divide by a Python scalar, neg, exp, silu, "
-    "sigmoid, relu, tanh, gelu(approximate='tanh'), sqrt, rsqrt, square/pow 2, mean/sum over one dim, "
+    "sigmoid, relu, tanh, gelu(approximate='tanh'), sqrt, rsqrt, square/pow 2 (3, 4), mean/sum over one dim, "
     "softmax, x*rsqrt(mean(x^2)+eps) and F.rms_norm (RMSNorm), F.layer_norm over the last "
     "dimension, scaled_dot_product_attention (float masks, no dropout), dtype casts, "
     "contiguous/clone"
@@ -339,11 +340,17 @@ class Translator:
     def _op_pow(self, node: torch.fx.Node, c: Call) -> Tensor:
         x, e = c.args
         ops = {2: "square", 0.5: "sqrt", -0.5: "rsqrt"}
-        if isinstance(e, torch.fx.Node) or (e not in ops and e != 1):
-            raise _error(node, f"pow with exponent {e!r} is not captured (2, 0.5 and -0.5 are)")
+        if isinstance(e, torch.fx.Node) or (e not in ops and e not in (1, 3, 4)):
+            raise _error(node, f"pow with exponent {e!r} is not captured (1, 2, 3, 4, 0.5 and "
+                               "-0.5 are)")
+        v = self.value(x, node)
         if e == 1:
-            return self.value(x, node)
-        return self.g.op(ops[e], self.value(x, node))
+            return v
+        if e == 3:  # (GPT-2's gelu_new writes torch.pow(x, 3.0))
+            return self.g.mul(v, self.g.square(v))
+        if e == 4:
+            return self.g.square(self.g.square(v))
+        return self.g.op(ops[e], v)
 
     def _reduce(self, node: torch.fx.Node, c: Call) -> Tensor:
         x = c.args[0]

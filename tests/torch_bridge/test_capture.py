@@ -4,6 +4,7 @@ naming the call and the user's source line."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from collections.abc import Callable
@@ -76,6 +77,9 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
             torch.tanh(x),
             x.tanh(),
             F.tanh(x),
+            torch.pow(x, 3.0),
+            x**4,
+            0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0)))),
         ),
         (d(3, 5),),
     ),
@@ -266,7 +270,7 @@ def test_unsupported_op_names_the_call_and_line() -> None:
         (lambda x: 1.0 / x, "_operator.truediv", "Python scalar"),
         (lambda x: F.gelu(x), "torch.nn.functional.gelu", "approximate='tanh'"),
         (lambda x: x.exp().mT @ x, "Tensor.mT", "computed tensor"),
-        (lambda x: x.pow(3), "Tensor.pow", "exponent 3"),
+        (lambda x: x.pow(5), "Tensor.pow", "exponent 5"),
         (lambda x: x.sum(), "Tensor.sum", "one dimension"),
     ],
 )
