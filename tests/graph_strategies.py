@@ -248,6 +248,18 @@ ONE_KERNEL_ATTENTION_CASES = [
 ]
 
 
+#: register chains over key counts that are not a multiple of 16 (their last 16 columns
+#: padded, the padding zeroed before the row sums and the second product) and over more keys
+#: than one warp's registers hold (the warp runs the chain pass by pass over its columns):
+#: ViT-Base's 197 keys in one iteration (returning the sums, or dividing by them), 100-key
+#: tiles of a loop with mean row sums and a batch, 50 keys, 520 keys in one iteration
+PADDED_CHAIN_CASES = [
+    (197, 64, 197, 64, 1, 0, True, "sum", "", True), (197, 64, 197, 64, 1, 0, True, "sum"),
+    (37, 32, 100, 32, 2, 2, False, "mean"), (16, 64, 50, 64, 1, 0, True, "sum", "", True),
+    (64, 64, 520, 64, 1, 0, False, "sum", "", True),
+]
+
+
 #: attention_loop_program cases with rms_norms on the operands: an in-loop norm of the B
 #: operand (raw fp16 ring in, fp16 or padded fp32 tile out), Q's norm before the loop (read
 #: straight from global memory), K's rows of 96 (pairs of columns not possible: 32-column

@@ -239,7 +239,8 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         k = n.attr("input")
         _, dt = self.bg.inputs[k]
         b = self.buf[n]
-        V = self.iter_vec(n)
+        # (rows without a whole vector: the tile as one flat run where it is one, layout.slab_vec)
+        V = self.iter_vec(n) or self.slab_vec(n)
         if V:
             nv = math.prod(n.shape) // V
             decls, idx = multi_index(n.shape, "i", "t")

@@ -64,6 +64,13 @@ _MAX_ELEMS = 2**31 - 1
 #: registers a thread may spend on a register chain's fragments (first product, second
 #: product's accumulators, loop-invariant A fragments): beyond this the compiler spills
 CHAIN_REGISTERS = 160
+#: registers of one SM (a block's threads share them), and those a chain thread needs besides
+#: its fragments (addresses, B fragments, loop counters): a chain run in passes keeps its
+#: fragments within ``REGISTERS_PER_SM / threads - CHAIN_OVERHEAD``
+REGISTERS_PER_SM, CHAIN_OVERHEAD = 65536, 48
+#: a chain run in passes may pad its columns by this factor over the next multiple of 16
+#: (fewer, wider passes: more products in flight per pass)
+PASS_PADDING = 1.125
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,20 @@ class Chain:
     sums: tuple[Node, ...]
     wm: int
     kw: int = 1
+    #: the first product's columns with padding: a multiple of 16 (and of ``chunk``) at or
+    #: above its real columns; the padded columns' values are zero (neither summed nor
+    #: multiplied: their B columns and the second product's B rows load as zeros)
+    cols: int = 0
+    #: the first product's columns a warp computes in one pass (a multiple of 16 dividing
+    #: ``cols``; ``cols / kw`` in one pass); less than that when the whole row would not fit in CHAIN_REGISTERS:
+    #: the warp then runs the chain pass by pass over its columns, each pass's products
+    #: added into the second product's registers (only with ``kw`` 1)
+    chunk: int = 0
+
+    @property
+    def passes(self) -> int:
+        """How many passes over its share of the first product's columns each warp runs."""
+        return self.cols // (self.chunk * self.kw)
 
     @property
     def nodes(self) -> tuple[Node, ...]:
@@ -193,6 +214,7 @@ class KernelLayout:
         self.chain_wm = {m: ch.wm for ch in self.chains.values() for m in (ch.first, ch.second)}
         #: ... and the warps that share those rows (k slices of the second product)
         self.chain_kw = {m: ch.kw for ch in self.chains.values() for m in (ch.first, ch.second)}
+        self.chain_of = {m: ch for ch in self.chains.values() for m in (ch.first, ch.second)}
         self.chain_nodes = {x for ch in self.chains.values() for x in ch.nodes}
         self.chain_sums = {a for ch in self.chains.values() for a in ch.sums}
         self.epi_of = {e: m for m, e in self.epi.items()}
@@ -490,8 +512,9 @@ class KernelLayout:
         MT, NT = -(-n.shape[-2] // 16), -(-n.shape[-1] // 8)
         wm = self.chain_wm.get(n)
         if wm is not None:  # a register chain's matmul: whole rows per kw warps
-            kw = self.chain_kw[n]
-            return wm, (NT if n in self.chains else NT // kw), NB * (MT // wm) * kw
+            ch = self.chain_of[n]
+            kw, tiles = ch.kw, NB * row_groups(MT, wm) * ch.kw
+            return wm, (NT if n in self.chains else ch.chunk // 8), tiles
         if self.wgmma_shape(n):  # one 16-row tile a warp, its warpgroup's columns (Schedule.wgmma)
             C = self.opts.wgmma_cols
             return 1, -(-n.shape[-1] // 8) // C, -(-n.shape[-2] // 16) * C
@@ -583,7 +606,7 @@ class KernelLayout:
         and rows (a last 16-row tile may be partial), ``m1``'s columns are a multiple of 16,
         and every warp can own ``wm`` whole row tiles of both (one warp tile each) within CHAIN_REGISTERS registers."""
         o = self.opts
-        if not (o.mma_chain and o.mma_registers and self.bg.forloop > 1 and m2.op == "matmul"
+        if not (o.mma_chain and o.mma_registers and m2.op == "matmul"
                 and m2 in self.fused and self._mma(m2)):
             return None
         E, B = m2.src
@@ -626,26 +649,46 @@ class KernelLayout:
                     return None
         if m2.shape[:-2] != E.shape[:-2] or m2.shape[-2] != E.shape[-2]:
             return None
-        M, N1, N2 = E.shape[-2], E.shape[-1], m2.shape[-1]
-        if N1 % 16 or N2 % 8 or m1.src[0].shape[-1] % 16:
+        M, N1, N2, K1 = E.shape[-2], E.shape[-1], m2.shape[-1], m1.src[0].shape[-1]
+        if N2 % 8 or K1 % 16:
             return None
         # rows past M in the last 16-row tile (mha b=8's 8-row query tiles) read A's row M-1
-        # or zeros and are neither summed into a tile nor stored
+        # or zeros and are neither summed into a tile nor stored; so do the rows of a last
+        # group of wm row tiles that runs past the rows (13 row tiles of 197 queries, wm 2)
         NB, MT = math.prod(E.shape[:-2]), -(-M // 16)
         W = self.T // 32
         wm = next((w for w in (1, 2, 4) if MT % w == 0 and NB * (MT // w) <= W), None)
         if wm is None:
-            return None
-        if o.chain_rows > wm and MT % o.chain_rows == 0:
+            wm = next((w for w in (1, 2, 4) if NB * row_groups(MT, w) <= W), None)
+            if wm is None:
+                return None
+        elif o.chain_rows > wm and MT % o.chain_rows == 0:
             wm = o.chain_rows  # more rows per warp, the extra warps on k slices (Schedule)
+        groups, cols = NB * row_groups(MT, wm), -(-N1 // 16) * 16
+
+        def regs(columns: int) -> int:  # the first product's, the second's, A's fragments
+            return wm * (columns // 8 + N2 // 8) * 4 + wm * (K1 // 16) * 4
+
         # the warps left over share each row tile's columns (k slices of the second product)
-        kw = next(k for k in (8, 4, 2, 1) if NB * (MT // wm) * k <= W and (N1 // 16) % k == 0
+        kw = next(k for k in (8, 4, 2, 1) if groups * k <= W and (cols // 16) % k == 0
                   and (o.chain_warps == 0 or k <= o.chain_warps))
-        regs = wm * (N1 // 8 // kw + N2 // 8) * 4 + wm * (m1.src[0].shape[-1] // 16) * 4
-        if regs > CHAIN_REGISTERS:
-            return None
+        chunk = cols // kw
+        # (the registers the block leaves a thread bound them too: 512 threads, 128 each)
+        budget = min(CHAIN_REGISTERS, REGISTERS_PER_SM // self.T - CHAIN_OVERHEAD)
+        if regs(chunk) > budget:
+            if N1 % 16 == 0 and self.bg.forloop > 1:
+                return None  # (a loop's key tiles: the loop is the pass over the columns)
+            # passes of ``chunk`` columns, each within those registers: the fewest passes
+            # whose padding stays within PASS_PADDING, then the fewest columns (197 keys, 2
+            # row tiles a warp: 7 passes of 32 columns)
+            fits = [c for c in range(16, cols + 1, 16) if regs(c) <= budget
+                    and -(-N1 // c) * c <= cols * PASS_PADDING]
+            if not fits:
+                return None
+            kw, chunk = 1, min(fits, key=lambda c: (-(-N1 // c), -(-N1 // c) * c))
+            cols = -(-N1 // chunk) * chunk
         return Chain(m1, tuple(sorted(inner, key=self.ids.__getitem__)), E, m2,
-                     tuple(sorted(set(sums), key=self.ids.__getitem__)), wm, kw)
+                     tuple(sorted(set(sums), key=self.ids.__getitem__)), wm, kw, cols, chunk)
 
     def _invariant_mean(self, a: Node) -> bool:
         """Accumulator ``a`` is a plain mean (no fold) of a loop-invariant tile computed once
@@ -657,7 +700,7 @@ class KernelLayout:
                 and self._invariant_accum(a))
 
     def _reg_acc_ok(self, n: Node) -> bool:
-        return (self.opts.mma_registers and self.bg.forloop > 1 and n not in self.gemv
+        return (self.opts.mma_registers and (self.bg.forloop > 1 or n in self.chains) and n not in self.gemv
                 and self._mma(n) and self.static_warp_tiles(n))
 
     def cc_rc(self, n: Node) -> tuple[int, int]:
@@ -994,7 +1037,8 @@ class KernelLayout:
         for n in self.nodes:
             # one iteration: an accumulator is written, not added to (a matmul that adds into
             # its accumulator still needs the zeros)
-            if n.op == "accum" and (self.bg.forloop > 1 or n.src[0] in self.fused) \
+            if n.op == "accum" and (self.bg.forloop > 1 or n.src[0] in self.fused
+                                    or n in self.chain_sums) \
                     and n.src[0] not in self.reg_acc and n.src[0] not in self.cc_acc \
                     and not self._invariant_accum(n):
                 pre.append(Zero(n))  # (register sums are stored, not added)
@@ -1194,6 +1238,29 @@ class KernelLayout:
         """Elements per global-memory vector of iterator tile ``n`` (0: no vectors)."""
         shape, dt = self.bg.inputs[n.attr("input")]
         return self.row_vec(n.shape[-1], shape[-1], dt)
+
+    def slab_vec(self, n: Node) -> int:
+        """Elements per global-memory vector for copying iterator tile ``n`` as one flat run
+        (0: not): its elements are consecutive in memory (every dimension after the first of
+        more than one element is whole), its shared-memory tile is dense (no padded rows),
+        and every place a block or iteration may start it is a whole number of vectors from
+        the tensor's start. ViT's K stored transposed (64 x 197 halves a head: rows of 394
+        bytes, no row vector) is one aligned 25216-byte run a head: 16-byte vectors, where
+        element by element its copy took most of the attention kernel's time."""
+        if n in self.ld:
+            return 0
+        shape, dt = self.bg.inputs[n.attr("input")]
+        t = n.shape
+        j = next((d for d, x in enumerate(t) if x > 1), len(t))
+        if any(t[d] != shape[d] for d in range(j + 1, len(t))):
+            return 0
+        for nbytes in (16, 8, 4):
+            v = int(nbytes // dt.itemsize)
+            if v > 1 and math.prod(t) % v == 0 and all(
+                    t[d] * math.prod(shape[d + 1:]) % v == 0
+                    for d in range(len(t)) if t[d] < shape[d]):
+                return v
+        return 0
 
     def vec_load(self, n: Node) -> bool:
         return self.iter_vec(n) > 0

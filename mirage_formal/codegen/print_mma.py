@@ -88,6 +88,14 @@ class MmaPrinter(Tf32Printer):
         bb = self.addr(B, [*align_idx(bidx, batch, B.shape[:-2]), "0", "0"]) if batch else "0"
         lda, ldb = self.row(A), self.row(B)
         mk, kk, nk = M % 16 != 0, K % 16 != 0, N % 8 != 0
+        # a register chain's padded columns (layout.Chain.cols): the first product's B
+        # columns and the second's B rows past the real ones load as zeros
+        ch = self.chain_of.get(n)
+        pad = ch is not None and ch.cols > ch.tile.shape[-1]
+        if pad and mode == "chain_a":
+            nk, xb = True, False
+        if pad and mode == "chain_b":
+            kk, xb = True, False
 
         def la(r: str, k: str) -> str:
             cond = [c for c, need in ((f"{r} < {M}", mk), (f"{k} < {K}", kk)) if need]
@@ -205,10 +213,12 @@ class MmaPrinter(Tf32Printer):
         # A fragment feeds WN products and each B fragment WM (shared-memory reads per
         # product fall from 3 fragments to 2/WN + 1/WM).
         WM, WN, tiles = self.warp_blocking(n)
-        KS = K // 16
+        KS = ch.cols // 16 if mode == "chain_b" and ch is not None else K // 16
         i3, i5 = ind + "    ", ind + "      "
         racc = n in self.reg_acc
-        hoist = n in self.hoist_a
+        # (a register chain run in passes loads its first product's A fragments once, before
+        # the passes: :meth:`emit_chain`)
+        hoist = n in self.hoist_a or (mode == "chain_a" and ch is not None and ch.passes > 1)
         accs = f"ra{self.ids[n]}" if racc else f"cs{self.ids[n]}" if mode == "chain_a" else "accs"
         head = self.mma_head(n, i2)
         pa_lines = ([f"{i2}const __half* p{v} = {self.buf[t]} + {self.stage_offset(t)};"
@@ -259,8 +269,10 @@ class MmaPrinter(Tf32Printer):
                     f"{i2}for (int ks = 0; ks < {KS}; ++ks) {{",
                     f"{i3}const int k0 = ks * 16, ka = k0 + 2 * q, kb = ka + 8;",
                     *frag_a_loop, f"{i2}}}", f"{ind}}}"]
+        passes = ch.passes if ch is not None and mode == "chain_b" else 1
         if hoist or mode == "chain_b":
-            KW = kw if mode == "chain_b" else 1  # the k slice kq of KS / KW k-steps
+            # the k slice kq of KS / KW k-steps (a chain run in passes: pass kq's k-steps)
+            KW = max(kw, passes) if mode == "chain_b" else 1
             k0 = f"(kq * {KS // KW} + ks) * 16" if KW > 1 else "ks * 16"
             kloop = [f"{i2}#pragma unroll",
                      f"{i2}for (int ks = 0; ks < {KS // KW}; ++ks) {{",
@@ -318,7 +330,8 @@ class MmaPrinter(Tf32Printer):
         if mode == "chain_b":
             # the chain's warp tile head is the first product's: this product spans all
             # columns, over the warp's k slice
-            own = [f"{i2}const int tn0 = 0, kq = tile % {kw};"] if kw > 1 else []
+            own = ([f"{i2}const int tn0 = 0, kq = tile % {kw};"] if kw > 1
+                   else [f"{i2}const int tn0 = 0, kq = pass;"] if passes > 1 else [])
             return [f"{ind}{{", *own, pb_line, *product, f"{ind}}}"]
         zero = [] if racc else zeroed_accumulators("accs", WM, WN, i2)
         return [
@@ -384,6 +397,12 @@ class MmaPrinter(Tf32Printer):
         batch = n.shape[:-2]
         decls, _ = multi_index(batch, "tb", "u") if batch else ([], [])
         kw = self.second_kw(n)
+        ch = self.chain_of.get(n)
+        if ch is not None and n is ch.first:
+            # a register chain's first product: kw warps share a row tile's columns (one
+            # pass each), or one warp computes them pass by pass (:meth:`emit_chain` then
+            # declares each pass's first column tile)
+            NTW = ch.kw if ch.passes == 1 else 1
         if kw > 1:  # a register chain's second product: kw warps share a row tile, k slice kq
             return [f"{ind}const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;",
                     f"{ind}const int tb = tile / {kw * MTW}, tm0 = (tile / {kw}) % {MTW} * {WM}, "
@@ -424,11 +443,18 @@ class MmaPrinter(Tf32Printer):
         ex = TileExpr(self, i5)
         ex.memo[(m1, tuple(idx))] = "c[e]"
         v = ex.val(E, idx, True)
-        sum_lines = [f"{i5}rs{self.ids[a]}[wm][e >> 1] += {ex.val(a.src[0], idx)};"
-                     for a in ch.sums]
-        return [f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
-                f"{i2}const int tile = threadIdx.x / 32;", *self.mma_head(m1, i2),
-                *zeroed_accumulators(f"cs{self.ids[m1]}", WM, NT1, i2),
+        N1 = E.shape[-1]
+        if ch.cols > N1:
+            # padded columns (their products are zero, exp(0) is not): zero before the row
+            # sums and the second product
+            col = "((tn0 + wn) * 8 + 2 * q + (e & 1))"
+            v = f"({col} < {N1} ? {v} : 0.f)"
+            sum_lines = [f"{i5}if ({col} < {N1}) rs{self.ids[a]}[wm][e >> 1] += "
+                         f"{ex.val(a.src[0], idx)};" for a in ch.sums]
+        else:
+            sum_lines = [f"{i5}rs{self.ids[a]}[wm][e >> 1] += {ex.val(a.src[0], idx)};"
+                         for a in ch.sums]
+        body = [*zeroed_accumulators(f"cs{self.ids[m1]}", WM, NT1, i2),
                 *self.emit_matmul_mma(m1, m1, False, i2, mode="chain_a"),
                 f"{i2}unsigned ea{self.ids[m2]}[{WM}][{NT1 // 2}][4];",
                 f"{i2}#pragma unroll",
@@ -446,8 +472,19 @@ class MmaPrinter(Tf32Printer):
                 f"{i4}fa[1] = {self.operand_names(m2).pack_floats}(ev[2], ev[3]);",
                 f"{i3}}}",
                 f"{i2}}}",
-                *self.emit_matmul_mma(m2, self.fused[m2], True, i2, mode="chain_b"),
-                f"{ind}}}"]
+                *self.emit_matmul_mma(m2, self.fused[m2], True, i2, mode="chain_b")]
+        if ch.passes > 1:
+            # pass by pass over the first product's columns (layout.Chain.chunk): this
+            # pass's first 8-column tile shadows the warp tile's; the first product's A
+            # fragments are loaded once, before the passes
+            body = [*self.emit_matmul_mma(m1, m1, False, i2, mode="hoist"),
+                    f"{i2}#pragma unroll 1",
+                    f"{i2}for (int pass = 0; pass < {ch.passes}; ++pass) {{",
+                    f"{i2}const int tn0 = pass * {NT1};",
+                    *body, f"{i2}}}"]
+        return [f"{ind}if (threadIdx.x / 32 < {tiles}) {{",
+                f"{i2}const int tile = threadIdx.x / 32;", *self.mma_head(m1, i2),
+                *body, f"{ind}}}"]
 
     def emit_chain_sums(self, ch: Chain, ind: str) -> list[str]:
         """After the loop: each row sum of chain ``ch`` is spread over the 4 threads of a quad

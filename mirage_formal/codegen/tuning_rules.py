@@ -550,7 +550,8 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
       tiles (``half_tiles``, without the register chain) tried first, and, when the block
       has more warps than 16-row tiles, a block of one warp per row tile and the widest block
       with one warp per row tile computing (``chain_warps=1``; by default the others share the
-      row tiles' k slices);
+      row tiles' k slices); when it has fewer warps than 16-row tiles (at most 32 of them),
+      a block of one warp per row tile (the chain's passes wider than at two row tiles a warp);
     - for gemv, deeper register rings for B vectors the thread loads itself (chunk 4 x depth 4,
       chunk 8 x depth 3, beside the default 8 x 2);
     - for such a chain with at most one 16-row tile per warp, two row tiles per warp
@@ -657,6 +658,11 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
             # ... or the widest block with one warp per row tile (the others only copy):
             # the k-sliced chain's after-loop sums can cost more than they save
             extra.append(replace(base, threads=threads[-1], chain_warps=1, split=wave))
+        # more 16-row tiles than warps (ViT's 197 queries: 13): a block of one warp per row
+        # tile, where the chain runs in wider passes than at two row tiles a warp
+        tiles16 = math.prod(chained[0].shape[:-2]) * -(-chained[0].shape[-2] // 16)
+        if (threads[-1] or bg.threads) // 32 < tiles16 <= 1024 // 32:  # (the most a block has)
+            extra.append(replace(base, threads=32 * tiles16, split=wave))
         if rows16 % 2 == 0 and 0 < rows16 <= (threads[-1] or bg.threads) // 32:
             # one row tile per warp by the rule: two per warp instead, each K and V fragment
             # read from shared memory serving twice the rows, the other warps on k slices

@@ -255,7 +255,14 @@ class _LoopLift:
         srcs = [self.in_loop(s) for s in n.src]
         part = make_op(n.op, [s.node for s in srcs], n.attr_dict, BLOCK)
         kind = "mean" if n.op == "mean" else "sum"
-        acc = make_op("accum", [part], {"kind": kind, "fold": None}, BLOCK)
+        if (self.forloop == 1 and n.op == "sum" and n.attr("keepdims")
+                and n.attr("axis") in (-1, len(n.shape) - 1)):
+            # one iteration: the row sum as a folding accumulator of the chunk itself (the
+            # same value), the form codegen's register chain keeps in registers (a loop's
+            # seeds keep the sum op: their kernels are measured that way)
+            acc = make_op("accum", [part.src[0]], {"kind": "sum", "fold": 1}, BLOCK)
+        else:
+            acc = make_op("accum", [part], {"kind": kind, "fold": None}, BLOCK)
         for pos, (src, b) in enumerate(zip(n.src, srcs, strict=True)):
             for k, f in b.factors:
                 self._check_lines_up(n, pos, src, f)
@@ -319,8 +326,8 @@ def loop_lifted_candidates(program: KernelGraph, grid_sizes: Sequence[int], forl
                            limit: int = MAX_LOOP_SEEDS) -> list[KernelGraph]:
     """Up to ``limit`` loop lifts of ``program``: per loop class (largest first), per choice
     of split classes (most first), at the smallest grid sizes and loop range of the space that
-    divide (the search's variant expansion tries the others); none when nothing can be
-    walked."""
+    divide (the search's variant expansion tries the others; one iteration where none
+    divides); none when nothing can be walked."""
     try:
         dv = DimVars(program)
     except Unliftable:
@@ -328,9 +335,11 @@ def loop_lifted_candidates(program: KernelGraph, grid_sizes: Sequence[int], forl
     classes = splittable(program, dv)
     out: list[KernelGraph] = []
     for r in loop_classes(program, dv):
-        loops = [f for f in sorted(forloops) if f > 1 and dv.size[r] % f == 0]
-        if not loops:
-            continue
+        # a size no loop range divides (a prime token count: ViT's 197 keys) is walked in
+        # one iteration: the accumulators and the deferred factors still put the softmax's
+        # division after the products (codegen's register chain then runs over the keys in
+        # passes of its own)
+        loops = [f for f in sorted(forloops) if f > 1 and dv.size[r] % f == 0] or [1]
         most = min(3, max_grid_axes, len(classes))
         for k in range(most, 0 if most else -1, -1):  # (one block only when nothing splits)
             for combo in itertools.combinations(classes, k):

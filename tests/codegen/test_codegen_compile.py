@@ -29,6 +29,7 @@ from graph_strategies import (
     NORM_CHAIN_CASES,
     NORM_PROJECTION_CASES,
     ONE_KERNEL_ATTENTION_CASES,
+    PADDED_CHAIN_CASES,
     ROW_ACTIVATION_PROGRAMS,
     SHARED_WEIGHT_CASES,
     WARP_BLOCKINGS,
@@ -543,6 +544,53 @@ def test_register_chain_compiles(case: tuple, cache: Path) -> None:
             assert ("unsigned ea" in cg.source) == chain, sched
         if not sched.mma_chain:
             assert "unsigned ea" not in cg.source
+
+
+def _padded_chain_schedules(la: Any) -> list[Schedule]:
+    """The schedules a padded or pass-by-pass register chain is checked under: the thread
+    counts that give it one, two and four row tiles a warp, and every first-round one."""
+    from mirage_formal.codegen import candidate_schedules
+
+    return [Schedule(), *(Schedule(threads=t) for t in (128, 256, 512)),
+            *candidate_schedules(la.graph)]
+
+
+@pytest.mark.parametrize("case", PADDED_CHAIN_CASES)
+def test_padded_and_pass_by_pass_chains_compile(case: tuple, cache: Path) -> None:
+    """Register chains over key counts that are not a multiple of 16, or longer than a warp's
+    registers hold, compile for sm_90 under every schedule they are checked under, and at 256
+    or 512 threads (otherwise the defaults) the scores stay in registers (no score tile)."""
+    from mirage_formal.codegen import launches
+
+    prog = attention_loop_program(*case)
+    (la,) = launches(prog, 128)
+    chained = []
+    for sched in _padded_chain_schedules(la):
+        cg = compile_graph(prog, arch="sm_90", load=False, cache=cache,
+                           schedules={la.graph.key: sched})
+        assert _is_cubin(cg.cubin)
+        if sched in (Schedule(threads=256), Schedule(threads=512)):
+            chained.append("unsigned ea" in cg.source)
+    assert all(chained)
+
+
+def test_vit_attention_chain_pads_its_keys_and_runs_in_passes_where_registers_ask() -> None:
+    """ViT-Base's 197 keys in one iteration: the chain's columns padded (the padding zeroed)
+    and its passes as wide as the registers allow: 416 threads (one 16-row tile a warp) 2
+    passes of 112 columns (224: the fewest passes within PASS_PADDING); 256 threads (two row tiles a warp, the last group
+    running past the rows) and 512 (128 registers a thread) 7 passes of 32; at 128 threads
+    (four a warp) none fits and the scores are stored."""
+    from mirage_formal.codegen import launches
+    from mirage_formal.codegen.layout import KernelLayout
+
+    prog = attention_loop_program(197, 64, 197, 64, 1, 0, True, "sum", "", True)
+    (la,) = launches(prog, 128)
+    got = {}
+    for t in (128, 256, 416, 512):
+        lay = KernelLayout(la.graph, "k", 227 * 1024, Schedule(threads=t))
+        got[t] = [(c.wm, c.kw, c.cols, c.chunk, c.passes) for c in lay.chains.values()]
+    assert got == {128: [], 256: [(2, 1, 224, 32, 7)], 416: [(1, 1, 224, 112, 2)],
+                   512: [(1, 1, 224, 32, 7)]}
 
 
 @pytest.mark.parametrize("case", CHAIN_CASES)

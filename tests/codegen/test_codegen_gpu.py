@@ -26,6 +26,7 @@ from graph_strategies import (
     NORM_CHAIN_CASES,
     NORM_PROJECTION_CASES,
     ONE_KERNEL_ATTENTION_CASES,
+    PADDED_CHAIN_CASES,
     ROW_ACTIVATION_PROGRAMS,
     SHARED_WEIGHT_CASES,
     SMALL_WORKLOADS,
@@ -738,6 +739,22 @@ def test_register_chain_validates(case: tuple) -> None:
               *candidate_schedules(la.graph)]
     if la.graph.forloop % 2 == 0:
         scheds.append(Schedule(split=2))
+    for sched in scheds:
+        cg = compile_graph(prog, schedules={la.graph.key: sched})
+        rep = validate(cg, trials=2)
+        assert rep.ok, f"{sched.short()}: {rep}\n{cg.source}"
+
+
+@pytest.mark.parametrize("case", PADDED_CHAIN_CASES)
+def test_padded_and_pass_by_pass_chains_validate(case: tuple) -> None:
+    """Register chains over key counts that are not a multiple of 16 (the padded columns
+    zeroed before the row sums and the second product) and run pass by pass over more keys
+    than a warp's registers hold compute the program, at one, two and four row tiles a warp
+    and under every first-round schedule."""
+    prog = attention_loop_program(*case)
+    (la,) = launches(prog, 128)
+    scheds = [Schedule(), *(Schedule(threads=t) for t in (128, 256, 512)),
+              Schedule(threads=256, half_tiles=True), *candidate_schedules(la.graph)]
     for sched in scheds:
         cg = compile_graph(prog, schedules={la.graph.key: sched})
         rep = validate(cg, trials=2)

@@ -65,7 +65,11 @@ def test_every_loop_lift_of_a_normalised_product_computes_it(program: mf.KernelG
     cands = loop_lifted_candidates(program, GRIDS, LOOPS)
     assert cands  # R (B's columns) can always be walked
     for cand in cands:
-        assert _block(cand).forloop > 1
+        # (one iteration where no loop range divides the walked size: 2 and 3 are not in LOOPS)
+        walked = [n.shape[n.attr("fmap")] for n in _block(cand).nodes
+                  if n.op == ITER and n.attr("fmap") != -1]
+        assert walked and (_block(cand).forloop > 1 or all(
+            x % f for x in walked for f in LOOPS if f > 1))
         for v in seed_size_variants(program, cand)[:4]:
             assert_computes_program(program, v, seed)
 
@@ -215,3 +219,24 @@ def test_the_verifier_tells_an_rms_without_the_programs_eps() -> None:
     assert not Verifier(program, seed=3).check(wrong).accepted
     right = loop_lifted_candidates(program, GRIDS, LOOPS)[0]
     assert Verifier(program, seed=3).check(right).accepted
+
+
+def test_a_key_count_no_loop_range_divides_is_walked_in_one_iteration() -> None:
+    """ViT-Base's 197 keys (prime): the keys' loop seed runs one iteration, its row sums a
+    folding accumulator of exp(S) itself (the form codegen's register chain keeps in
+    registers) and the softmax's division after the products; it computes the program."""
+    g = mf.Graph()
+    q = g.input((2, 197, 64), "f16", "Q")
+    k = g.input((2, 64, 197), "f16", "K")
+    v = g.input((2, 197, 64), "f16", "V")
+    e = g.exp(g.mul_scalar(g.matmul(q, k), scalar=0.125))
+    g.output(g.matmul(g.div(e, g.sum(e, axis=-1, keepdims=True)), v))
+    program = g.build()
+    cands = loop_lifted_candidates(program, (1, 2, 197), LOOPS)
+    walked = [c for c in cands if _block(c).forloop == 1
+              and any(n.op == "accum" and n.attr("fold") == 1 for n in _block(c).nodes)]
+    assert walked
+    for cand in walked:
+        div = [n for n in _block(cand).nodes if n.op == "div"]
+        assert len(div) == 1 and all(s.op == "accum" for s in div[0].src)
+        assert_computes_program(program, cand, 1)
