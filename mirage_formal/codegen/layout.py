@@ -910,9 +910,12 @@ class KernelLayout:
         iteration of a real loop, is no output and not inlined, and is fp16 or bf16 (or, under
         Schedule.ring32, fp32) with rows of 16-byte multiples in the tile and in global
         memory."""
-        if not self.opts.async_copy or n.op != ITER or self.bg.forloop < 2:
+        # (one iteration: a kernel with a register chain copies its operand tiles once, as
+        # one ring stage, for ldmatrix fragments)
+        once = self.bg.forloop == 1 and bool(self.chains)
+        if not self.opts.async_copy or n.op != ITER or (self.bg.forloop < 2 and not once):
             return False
-        if n.attr("fmap") == -1 or n in self.out_nodes or n in self.inline:
+        if (n.attr("fmap") == -1 and not once) or n in self.out_nodes or n in self.inline:
             return False
         shape, dt = self.bg.inputs[n.attr("input")]
         if dt is DType.F32 and n.dtype is DType.F32:  # (Schedule.ring32: 4 floats a copy)

@@ -94,8 +94,12 @@ class MmaPrinter(Tf32Printer):
         pad = ch is not None and ch.cols > ch.tile.shape[-1]
         if pad and mode == "chain_a":
             nk, xb = True, False
+        krow = "k0 + (lane & 15)"  # (the B rows a lane's ldmatrix address names)
         if pad and mode == "chain_b":
-            kk, xb = True, False
+            # B's rows past the real ones (the padded k-steps) are read clamped to the last:
+            # finite values the zeroed A columns multiply by zero
+            kk, krow = True, f"min(k0 + (lane & 15), {K - 1})"
+            xb = rb and ldsm and N % 8 == 0 and B.shape[-1] == N
 
         def la(r: str, k: str) -> str:
             cond = [c for c, need in ((f"{r} < {M}", mk), (f"{k} < {K}", kk)) if need]
@@ -166,7 +170,7 @@ class MmaPrinter(Tf32Printer):
                       f"{i3}fa[2] = {pka}({la('r0', 'kb')}, {la('r0', '(kb + 1)')});",
                       f"{i3}fa[3] = {pka}({la('r1', 'kb')}, {la('r1', '(kb + 1)')});"]
         if xb:
-            frag_b = [f"{i3}mf::ldsm_x2_trans(fb, pb + {self.raw_offset(B, 'k0 + (lane & 15)', 'tn')});"]
+            frag_b = [f"{i3}mf::ldsm_x2_trans(fb, pb + {self.raw_offset(B, krow, 'tn')});"]
         else:
             frag_b = [f"{i3}fb[0] = {pkb}({lb('ka', 'c0')}, {lb('(ka + 1)', 'c0')});",
                       f"{i3}fb[1] = {pkb}({lb('kb', 'c0')}, {lb('(kb + 1)', 'c0')});"]
@@ -303,7 +307,7 @@ class MmaPrinter(Tf32Printer):
                        f"{i3}for (int wn = 0; wn < {WN}; wn += 2) {{",
                        f"{i3}  const int tn = tn0 + wn;",
                        f"{i3}  mf::ldsm_x4_trans(fbs[wn], pb + "
-                       f"{self.raw_offset(B, 'k0 + (lane & 15)', 'tn + (lane >> 4)')});",
+                       f"{self.raw_offset(B, krow, 'tn + (lane >> 4)')});",
                        f"{i3}}}"]
         else:
             frags_b = [f"{i3}#pragma unroll",

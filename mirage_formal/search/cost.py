@@ -55,7 +55,11 @@ fp16 tensor-core rate, 25 TFLOP/s CUDA-core rate, 0.1 µs per loop step, 20 GB/s
 
 Shared memory per block (:func:`smem_bytes`): the sum of the tile bytes of every block tensor,
 each counted once (no buffer reuse; accumulators and post-loop tiles in fp32), so it is an
-upper bound on what a straightforward emitter allocates.
+upper bound on what a straightforward emitter allocates. Whether a candidate fits leaves out
+the tiles codegen keeps in registers between two tensor-core products (its register chain:
+attention's exp(Q·K), see :func:`register_chain_tiles`): counted, one head's 197 x 197 scores of ViT's
+attention (three fp32 tiles, 465 KB) kept the one-kernel form of one block a head out of the
+space, and that form measured 25.9 µs against the search's pick's 78 (H200, s48 c3).
 
 Imports ``ir`` (``ir.occupancy``: the split rule it shares with ``codegen.schedule``) and the
 data-folder locator only.
@@ -240,11 +244,65 @@ def _arith_seconds(t: Target, tc: float, simt: float, mm32: float) -> float:
     return tc / t.tc_flops + simt / t.simt_flops + mm32 / t.f32_mm_flops
 
 
-def smem_bytes(bg: BlockGraph) -> int:
-    """Shared memory a block needs: every tile counted once (see module docstring)."""
+def register_chain_tiles(bg: BlockGraph) -> set[Node]:
+    """The tiles of ``bg`` that codegen's register chain (``codegen.layout.Chain``) can keep
+    in registers: a tensor-core product ``m1`` of two fp16 or bf16 tiles, the elementwise ops
+    that lead from it alone to the A operand ``E`` of a second tensor-core product ``m2``
+    that a plain sum accumulator alone reads, every other reader of those tiles a row-sum
+    accumulator (sum or mean, fold 1), none of them an output. The structure only: codegen
+    also needs the block's warps to own whole 16-row tiles within its registers, which a
+    thread count the tuner tries gives (one warp per row tile, up to 32 of them)."""
+    consumers: dict[Node, list[Node]] = {n: [] for n in bg.nodes}
+    for n in bg.nodes:
+        for x in n.src:
+            consumers[x].append(n)
+    outs = {o.node for o in bg.outputs}
+    tiles: set[Node] = set()
+
+    def tensor_core(m: Node) -> bool:
+        return m.op == "matmul" and tensor_core_type(*(x.dtype for x in m.src)) is not None
+
+    for m2 in bg.nodes:
+        cs = consumers[m2]
+        if not (tensor_core(m2) and len(cs) == 1 and cs[0].op == "accum"
+                and cs[0].attr("fold") is None and cs[0].attr("kind") in ("sum", "mean")):
+            continue
+        E = m2.src[0]
+        if E is m2.src[1] or E.op not in REGISTRY or not REGISTRY[E.op].elementwise:
+            continue
+        chain, m1, stack, ok = {E}, None, [E], True
+        while stack and ok:
+            for x in stack.pop().src:
+                if x in chain:
+                    continue
+                if tensor_core(x) and (m1 is None or m1 is x):
+                    m1 = x
+                    chain.add(x)
+                elif x.op in REGISTRY and REGISTRY[x.op].elementwise and x.op != ITER:
+                    chain.add(x)
+                    stack.append(x)
+                else:
+                    ok = False
+        if not ok or m1 is None or any(x in outs or x.shape != E.shape for x in chain):
+            continue
+        if all(c in chain or (c is m2 and x is E)
+               or (c.op == "accum" and c.attr("fold") == 1 and c.attr("kind") in ("sum", "mean"))
+               for x in chain for c in consumers[x]):
+            tiles |= chain
+    return tiles
+
+
+def smem_bytes(bg: BlockGraph, chains: bool = False) -> int:
+    """Shared memory a block needs: every tile counted once (see module docstring); with
+    ``chains``, those a register chain keeps in registers left out (what decides whether a
+    candidate fits; the model's blocks per SM still count them, so that no estimate of a
+    candidate that fitted before changes)."""
     phases = block_phases(bg.nodes)
+    in_registers = register_chain_tiles(bg) if chains else set()
     total = 0
     for n in bg.nodes:
+        if n in in_registers:
+            continue
         size = 4 if (phases[n] or n.op == "accum") else n.dtype.itemsize
         total += math.prod(n.shape) * size
     return total

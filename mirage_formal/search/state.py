@@ -166,7 +166,8 @@ def ranked_variants(cfg: SearchConfig, rep: KernelGraph, stats: Stats | None = N
     for v in size_variants(cfg, rep, radius):
         if stats is not None:
             stats.variants += 1
-        if any(smem_bytes(n.attr("graph")) > cfg.smem_limit for n in v.nodes if n.op == KERNEL_OP):
+        if any(smem_bytes(n.attr("graph"), chains=True) > cfg.smem_limit
+               for n in v.nodes if n.op == KERNEL_OP):
             continue
         c = estimate(v, cfg.target)
         ranked.append((round(c.seconds, 12), v.key, v, c))
