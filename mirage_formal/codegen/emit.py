@@ -235,7 +235,40 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                 f"{ind}  const int i = v * {per16};", *[ind + "  " + d for d in decls],
                 f"{ind}  {copy};", f"{ind}}}"]
 
+    def emit_transposed_load(self, n: Node, ind: str) -> list[str]:
+        """Copy iterator tile ``n`` (k x N) into its transposed fp16 tile (layout.bt): row c
+        holds column c's k values, ``bt_pitch`` halves apart; rows past N up to the chain's
+        padded columns are zeroed. Global reads are vectors where the tile allows them
+        (rows or one flat run), each element then stored to its transposed place."""
+        _, dt = self.bg.inputs[n.attr("input")]
+        t16 = FLOAT16[dt]
+        K, N, P = n.shape[-2], n.shape[-1], self.bt_pitch(n)
+        cols = self.bt[n].cols
+        h = f"reinterpret_cast<{t16.c_type}*>({self.buf[n]})"
+        V = self.iter_vec(n) or self.slab_vec(n)
+        decls, idx = multi_index(n.shape, "i", "t")
+        ref = self.iter_ref(n, idx)
+        lines = []
+        if cols > N:
+            lines += [*self.block_loop("z", (cols - N) * P, ind),
+                      f"{ind}  {h}[{N * P} + z] = {t16.zero};", f"{ind}}}"]
+        if V:
+            lines += [*self.block_loop("v", math.prod(n.shape) // V, ind),
+                      f"{ind}  const int i = v * {V};", *[ind + "  " + d for d in decls],
+                      f"{ind}  const mf::raw_vec<{V * dt.itemsize}>::type raw = "
+                      f"*reinterpret_cast<const mf::raw_vec<{V * dt.itemsize}>::type*>(&{ref});",
+                      f"{ind}  const {t16.c_type}* const vals = reinterpret_cast<const {t16.c_type}*>(&raw);",
+                      f"{ind}  #pragma unroll",
+                      f"{ind}  for (int j = 0; j < {V}; ++j) "
+                      f"{h}[((i + j) % {N}) * {P} + (i + j) / {N} % {K}] = vals[j];",
+                      f"{ind}}}"]
+            return lines
+        return [*lines, *self.block_loop("i", math.prod(n.shape), ind), *[ind + "  " + d for d in decls],
+                f"{ind}  {h}[({idx[-1]}) * {P} + ({idx[-2]})] = {ref};", f"{ind}}}"]
+
     def emit_load(self, n: Node, ind: str) -> list[str]:
+        if n in self.bt:
+            return self.emit_transposed_load(n, ind)
         k = n.attr("input")
         _, dt = self.bg.inputs[k]
         b = self.buf[n]

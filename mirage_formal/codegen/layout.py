@@ -317,6 +317,9 @@ class KernelLayout:
                 self.ld[A] = A.shape[-1] + self.tf32_pad(A)
         for n in self.half:  # fp16 rows padded by 8 halves (ldmatrix)
             self.ld[n] = n.shape[-1] + 8
+        #: a one-iteration register chain's first-product B iterator tile stored transposed
+        #: as fp16 (:meth:`_transposed_b`), with the chain it feeds
+        self.bt = {ch.first.src[1]: ch for ch in self.chains.values() if self._transposed_b(ch, raw)}
         for n in raw:  # (raw tiles that only rms_norms read get the same rows)
             self.ld[n] = n.shape[-1] + self.raw_pad(n)
         if self.opts.pad_acc_rows:  # (the sums' tiles of register products: Schedule field)
@@ -690,6 +693,25 @@ class KernelLayout:
         return Chain(m1, tuple(sorted(inner, key=self.ids.__getitem__)), E, m2,
                      tuple(sorted(set(sums), key=self.ids.__getitem__)), wm, kw, cols, chunk)
 
+    def _transposed_b(self, ch: Chain, raw: set[Node]) -> bool:
+        """Chain ``ch``'s first product reads its B operand, an iterator tile of one
+        iteration that cp.async cannot copy (rows without 16-byte chunks: ViT's K stored
+        transposed, 197 keys a row), from an fp16 copy stored transposed: one row of
+        ``k + 8`` halves per column, the chain's padded columns included (zeroed), so each
+        B fragment is one ldmatrix (non-transposed) or two 4-byte reads instead of four
+        scalar fp32 reads and two conversions (:meth:`bt_pitch`)."""
+        m1 = ch.first
+        B = m1.src[1]
+        return (self.bg.forloop == 1 and B.op == ITER and B not in raw
+                and self.consumers[B] == [m1] and B.dtype in (DType.F16, DType.BF16)
+                and self.bg.inputs[B.attr("input")][1] is B.dtype
+                and B.shape[-2] % 16 == 0 and math.prod(B.shape[:-2]) == 1)
+
+    def bt_pitch(self, n: Node) -> int:
+        """Halves between the rows (B's columns) of transposed tile ``n`` (:attr:`bt`): its
+        k range and 8 more, so the 8 rows one ldmatrix reads fall in distinct banks."""
+        return n.shape[-2] + 8
+
     def _invariant_mean(self, a: Node) -> bool:
         """Accumulator ``a`` is a plain mean (no fold) of a loop-invariant tile computed once
         after the loop (:class:`InvariantAccumulate`): the tile itself. Not in a loop split
@@ -1003,6 +1025,8 @@ class KernelLayout:
             return self.stages * self.stage_halves(n) * n.dtype.itemsize // 4
         if n in self.half:
             return -(-math.prod(n.shape[:-1]) * self.ld[n] // 2)
+        if n in self.bt:  # (every padded column of the chain a row)
+            return -(-self.bt[n].cols * self.bt_pitch(n) // 2)
         return math.prod(n.shape[:-1]) * self.row(n)
 
     def var(self) -> str:

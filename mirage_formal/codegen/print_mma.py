@@ -229,6 +229,9 @@ class MmaPrinter(Tf32Printer):
                      for v, t in zip("xy", self.frag_leaves[A], strict=False)] if fop
                     else [f"{i2}const {ta}* pa = {a} + {ab};"])
         pb_line = f"{i2}const {tb}* pb = {b} + {bb};"
+        bt = B in self.bt  # (B stored transposed as fp16: layout.bt; no batch)
+        if bt:
+            pb_line = f"{i2}const {t16.c_type}* pb = reinterpret_cast<const {t16.c_type}*>({b});"
 
         def store_all(op: str, to: str = dst) -> list[str]:
             return [f"{i2}#pragma unroll",
@@ -300,7 +303,25 @@ class MmaPrinter(Tf32Printer):
                      f"{i3}unsigned fas[{WM}][4], fbs[{WN}][2];",
                      *frag_a_loop]
             fa_ref = "fas[wm]"
-        if xb and WN % 2 == 0:
+        if bt:
+            # B's column c is row c of the transposed tile: a fragment is two 4-byte reads
+            # (k pairs 2q and 2q + 8 of column g), or, two 8-column tiles at a time, one
+            # ldmatrix (rows: the 16 columns; lanes 8-15 and 24-31 the k half 8-15)
+            P = self.bt_pitch(B)
+            if ldsm and WN % 2 == 0:
+                frags_b = [f"{i3}#pragma unroll",
+                           f"{i3}for (int wn = 0; wn < {WN}; wn += 2) {{",
+                           f"{i3}  mf::ldsm_x4(fbs[wn], pb + ((tn0 + wn) * 8 + (lane & 7) + (lane >> 4) * 8)"
+                           f" * {P} + k0 + ((lane >> 3) & 1) * 8);",
+                           f"{i3}}}"]
+            else:
+                frags_b = [f"{i3}#pragma unroll",
+                           f"{i3}for (int wn = 0; wn < {WN}; ++wn) {{",
+                           f"{i3}  const int c0 = (tn0 + wn) * 8 + g;",
+                           f"{i3}  fbs[wn][0] = *reinterpret_cast<const unsigned*>(pb + c0 * {P} + ka);",
+                           f"{i3}  fbs[wn][1] = *reinterpret_cast<const unsigned*>(pb + c0 * {P} + kb);",
+                           f"{i3}}}"]
+        elif xb and WN % 2 == 0:
             # two adjacent 8-column B fragments per ldmatrix (x4, transposed): half the
             # instructions for the same shared-memory bytes
             frags_b = [f"{i3}#pragma unroll",
