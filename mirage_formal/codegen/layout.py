@@ -58,16 +58,10 @@ from mirage_formal.ir.graph import (
     loop_invariant,
 )
 from mirage_formal.ir.node import Node
+from mirage_formal.ir.occupancy import chain_register_budget, chain_registers
 from mirage_formal.ir.ops import REGISTRY
 
 _MAX_ELEMS = 2**31 - 1
-#: registers a thread may spend on a register chain's fragments (first product, second
-#: product's accumulators, loop-invariant A fragments): beyond this the compiler spills
-CHAIN_REGISTERS = 160
-#: registers of one SM (a block's threads share them), and those a chain thread needs besides
-#: its fragments (addresses, B fragments, loop counters): a chain run in passes keeps its
-#: fragments within ``REGISTERS_PER_SM / threads - CHAIN_OVERHEAD``
-REGISTERS_PER_SM, CHAIN_OVERHEAD = 65536, 48
 #: a chain run in passes may pad its columns by this factor over the next multiple of 16
 #: (fewer, wider passes: more products in flight per pass)
 PASS_PADDING = 1.125
@@ -97,7 +91,8 @@ class Chain:
     #: multiplied: their B columns and the second product's B rows load as zeros)
     cols: int = 0
     #: the first product's columns a warp computes in one pass (a multiple of 16 dividing
-    #: ``cols``; ``cols / kw`` in one pass); less than that when the whole row would not fit in CHAIN_REGISTERS:
+    #: ``cols``; ``cols / kw`` in one pass); less than that when the whole row would not fit
+    #: in the chain's registers (``ir.occupancy.chain_register_budget``):
     #: the warp then runs the chain pass by pass over its columns, each pass's products
     #: added into the second product's registers (only with ``kw`` 1)
     chunk: int = 0
@@ -607,7 +602,8 @@ class KernelLayout:
         else) from one tensor-core matmul ``m1`` alone; ``E``'s other readers are row-sum
         accumulators (sum or mean, fold 1) of chain nodes. Both products have the same batch
         and rows (a last 16-row tile may be partial), ``m1``'s columns are a multiple of 16,
-        and every warp can own ``wm`` whole row tiles of both (one warp tile each) within CHAIN_REGISTERS registers."""
+        and every warp can own ``wm`` whole row tiles of both (one warp tile each) within
+        ``ir.occupancy.chain_register_budget`` registers (else in passes over the columns)."""
         o = self.opts
         if not (o.mma_chain and o.mma_registers and m2.op == "matmul"
                 and m2 in self.fused and self._mma(m2)):
@@ -670,14 +666,14 @@ class KernelLayout:
         groups, cols = NB * row_groups(MT, wm), -(-N1 // 16) * 16
 
         def regs(columns: int) -> int:  # the first product's, the second's, A's fragments
-            return wm * (columns // 8 + N2 // 8) * 4 + wm * (K1 // 16) * 4
+            return chain_registers(wm, columns, N2, K1)
 
         # the warps left over share each row tile's columns (k slices of the second product)
         kw = next(k for k in (8, 4, 2, 1) if groups * k <= W and (cols // 16) % k == 0
                   and (o.chain_warps == 0 or k <= o.chain_warps))
         chunk = cols // kw
         # (the registers the block leaves a thread bound them too: 512 threads, 128 each)
-        budget = min(CHAIN_REGISTERS, REGISTERS_PER_SM // self.T - CHAIN_OVERHEAD)
+        budget = chain_register_budget(self.T)
         if regs(chunk) > budget:
             if N1 % 16 == 0 and self.bg.forloop > 1:
                 return None  # (a loop's key tiles: the loop is the pass over the columns)

@@ -1,6 +1,8 @@
 """How a block graph's for-loop may be spread over extra blocks: the rule the autotuner's
 schedule candidates use (``codegen.schedule``) and the cost model assumes (``search.cost``),
-kept in one place so the model ranks a μGraph by the schedules that will really be measured.
+kept in one place so the model ranks a μGraph by the schedules that will really be measured;
+likewise the registers a register chain may hold (``codegen.layout.Chain``), which decide
+whether the search counts its score tiles toward shared memory.
 
 Imports nothing of ours.
 """
@@ -53,3 +55,33 @@ def combine_reads(split: int) -> int:
     """Partials the last block of a split's combine reads one after another (G + S/G, or S)."""
     g = combine_groups(split)
     return split if g == split else g + split // g
+
+
+#: registers a thread may spend on a register chain's fragments (first product, second
+#: product's accumulators, the first product's A fragments): beyond this the compiler spills
+CHAIN_REGISTERS = 160
+#: registers of one SM (a block's threads share them), and those a chain thread needs besides
+#: its fragments (addresses, B fragments, loop counters)
+REGISTERS_PER_SM, CHAIN_OVERHEAD = 65536, 48
+
+
+def chain_register_budget(threads: int) -> int:
+    """Fragment registers a register chain's thread may hold in a block of ``threads``."""
+    return min(CHAIN_REGISTERS, REGISTERS_PER_SM // threads - CHAIN_OVERHEAD)
+
+
+def chain_registers(wm: int, columns: int, n2: int, k1: int) -> int:
+    """Fragment registers of a register chain's thread that owns ``wm`` 16-row tiles: its
+    ``columns`` of the first product, the second product's ``n2`` columns of accumulators,
+    and the first product's A fragments over ``k1``."""
+    return wm * (columns // 8 + n2 // 8) * 4 + wm * (k1 // 16) * 4
+
+
+def chain_fits(row_tiles: int, n2: int, k1: int) -> bool:
+    """Some block the autotuner tries (128 or 256 threads, or one warp per 16-row tile up to
+    1024) lets every warp own whole row tiles (1, 2 or 4 of the ``row_tiles``) and hold a
+    16-column pass of a register chain within its registers."""
+    blocks = {128, 256} | ({32 * row_tiles} if row_tiles <= 32 else set())
+    return any(-(-row_tiles // wm) <= t // 32
+               and chain_registers(wm, 16, n2, k1) <= chain_register_budget(t)
+               for t in blocks for wm in (1, 2, 4))

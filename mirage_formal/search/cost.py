@@ -57,12 +57,13 @@ Shared memory per block (:func:`smem_bytes`): the sum of the tile bytes of every
 each counted once (no buffer reuse; accumulators and post-loop tiles in fp32), so it is an
 upper bound on what a straightforward emitter allocates. Whether a candidate fits leaves out
 the tiles codegen keeps in registers between two tensor-core products (its register chain:
-attention's exp(Q·K), see :func:`register_chain_tiles`): counted, one head's 197 x 197 scores of ViT's
-attention (three fp32 tiles, 465 KB) kept the one-kernel form of one block a head out of the
-space, and that form measured 25.9 µs against the search's pick's 78 (H200, s48 c3).
+attention's exp(Q·K), see :func:`register_chain_tiles`): counted, one head's 197 x 197
+scores of ViT's attention (three tiles, 233 KB of the block's 435 KB) kept the one-kernel
+form of one block a head out of the space, and that form measured 25.9 µs against the
+search's pick's 78 (H200, s48 c3).
 
-Imports ``ir`` (``ir.occupancy``: the split rule it shares with ``codegen.schedule``) and the
-data-folder locator only.
+Imports ``ir`` (``ir.occupancy``: the split rule and the chain's registers it shares with
+``codegen``) and the data-folder locator only.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ from mirage_formal.ir.graph import (
     loop_invariant,
 )
 from mirage_formal.ir.node import Node
-from mirage_formal.ir.occupancy import loop_splits
+from mirage_formal.ir.occupancy import chain_fits, loop_splits
 from mirage_formal.ir.ops import REGISTRY
 
 
@@ -249,9 +250,10 @@ def register_chain_tiles(bg: BlockGraph) -> set[Node]:
     in registers: a tensor-core product ``m1`` of two fp16 or bf16 tiles, the elementwise ops
     that lead from it alone to the A operand ``E`` of a second tensor-core product ``m2``
     that a plain sum accumulator alone reads, every other reader of those tiles a row-sum
-    accumulator (sum or mean, fold 1), none of them an output. The structure only: codegen
-    also needs the block's warps to own whole 16-row tiles within its registers, which a
-    thread count the tuner tries gives (one warp per row tile, up to 32 of them)."""
+    accumulator (sum or mean, fold 1), none of them an output, and some block the tuner
+    tries lets its warps own whole 16-row tiles with a 16-column pass within their registers
+    (``ir.occupancy.chain_fits``), the second product's columns a multiple of 8 and the
+    first's k of 16, as codegen's choice needs."""
     consumers: dict[Node, list[Node]] = {n: [] for n in bg.nodes}
     for n in bg.nodes:
         for x in n.src:
@@ -285,6 +287,10 @@ def register_chain_tiles(bg: BlockGraph) -> set[Node]:
                     ok = False
         if not ok or m1 is None or any(x in outs or x.shape != E.shape for x in chain):
             continue
+        row_tiles = math.prod(E.shape[:-2]) * -(-E.shape[-2] // 16)
+        n2, k1 = m2.shape[-1], m1.src[0].shape[-1]
+        if n2 % 8 or k1 % 16 or not chain_fits(row_tiles, n2, k1):
+            continue  # (no block the tuner tries holds it: its tiles would be stored)
         if all(c in chain or (c is m2 and x is E)
                or (c.op == "accum" and c.attr("fold") == 1 and c.attr("kind") in ("sum", "mean"))
                for x in chain for c in consumers[x]):

@@ -625,7 +625,7 @@ def test_register_chain_k_slices_keep_every_warp_busy(case: tuple, threads: int)
 def test_register_chain_rows_per_warp(case: tuple, rows: int) -> None:
     """Schedule.chain_rows gives each warp that many 16-row tiles when they divide the
     block's row tiles and the rule would give fewer; the warps left over take k slices, and
-    the chain's registers stay within CHAIN_REGISTERS (else no chain at all)."""
+    the chain's registers stay within its budget (else no chain at all)."""
     from mirage_formal.codegen import launches
     from mirage_formal.codegen.layout import KernelLayout
 

@@ -156,3 +156,31 @@ def test_fp32_products_run_at_their_own_rate() -> None:
     assert cost.estimate(prog, slow).seconds > 5 * cost.estimate(prog, t).seconds
     other = dataclasses.replace(t, simt_flops=t.simt_flops / 10)
     assert cost.estimate(prog, other).seconds == cost.estimate(prog, t).seconds
+
+
+@pytest.mark.parametrize(("rows", "keys", "kept"), [(197, 197, True), (64, 520, True),
+                                                    (4096, 64, False)])
+def test_register_chain_tiles_leave_shared_memory_only_where_a_block_holds_them(
+        rows: int, keys: int, kept: bool) -> None:
+    """A one-kernel attention's score tiles (S, exp(S)·0.125) count toward shared memory only
+    where no block the tuner tries holds the chain in registers: ViT's 197 queries and keys
+    (three tiles of 197 x 197, 233 KB of the block's 435) and 520 keys fit; 4096 query rows of a
+    block (256 row tiles) do not, and keep their tiles in the count. The model's blocks per SM
+    (``smem_bytes`` without ``chains``) still count every tile; codegen agrees (a chain at
+    256 threads where the count leaves the tiles out)."""
+    from mirage_formal.codegen import launches
+    from mirage_formal.codegen.layout import KernelLayout
+    from mirage_formal.codegen.schedule import Schedule
+    from tests.graph_strategies import attention_loop_program
+
+    prog = attention_loop_program(rows, 64, keys, 64, 1, 0, True, "sum", "", True)
+    (la,) = launches(prog, 128)
+    bg = la.graph
+    chain = cost.register_chain_tiles(bg)
+    assert bool(chain) == kept
+    assert {n.op for n in chain} <= {"matmul", "mul_scalar", "exp"}
+    scores = sum(math.prod(n.shape) * n.dtype.itemsize for n in chain)  # (in-loop tiles)
+    assert cost.smem_bytes(bg, chains=True) == cost.smem_bytes(bg) - scores
+    if kept:
+        assert cost.smem_bytes(bg, chains=True) <= 227 * 1024 < cost.smem_bytes(bg)
+        assert KernelLayout(bg, "k", 227 * 1024, Schedule(threads=256)).chains
