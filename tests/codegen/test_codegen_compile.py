@@ -574,6 +574,38 @@ def test_padded_and_pass_by_pass_chains_compile(case: tuple, cache: Path) -> Non
     assert all(chained)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 300), st.sampled_from([16, 32, 64, 128]), st.integers(1, 600),
+       st.sampled_from([8, 16, 32, 64, 128]), st.sampled_from([1, 2, 3]),
+       st.sampled_from([128, 256, 416, 512, 1024]))
+def test_a_chosen_register_chain_covers_its_keys_within_its_warps_and_registers(
+        rows: int, d: int, keys: int, dv: int, forloop: int, threads: int) -> None:
+    """Whatever the shapes, a register chain the layout chooses pads its columns to a
+    multiple of 16 at or above the keys (within PASS_PADDING when it runs in passes), its
+    passes and warps cover those columns exactly, its warps own every row tile, and its
+    fragments stay within the registers the block leaves a thread; without passes the
+    padding is under 16 columns."""
+    from mirage_formal.codegen import launches
+    from mirage_formal.codegen.layout import PASS_PADDING, KernelLayout
+    from mirage_formal.codegen.schedule import row_groups
+    from mirage_formal.ir.occupancy import chain_register_budget, chain_registers
+
+    prog = attention_loop_program(rows, d, keys, dv, forloop, 0, True, "sum", "", True)
+    (la,) = launches(prog, 128)
+    lay = KernelLayout(la.graph, "k", 227 * 1024, Schedule(threads=threads))
+    for ch in lay.chains.values():
+        n1, m = ch.tile.shape[-1], ch.tile.shape[-2]
+        tiles = math.prod(ch.tile.shape[:-2]) * row_groups(-(-m // 16), ch.wm)
+        assert ch.cols >= n1 and ch.cols % 16 == 0 and ch.chunk % 16 == 0
+        assert ch.passes * ch.chunk * ch.kw == ch.cols
+        assert tiles * ch.kw <= threads // 32
+        assert chain_registers(ch.wm, ch.chunk, dv, d) <= chain_register_budget(threads)
+        if ch.passes == 1:
+            assert ch.cols - n1 < 16 * ch.kw
+        else:
+            assert ch.kw == 1 and ch.cols <= -(-n1 // 16) * 16 * PASS_PADDING
+
+
 def test_vit_attention_chain_pads_its_keys_and_runs_in_passes_where_registers_ask() -> None:
     """ViT-Base's 197 keys in one iteration: the chain's columns padded (the padding zeroed)
     and its passes as wide as the registers allow: 416 threads (one 16-row tile a warp) 2
