@@ -468,17 +468,14 @@ class MmaPrinter(Tf32Printer):
         ex = TileExpr(self, i5)
         ex.memo[(m1, tuple(idx))] = "c[e]"
         v = ex.val(E, idx, True)
-        N1 = E.shape[-1]
+        N1, guard = E.shape[-1], ""
         if ch.cols > N1:
             # padded columns (their products are zero, exp(0) is not): zero before the row
             # sums and the second product
-            col = "((tn0 + wn) * 8 + 2 * q + (e & 1))"
-            v = f"({col} < {N1} ? {v} : 0.f)"
-            sum_lines = [f"{i5}if ({col} < {N1}) rs{self.ids[a]}[wm][e >> 1] += "
-                         f"{ex.val(a.src[0], idx)};" for a in ch.sums]
-        else:
-            sum_lines = [f"{i5}rs{self.ids[a]}[wm][e >> 1] += {ex.val(a.src[0], idx)};"
-                         for a in ch.sums]
+            real = f"((tn0 + wn) * 8 + 2 * q + (e & 1)) < {N1}"
+            v, guard = f"({real} ? {v} : 0.f)", f"if ({real}) "
+        sum_lines = [f"{i5}{guard}rs{self.ids[a]}[wm][e >> 1] += {ex.val(a.src[0], idx)};"
+                     for a in ch.sums]
         body = [*zeroed_accumulators(f"cs{self.ids[m1]}", WM, NT1, i2),
                 *self.emit_matmul_mma(m1, m1, False, i2, mode="chain_a"),
                 f"{i2}unsigned ea{self.ids[m2]}[{WM}][{NT1 // 2}][4];",

@@ -253,15 +253,15 @@ class _LoopLift:
     def _reduction(self, n: Node) -> Node:
         """A reduction over R: the op on the chunk, an accumulator, then the deferred factors."""
         srcs = [self.in_loop(s) for s in n.src]
-        part = make_op(n.op, [s.node for s in srcs], n.attr_dict, BLOCK)
-        kind = "mean" if n.op == "mean" else "sum"
         if (self.forloop == 1 and n.op == "sum" and n.attr("keepdims")
                 and n.attr("axis") in (-1, len(n.shape) - 1)):
             # one iteration: the row sum as a folding accumulator of the chunk itself (the
             # same value), the form codegen's register chain keeps in registers (a loop's
             # seeds keep the sum op: their kernels are measured that way)
-            acc = make_op("accum", [part.src[0]], {"kind": "sum", "fold": 1}, BLOCK)
+            acc = make_op("accum", [srcs[0].node], {"kind": "sum", "fold": 1}, BLOCK)
         else:
+            part = make_op(n.op, [s.node for s in srcs], n.attr_dict, BLOCK)
+            kind = "mean" if n.op == "mean" else "sum"
             acc = make_op("accum", [part], {"kind": kind, "fold": None}, BLOCK)
         for pos, (src, b) in enumerate(zip(n.src, srcs, strict=True)):
             for k, f in b.factors:
