@@ -14,7 +14,10 @@ benchmarks/search_outside.py):
 2. this process then loads the row's best μGraph and its tuned schedule from the autotuner's
    cache (validated and timed again), runs it on PyTorch fp16 tensors in place against the
    program evaluated by PyTorch in float64, and times it as a CUDA graph beside PyTorch eager
-   (+graph) and torch.compile (+graph), all with triton's ``do_bench`` in this one process,
+   (+graph) and torch.compile (+graph) of the program's ops, and, where the program has a
+   part torch writes as one call (a layer norm, an rms_norm, a softmax, attention:
+   ``gpu_bench.torch_idiomatic``), that idiomatic form eager and compiled (+graph); the best
+   baseline is the fastest of them; all with triton's ``do_bench`` in this one process,
    each timed in five interleaved rounds and reported as its median (the rounds are kept in
    ``timing_rounds_us``).
 
@@ -115,7 +118,7 @@ TIMING_ROUNDS = 5
 def torch_check_and_time(kernel: Any, prog: Any) -> dict[str, Any]:
     import numpy as np
     import torch
-    from gpu_bench import bench, graphed, time_ours, torch_dtype, torch_program
+    from gpu_bench import bench, graphed, time_ours, torch_dtype, torch_idiomatic, torch_program
 
     from mirage_formal.codegen.validate import _overflows, random_device_inputs
 
@@ -140,21 +143,31 @@ def torch_check_and_time(kernel: Any, prog: Any) -> dict[str, Any]:
     rel = max(float((o.double() - w).abs().max() / w.abs().max()) for o, w in zip(outs, wants, strict=True))
     compiled = torch.compile(fn)
     compiled(*xs)
-    eager_replay, compile_replay = graphed(fn, xs), graphed(compiled, xs)
-    # ours and both baselines timed in TIMING_ROUNDS interleaved rounds, the median of each
+    replays = {"eager": graphed(fn, xs), "compile": graphed(compiled, xs)}
+    # the program as a PyTorch user writes it, where torch has one call for a part of it
+    # (F.layer_norm, F.rms_norm, softmax, scaled_dot_product_attention): eager and compiled
+    idiom = torch_idiomatic(prog)
+    if idiom is not None:
+        idiom_compiled = torch.compile(idiom[0])
+        idiom_compiled(*xs)
+        replays |= {"idiom": graphed(idiom[0], xs), "idiom_compile": graphed(idiom_compiled, xs)}
+    # ours and the baselines timed in TIMING_ROUNDS interleaved rounds, the median of each
     # kept: torch.compile's own time moved by up to 25% between single runs on some rows
-    rounds: dict[str, list[float]] = {"ours": [], "eager": [], "compile": []}
+    rounds: dict[str, list[float]] = {"ours": [], **{k: [] for k in replays}}
     for _ in range(TIMING_ROUNDS):
         rounds["ours"].append(time_ours(kernel, xs)[1])
-        rounds["eager"].append(bench(eager_replay))
-        rounds["compile"].append(bench(compile_replay))
-    ours, eager_g, compile_g = (statistics.median(rounds[k]) for k in ("ours", "eager", "compile"))
-    best = min(eager_g, compile_g)
-    return {"input_range": r, "kernel_vs_torch_f64_rel_err": rel, "ours_graph_us": ours,
-            "eager_graph_us": eager_g,
-            "compile_graph_us": compile_g, "best_baseline_us": best,
-            "best_baseline_over_ours": best / ours,
-            "timing_rounds_us": {k: [round(v, 2) for v in vs] for k, vs in rounds.items()}}
+        for k, replay in replays.items():
+            rounds[k].append(bench(replay))
+    med = {k: statistics.median(vs) for k, vs in rounds.items()}
+    best = min(v for k, v in med.items() if k != "ours")
+    row = {"input_range": r, "kernel_vs_torch_f64_rel_err": rel, "ours_graph_us": med["ours"],
+           "eager_graph_us": med["eager"], "compile_graph_us": med["compile"],
+           "best_baseline_us": best, "best_baseline_over_ours": best / med["ours"],
+           "timing_rounds_us": {k: [round(v, 2) for v in vs] for k, vs in rounds.items()}}
+    if idiom is not None:
+        row |= {"idiom_calls": idiom[1], "idiom_graph_us": med["idiom"],
+                "idiom_compile_graph_us": med["idiom_compile"]}
+    return row
 
 
 def main() -> int:
@@ -236,19 +249,22 @@ def main() -> int:
         (out / "measurements.jsonl").write_bytes(tuning_log.read_bytes()[log_start:])
     lines = [f"# gpu_optimize — {env['date']}", "", f"- {json.dumps(env)}", "",
              "| workload | b | superoptimize s | complete | accepted | validated (top k) | kernels | "
-             "ours µs | eager+graph µs | compile+graph µs | best baseline/ours | vs torch f64 |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "ours µs | eager+graph µs | compile+graph µs | idiomatic+graph µs (compiled) | "
+             "best baseline/ours | vs torch f64 |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     ratios = []
     for r in results:
         head = (f"| {r['workload']} | {r['b']} | {r.get('superoptimize_s', '-')} | "
                 f"{r.get('search_complete', '-')} | {r.get('accepted', '-')} | {r.get('validated', '-')} | "
                 f"{r.get('best_kernels', '-')} |")
         if "ours_graph_us" not in r:
-            lines.append(f"{head} - | - | - | - | {r.get('error', 'no kernel')} |")
+            lines.append(f"{head} - | - | - | - | - | {r.get('error', 'no kernel')} |")
             continue
         ratios.append(r["best_baseline_over_ours"])
+        idiom = (f"{r['idiom_graph_us']:.1f} ({r['idiom_compile_graph_us']:.1f}; "
+                 f"{', '.join(r['idiom_calls'])})" if "idiom_graph_us" in r else "-")
         lines.append(f"{head} {r['ours_graph_us']:.1f} | {r['eager_graph_us']:.1f} | "
-                     f"{r['compile_graph_us']:.1f} | {r['best_baseline_over_ours']:.2f} | "
+                     f"{r['compile_graph_us']:.1f} | {idiom} | {r['best_baseline_over_ours']:.2f} | "
                      f"{r['kernel_vs_torch_f64_rel_err']:.1e} |")
     if ratios:
         import math

@@ -78,3 +78,43 @@ def test_the_torch_baseline_of_a_program_of_several_outputs_returns_each() -> No
     assert isinstance(got, tuple) and len(got) == 3
     for want, t in zip(run_reference(prog, xs), got, strict=True):
         np.testing.assert_allclose(t.numpy(), want, rtol=1e-9, atol=1e-12)
+
+
+def _programs_with_idioms() -> list[tuple[str, object]]:
+    from search_outside import PROGRAMS
+
+    from mirage_formal import workloads
+
+    progs = [(f"outside:{k}", f(1)) for k, f in sorted(PROGRAMS.items())]
+    return progs + [(w, workloads.program(w, 1)) for w in sorted(workloads.PROGRAMS)]
+
+
+def test_the_idiomatic_torch_baseline_computes_each_program() -> None:
+    """gpu_bench.torch_idiomatic (a program as a PyTorch user writes it: F.layer_norm,
+    F.rms_norm, torch.softmax, F.scaled_dot_product_attention where the program has them)
+    equals the op-by-op form in float64 on every outside program and workload, and takes
+    those calls where the program has them: ViT's layer norms, its attention (and every
+    benchmark attention row), rmsnorm."""
+    import numpy as np
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    from gpu_bench import torch_idiomatic, torch_program
+
+    calls: dict[str, list[str]] = {}
+    for name, prog in _programs_with_idioms():
+        got = torch_idiomatic(prog)  # type: ignore[arg-type]
+        if got is None:
+            continue
+        fn, calls[name] = got
+        rng = np.random.default_rng(3)
+        xs = [torch.from_numpy(rng.uniform(0.5, 1.0, n.shape)) for n in prog.inputs]  # type: ignore[attr-defined]
+        want, have = torch_program(prog)(*xs), fn(*xs)  # type: ignore[arg-type]
+        for w, h in zip(want if isinstance(want, tuple) else (want,),
+                        have if isinstance(have, tuple) else (have,), strict=True):
+            np.testing.assert_allclose(h.numpy(), w.numpy(), rtol=1e-7, atol=1e-9, err_msg=name)
+    assert calls["outside:vit_ln_qkv"] == ["layer_norm"]
+    assert calls["outside:vit_proj_ln"] == ["layer_norm"]
+    assert calls["outside:vit_attention"] == ["scaled_dot_product_attention"]
+    assert "scaled_dot_product_attention" in calls["gqa"]
+    assert calls["rmsnorm"] == ["rms_norm"]
