@@ -146,11 +146,14 @@ def torch_check_and_time(kernel: Any, prog: Any) -> dict[str, Any]:
     replays = {"eager": graphed(fn, xs), "compile": graphed(compiled, xs)}
     # the program as a PyTorch user writes it, where torch has one call for a part of it
     # (F.layer_norm, F.rms_norm, softmax, scaled_dot_product_attention): eager and compiled
-    idiom = torch_idiomatic(prog)
+    idiom, idiom_error = torch_idiomatic(prog), None
     if idiom is not None:
-        idiom_compiled = torch.compile(idiom[0])
-        idiom_compiled(*xs)
-        replays |= {"idiom": graphed(idiom[0], xs), "idiom_compile": graphed(idiom_compiled, xs)}
+        try:  # (a baseline torch cannot run or capture leaves the others standing)
+            idiom_compiled = torch.compile(idiom[0])
+            idiom_compiled(*xs)
+            replays |= {"idiom": graphed(idiom[0], xs), "idiom_compile": graphed(idiom_compiled, xs)}
+        except Exception as e:
+            idiom, idiom_error = None, f"{type(e).__name__}: {e}"[:300]
     # ours and the baselines timed in TIMING_ROUNDS interleaved rounds, the median of each
     # kept: torch.compile's own time moved by up to 25% between single runs on some rows
     rounds: dict[str, list[float]] = {"ours": [], **{k: [] for k in replays}}
@@ -167,6 +170,8 @@ def torch_check_and_time(kernel: Any, prog: Any) -> dict[str, Any]:
     if idiom is not None:
         row |= {"idiom_calls": idiom[1], "idiom_graph_us": med["idiom"],
                 "idiom_compile_graph_us": med["idiom_compile"]}
+    if idiom_error is not None:
+        row["idiom_error"] = idiom_error
     return row
 
 
