@@ -552,6 +552,7 @@ def _padded_chain_schedules(la: Any) -> list[Schedule]:
     from mirage_formal.codegen import candidate_schedules
 
     return [Schedule(), *(Schedule(threads=t) for t in (128, 256, 512)),
+            Schedule(threads=256, ldmatrix=False), Schedule(threads=256, async_copy=False),
             *candidate_schedules(la.graph)]
 
 

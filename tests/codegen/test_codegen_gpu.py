@@ -749,12 +749,14 @@ def test_register_chain_validates(case: tuple) -> None:
 def test_padded_and_pass_by_pass_chains_validate(case: tuple) -> None:
     """Register chains over key counts that are not a multiple of 16 (the padded columns
     zeroed before the row sums and the second product) and run pass by pass over more keys
-    than a warp's registers hold compute the program, at one, two and four row tiles a warp
-    and under every first-round schedule."""
+    than a warp's registers hold compute the program, at one, two and four row tiles a warp,
+    without ldmatrix (the transposed K tile read as 4-byte pairs) or cp.async, and under every
+    first-round schedule."""
     prog = attention_loop_program(*case)
     (la,) = launches(prog, 128)
     scheds = [Schedule(), *(Schedule(threads=t) for t in (128, 256, 512)),
-              Schedule(threads=256, half_tiles=True), *candidate_schedules(la.graph)]
+              Schedule(threads=256, half_tiles=True), Schedule(threads=256, ldmatrix=False),
+              Schedule(threads=256, async_copy=False), *candidate_schedules(la.graph)]
     for sched in scheds:
         cg = compile_graph(prog, schedules={la.graph.key: sched})
         rep = validate(cg, trials=2)
