@@ -207,8 +207,7 @@ class KernelLayout:
                 self.epi.pop(ch.first, None)
         #: the register chains' matmuls and their rows of 16 per warp (whole rows per warp)
         self.chain_wm = {m: ch.wm for ch in self.chains.values() for m in (ch.first, ch.second)}
-        #: ... and the warps that share those rows (k slices of the second product)
-        self.chain_kw = {m: ch.kw for ch in self.chains.values() for m in (ch.first, ch.second)}
+        #: ... and each one's chain (its warps, columns and passes)
         self.chain_of = {m: ch for ch in self.chains.values() for m in (ch.first, ch.second)}
         self.chain_nodes = {x for ch in self.chains.values() for x in ch.nodes}
         self.chain_sums = {a for ch in self.chains.values() for a in ch.sums}
@@ -511,8 +510,7 @@ class KernelLayout:
         wm = self.chain_wm.get(n)
         if wm is not None:  # a register chain's matmul: whole rows per kw warps
             ch = self.chain_of[n]
-            kw, tiles = ch.kw, NB * row_groups(MT, wm) * ch.kw
-            return wm, (NT if n in self.chains else ch.chunk // 8), tiles
+            return wm, (NT if n in self.chains else ch.chunk // 8), NB * row_groups(MT, wm) * ch.kw
         if self.wgmma_shape(n):  # one 16-row tile a warp, its warpgroup's columns (Schedule.wgmma)
             C = self.opts.wgmma_cols
             return 1, -(-n.shape[-1] // 8) // C, -(-n.shape[-2] // 16) * C
