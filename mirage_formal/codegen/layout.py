@@ -48,6 +48,7 @@ from mirage_formal.codegen.steps import (
 from mirage_formal.codegen.stream_k import longest_segment
 from mirage_formal.codegen.tma import BOX_COLS, box_rows, tma_tile_ok
 from mirage_formal.errors import GraphError, UnsupportedOpError
+from mirage_formal.ir.chain import chain_parts
 from mirage_formal.ir.dtypes import DType, tensor_core_type
 from mirage_formal.ir.graph import (
     ITER,
@@ -595,57 +596,20 @@ class KernelLayout:
     def _chain(self, m2: Node) -> Chain | None:
         """The register chain ending in matmul ``m2`` (see :class:`Chain`), or None.
 
-        ``m2`` adds into a plain accumulator through a real loop; its A operand ``E`` is an
-        elementwise tile, no output, computed (through elementwise nodes read by nothing
-        else) from one tensor-core matmul ``m1`` alone; ``E``'s other readers are row-sum
-        accumulators (sum or mean, fold 1) of chain nodes. Both products have the same batch
-        and rows (a last 16-row tile may be partial), ``m1``'s columns are a multiple of 16,
-        and every warp can own ``wm`` whole row tiles of both (one warp tile each) within
+        ``m2`` adds into a plain accumulator; the chain's structure is ``ir.chain.chain_parts``
+        (its A operand ``E`` computed from one matmul ``m1`` alone through elementwise
+        nodes, their other readers row-sum accumulators), both products on tensor cores,
+        ``m1`` not itself summed. Rows may end inside a 16-row tile, ``m1``'s columns are
+        padded to a multiple of 16 (:attr:`Chain.cols`), and every warp can own ``wm`` whole row tiles of both (one warp tile each) within
         ``ir.occupancy.chain_register_budget`` registers (else in passes over the columns)."""
         o = self.opts
         if not (o.mma_chain and o.mma_registers and m2.op == "matmul"
                 and m2 in self.fused and self._mma(m2)):
             return None
-        E, B = m2.src
-        if E is B or E.op == ITER or E.op not in REGISTRY or not REGISTRY[E.op].elementwise:
+        parts = chain_parts(m2, self.consumers, self.out_nodes)
+        if parts is None or parts.first in self.fused or not self._mma(parts.first):
             return None
-        # walk E's operands back to the first matmul through elementwise nodes
-        inner: list[Node] = []
-        m1: Node | None = None
-        stack, seen = [E], {E}
-        while stack:
-            x = stack.pop()
-            for s in x.src:
-                if s in seen:
-                    continue
-                seen.add(s)
-                if s.op == "matmul":
-                    if m1 is not None and s is not m1:
-                        return None
-                    m1 = s
-                elif s.op != ITER and s.op in REGISTRY and REGISTRY[s.op].elementwise:
-                    inner.append(s)
-                    stack.append(s)
-                else:
-                    return None
-        if m1 is None or m1 in self.fused or not self._mma(m1):
-            return None
-        chain = {m1, *inner, E}
-        if any(x.shape != E.shape for x in chain):
-            return None
-        sums: list[Node] = []
-        for x in chain:
-            if x in self.out_nodes:
-                return None
-            for c in self.consumers[x]:
-                if c in chain or (c is m2 and x is E):
-                    continue
-                if c.op == "accum" and c.attr("fold") == 1 and c.attr("kind") in ("sum", "mean"):
-                    sums.append(c)
-                else:
-                    return None
-        if m2.shape[:-2] != E.shape[:-2] or m2.shape[-2] != E.shape[-2]:
-            return None
+        m1, E = parts.first, parts.tile
         M, N1, N2, K1 = E.shape[-2], E.shape[-1], m2.shape[-1], m1.src[0].shape[-1]
         if N2 % 8 or K1 % 16:
             return None
@@ -684,8 +648,8 @@ class KernelLayout:
                 return None
             kw, chunk = 1, min(fits, key=lambda c: (-(-N1 // c), -(-N1 // c) * c))
             cols = -(-N1 // chunk) * chunk
-        return Chain(m1, tuple(sorted(inner, key=self.ids.__getitem__)), E, m2,
-                     tuple(sorted(set(sums), key=self.ids.__getitem__)), wm, kw, cols, chunk)
+        return Chain(m1, tuple(sorted(parts.inner, key=self.ids.__getitem__)), E, m2,
+                     tuple(sorted(parts.sums, key=self.ids.__getitem__)), wm, kw, cols, chunk)
 
     def _transposed_b(self, ch: Chain, raw: set[Node]) -> bool:
         """Chain ``ch``'s first product reads its B operand, an iterator tile of one

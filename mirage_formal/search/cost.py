@@ -77,6 +77,7 @@ from pathlib import Path
 from typing import Any
 
 from mirage_formal.errors import MirageError
+from mirage_formal.ir.chain import chain_parts
 from mirage_formal.ir.dtypes import DType, tensor_core_type
 from mirage_formal.ir.flatten import flat_rows
 from mirage_formal.ir.graph import (
@@ -247,13 +248,12 @@ def _arith_seconds(t: Target, tc: float, simt: float, mm32: float) -> float:
 
 def register_chain_tiles(bg: BlockGraph) -> set[Node]:
     """The tiles of ``bg`` that codegen's register chain (``codegen.layout.Chain``) can keep
-    in registers: a tensor-core product ``m1`` of two fp16 or bf16 tiles, the elementwise ops
-    that lead from it alone to the A operand ``E`` of a second tensor-core product ``m2``
-    that a plain sum accumulator alone reads, every other reader of those tiles a row-sum
-    accumulator (sum or mean, fold 1), none of them an output, and some block the tuner
-    tries lets its warps own whole 16-row tiles with a 16-column pass within their registers
-    (``ir.occupancy.chain_fits``), the second product's columns a multiple of 8 and the
-    first's k of 16, as codegen's choice needs."""
+    in registers: a chain of ``ir.chain.chain_parts`` whose two products take fp16 or bf16
+    operands (the tensor cores), the second read by a plain sum accumulator alone and the
+    first by nothing else, where some block the tuner tries lets its warps own whole 16-row
+    tiles with a 16-column pass within their registers (``ir.occupancy.chain_fits``), the
+    second product's columns a multiple of 8 and the first's k of 16, as codegen's choice
+    needs."""
     consumers: dict[Node, list[Node]] = {n: [] for n in bg.nodes}
     for n in bg.nodes:
         for x in n.src:
@@ -269,32 +269,15 @@ def register_chain_tiles(bg: BlockGraph) -> set[Node]:
         if not (tensor_core(m2) and len(cs) == 1 and cs[0].op == "accum"
                 and cs[0].attr("fold") is None and cs[0].attr("kind") in ("sum", "mean")):
             continue
-        E = m2.src[0]
-        if E is m2.src[1] or E.op not in REGISTRY or not REGISTRY[E.op].elementwise:
+        parts = chain_parts(m2, consumers, outs)
+        if parts is None or not tensor_core(parts.first):
             continue
-        chain, m1, stack, ok = {E}, None, [E], True
-        while stack and ok:
-            for x in stack.pop().src:
-                if x in chain:
-                    continue
-                if tensor_core(x) and (m1 is None or m1 is x):
-                    m1 = x
-                    chain.add(x)
-                elif x.op in REGISTRY and REGISTRY[x.op].elementwise and x.op != ITER:
-                    chain.add(x)
-                    stack.append(x)
-                else:
-                    ok = False
-        if not ok or m1 is None or any(x in outs or x.shape != E.shape for x in chain):
-            continue
+        E = parts.tile
         row_tiles = math.prod(E.shape[:-2]) * -(-E.shape[-2] // 16)
-        n2, k1 = m2.shape[-1], m1.src[0].shape[-1]
+        n2, k1 = m2.shape[-1], parts.first.src[0].shape[-1]
         if n2 % 8 or k1 % 16 or not chain_fits(row_tiles, n2, k1):
             continue  # (no block the tuner tries holds it: its tiles would be stored)
-        if all(c in chain or (c is m2 and x is E)
-               or (c.op == "accum" and c.attr("fold") == 1 and c.attr("kind") in ("sum", "mean"))
-               for x in chain for c in consumers[x]):
-            tiles |= chain
+        tiles |= {parts.first, *parts.inner, E}
     return tiles
 
 
