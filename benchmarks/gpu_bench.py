@@ -167,9 +167,9 @@ def torch_idiomatic(prog: KernelGraph) -> tuple[Any, list[str]] | None:
     a layer norm (``F.layer_norm``), an rms_norm (``F.rms_norm``), a softmax over the last
     axis (``torch.softmax``: with its row maximum, the same function), and a product of such a
     softmax of (scaled) Q·Kᵀ with V (``F.scaled_dot_product_attention``, K given transposed
-    as the program stores it). Returns the function and the calls it uses, or None when the
-    program has none of them (then it is :func:`torch_program`). A baseline beside the
-    program's op-by-op form: ViT's layer norm plus projection took 13.0 µs as ``F.layer_norm``
+    as the program stores it, copied row-major inside the timed call). Returns the function
+    and the calls it uses, or None when the program has none of them (then it is
+    :func:`torch_program`). A baseline beside the program's op-by-op form: ViT's layer norm plus projection took 13.0 µs as ``F.layer_norm``
     and ``addmm`` and 33.8 as its nine elementwise ops and a matmul (H200, s48 c1, c5)."""
     import torch
     import torch.nn.functional as F
@@ -216,9 +216,13 @@ def torch_idiomatic(prog: KernelGraph) -> tuple[Any, list[str]] | None:
         if s.op == "matmul" and only(s, reader) and (p is n_out or only(p, n_out)) \
                 and len(s.shape) >= 3 \
                 and s.shape[:-2] == vv.shape[:-2] == s.src[0].shape[:-2] == s.src[1].shape[:-2]:
+            # (K is stored transposed: its transposed view has a last stride other than 1, on
+            # which SDPA takes its slow math path, 166.6 µs for gqa b=1 in BENCHMARKS.md; a
+            # user copies it to the row-major form the flash kernels read, and that copy is
+            # timed with the call)
             fused[n_out] = ("scaled_dot_product_attention", [s.src[0], s.src[1], vv],
                             lambda v, c=scale: F.scaled_dot_product_attention(
-                                v[0], v[1].transpose(-2, -1), v[2], scale=c))
+                                v[0], v[1].transpose(-2, -1).contiguous(), v[2], scale=c))
             if p is not n_out:
                 del fused[p]  # (its softmax is the attention's own)
     if not fused:
