@@ -33,10 +33,11 @@ from mirage_formal.codegen.emit import (
 )
 from mirage_formal.codegen.lower import Launch, launches
 from mirage_formal.codegen.nvrtc import DEFAULT_ARCH, compile_cubin
+from mirage_formal.codegen.refine import refined
 from mirage_formal.codegen.runtime import DeviceArray, NoGPUError, Runtime, device_pointer, runtime
 from mirage_formal.codegen.schedule import Schedule
 from mirage_formal.codegen.tma import TensorMapSpec, encode
-from mirage_formal.errors import MirageError
+from mirage_formal.errors import GraphError, MirageError
 from mirage_formal.ir.dtypes import DType
 from mirage_formal.ir.graph import INPUT, KernelGraph
 from mirage_formal.ir.node import Node
@@ -68,11 +69,18 @@ def emit_graph(kg: KernelGraph, threads: int = 128, smem_limit: int = SMEM_LIMIT
         if k is None:
             sched = (schedules or {}).get(la.graph.key, opts)
             tag = "".join("1" if j in early else "0" for j in range(len(la.inputs))) if early else ""
-            # a coarsened schedule runs the same μGraph kernel on fewer, wider blocks
-            bg = (coarsened(la.graph, sched.coarsen_axis, sched.coarsen)
-                  if sched is not None and sched.coarsen > 1 else la.graph)
+            # a coarsened schedule runs the same μGraph kernel on fewer, wider blocks, a
+            # refined one on more CTAs, each over a band of rows (addressing the real tensors)
+            bg, real = la.graph, None
+            if sched is not None and sched.coarsen > 1:
+                bg = coarsened(la.graph, sched.coarsen_axis, sched.coarsen)
+            elif sched is not None and sched.refine_rows:
+                if sched.refine_conflict:
+                    raise GraphError(f"schedule {sched.short()}: {sched.refine_conflict}")
+                rf = refined(la.graph, sched.refine_dim, sched.refine_rows)
+                bg, real = rf.graph, (rf.real_inputs, rf.real_outputs)
             k = emit_block_graph(bg, f"mf_{la.graph.key[:16]}" + (f"_e{tag}" if tag else ""),
-                                 smem_limit, sched, early=early)
+                                 smem_limit, sched, early=early, real=real)
             by_key[la.graph.key, early] = k
         kernels.append(k)
     src = PRELUDE + "\n".join(k.source for k in by_key.values())

@@ -36,6 +36,7 @@ planning and printing modules of ``codegen``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mirage_formal.codegen.barriers import Extent, touches, with_barriers
@@ -433,7 +434,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
     def tensor_map_spec(self, n: Node) -> TensorMapSpec:
         """The tensor map raw tile ``n``'s copies use: its input, boxes of its rows."""
         k = n.attr("input")
-        shape, dt = self.bg.inputs[k]
+        shape, dt = self.real_inputs[k], self.bg.inputs[k][1]
         rows = box_rows(n.shape[-2])
         assert rows is not None  # (layout._tma_ok)
         return TensorMapSpec(k, math.prod(shape[:-1]), shape[-1], rows, dt)
@@ -442,7 +443,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         """(column, row) of raw tile ``n``'s first element at iteration ``it`` in its tensor
         map's 2-D view of the input (a batched input's leading dimensions flattened into the
         rows: slice b's row r is row b * rows + r)."""
-        shape = self.bg.inputs[n.attr("input")][0]
+        shape = self.real_inputs[n.attr("input")]
         parts = self.iter_starts(n, "it")
         terms = [" + ".join(parts[-2])] if parts[-2] else []
         for d in range(len(shape) - 2):
@@ -875,7 +876,9 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
 
 def emit_block_graph(bg: BlockGraph, name: str, smem_limit: int = SMEM_LIMIT_BYTES,
                      opts: EmitOptions | None = None,
-                     early: frozenset[int] = frozenset()) -> EmittedKernel:
+                     early: frozenset[int] = frozenset(),
+                     real: tuple[Sequence[tuple[int, ...]], Sequence[tuple[int, ...]]] | None = None,
+                     ) -> EmittedKernel:
     """Emit the ``__global__`` function ``name`` computing block graph ``bg``.
 
     Every kernel waits for the kernel launched before it (``griddepcontrol.wait``: a no-op
@@ -884,7 +887,13 @@ def emit_block_graph(bg: BlockGraph, name: str, smem_limit: int = SMEM_LIMIT_BYT
     cp.async copies of those inputs' first ring stages are issued before the wait, so they
     overlap the previous kernel's tail. A kernel lets its dependent begin launching
     (``griddepcontrol.launch_dependents``) at its start when its grid fits one wave
-    (``ONE_WAVE_BLOCKS``), else after its main loop."""
+    (``ONE_WAVE_BLOCKS``), else after its main loop.
+
+    ``real``: the real shapes of the kernel's inputs and outputs where ``bg`` is a refined
+    block's virtual graph (:mod:`refine`): addresses then follow those, each band's start
+    clamped to end inside its dimension."""
     em = _Emitter(bg, name, smem_limit, opts or EmitOptions())
     em.early = early
+    if real is not None:
+        em.real_inputs, em.real_outputs = tuple(real[0]), tuple(real[1])
     return em.emit()

@@ -253,6 +253,10 @@ class KernelLayout:
         #: kernel inputs (graph inputs) whose first ring stages are copied before the wait for
         #: the previous kernel (see emit.emit_block_graph)
         self.early: frozenset[int] = frozenset()
+        #: the real shapes of the kernel's inputs and outputs, which addresses follow: a
+        #: refined block's virtual graph (:mod:`refine`) has other shapes (see emit_block_graph)
+        self.real_inputs: tuple[tuple[int, ...], ...] = tuple(s for s, _ in bg.inputs)
+        self.real_outputs: tuple[tuple[int, ...], ...] = tuple(bg.output_shape(o) for o in bg.outputs)
         #: (set by build_steps) the wait for the previous kernel may follow the loop; the
         #: number of leading post-loop steps printed before the reductions and the combine
         self.late_wait_ok = False

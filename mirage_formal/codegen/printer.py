@@ -84,6 +84,13 @@ def st_vec_fn(nbytes: int) -> str:
     return "mf::st_vec" if nbytes == 16 else f"mf::st_vecn<{nbytes}>"
 
 
+def band_start(block: str, tile: int, size: int) -> str:
+    """Where block index ``block``'s tile of ``tile`` elements starts along a dimension of
+    ``size``: ``block * tile``, or, where the tiles do not divide the dimension (a refined
+    block, :mod:`refine`), clamped so that the last tile ends at the dimension's end."""
+    return f"{block}*{tile}" if size % tile == 0 else f"min({block}*{tile}, {size - tile})"
+
+
 def flat_ref(name: str, shape: Sequence[int], parts: Sequence[Sequence[str]],
              idx: Sequence[str]) -> str:
     """Element ``name[...]`` of a row-major global tensor of ``shape``: dimension d's index is
@@ -106,11 +113,14 @@ class TilePrinter(KernelLayout):
         """Per dimension of its input, the terms of where iterator tile ``n`` starts at
         iteration ``itv`` (its block's chunk of each imap dimension, the iteration's of the
         fmap one)."""
-        shape, _ = self.bg.inputs[n.attr("input")]
+        k = n.attr("input")
+        shape, _ = self.bg.inputs[k]
+        real = self.real_inputs[k]
         imap, fmap = n.attr("imap"), n.attr("fmap")
         parts: list[list[str]] = []
         for d in range(len(shape)):
-            ps = [f"{BLOCK_IDX[a]}*{shape[d] // self.bg.grid[a]}" for a in range(3) if imap[a] == d]
+            ps = [band_start(BLOCK_IDX[a], shape[d] // self.bg.grid[a], real[d])
+                  for a in range(3) if imap[a] == d]
             if fmap == d and self.bg.forloop > 1:
                 it = f"(itb + {itv})" if self.split > 1 or self.stream_k else itv
                 ps.append(f"{it}*{n.shape[d]}")
@@ -119,13 +129,13 @@ class TilePrinter(KernelLayout):
 
     def iter_ref(self, n: Node, idx: Sequence[str], itv: str = "it") -> str:
         k = n.attr("input")
-        return flat_ref(f"in{k}", self.bg.inputs[k][0], self.iter_starts(n, itv), idx)
+        return flat_ref(f"in{k}", self.real_inputs[k], self.iter_starts(n, itv), idx)
 
     def out_ref(self, k: int, idx: Sequence[str]) -> str:
         o = self.bg.outputs[k]
-        shape = self.bg.output_shape(o)
-        parts = [[f"{BLOCK_IDX[a]}*{o.node.shape[d]}" for a in range(3) if o.omap[a] == d]
-                 for d in range(len(shape))]
+        shape = self.real_outputs[k]
+        parts = [[band_start(BLOCK_IDX[a], o.node.shape[d], shape[d]) for a in range(3)
+                  if o.omap[a] == d] for d in range(len(shape))]
         return flat_ref(f"out{k}", shape, parts, idx)
 
     # ------------------------------------------------------------ code per step

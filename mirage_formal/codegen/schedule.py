@@ -244,6 +244,14 @@ class Schedule:
     #: sectors per block instead. Every other field applies to the coarsened block graph
     coarsen: int = 1
     coarsen_axis: int = 0
+    #: the other direction (:mod:`refine`): each logical block runs as several CTAs along a
+    #: grid axis the μGraph leaves at 1, each computing ``refine_rows`` of its outputs'
+    #: dimension ``refine_dim`` (0: off), the last band shifted back to end at the
+    #: dimension's end. Only where no block op combines elements across that dimension, so
+    #: a prime row count (ViT's 197 tokens) is spread over more SMs. Every other field
+    #: applies to the refined (virtual) block graph
+    refine_rows: int = 0
+    refine_dim: int = 0
     #: stream-K (:mod:`stream_k`): launch this many blocks (0: off) and give each an equal
     #: contiguous run of the grid's (block, loop iteration) units; a grid block whose
     #: iterations several launched blocks share is combined like a split's (partials summed
@@ -412,6 +420,9 @@ class Schedule:
         if self.coarsen < 1 or self.coarsen_axis not in (0, 1, 2):
             raise GraphError(f"schedule: coarsen must be >= 1 and coarsen_axis 0, 1 or 2, got "
                              f"{self.coarsen} and {self.coarsen_axis}")
+        if self.refine_rows < 0 or self.refine_dim < 0:
+            raise GraphError(f"schedule: refine_rows and refine_dim must be >= 0, got "
+                             f"{self.refine_rows} and {self.refine_dim}")
         if self.gemv_chunk < 1 or self.gemv_depth < 2:
             raise GraphError("schedule: gemv_chunk >= 1 and gemv_depth >= 2 are required")
         if self.warp_m not in (0, 1, 2, 4) or self.warp_n not in (0, 1, 2, 4, 8):
@@ -431,6 +442,8 @@ class Schedule:
         d = asdict(self)
         if self.coarsen == 1:  # (so that the keys of uncoarsened schedules stay as they were)
             del d["coarsen"], d["coarsen_axis"]
+        if self.refine_rows == 0:
+            del d["refine_rows"], d["refine_dim"]
         # fields added after schedules were first cached: left out at their default, so the
         # keys of schedules that do not use them stay as they were
         for name in _KEYED_WHEN_SET:
@@ -449,6 +462,18 @@ class Schedule:
     def key(self) -> str:
         """A stable text key (cache keys, kernel names)."""
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def refine_conflict(self) -> str | None:
+        """Why this schedule's refinement (``refine_rows``) cannot be emitted with its other
+        choices, or None: a refined block runs without a split loop, stream-K, a cluster
+        combine or coarsening (their partials and tickets are per logical block)."""
+        if self.refine_rows and (self.split > 1 or self.stream_k or self.cluster_combine
+                                 or self.coarsen > 1):
+            return ("refine_rows comes without split, stream_k, cluster_combine and coarsen; "
+                    f"got split={self.split}, stream_k={self.stream_k}, "
+                    f"cluster_combine={self.cluster_combine}, coarsen={self.coarsen}")
+        return None
 
     def short(self) -> str:
         """A short human label: only the fields that differ from the default."""

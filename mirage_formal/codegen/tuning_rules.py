@@ -7,7 +7,7 @@ measured winner. Rules, not a search: each kind says in its comment which measur
 there. The schedule value itself and the predicates the layout shares with these rules live in
 :mod:`schedule`.
 
-Imports ``ir``, :mod:`schedule` and :mod:`coarsen` only.
+Imports ``ir``, :mod:`schedule`, :mod:`coarsen` and :mod:`refine` only.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from mirage_formal.codegen.coarsen import coarsenable, coarsened, narrow_axes
+from mirage_formal.codegen.refine import refinable, refinable_dims, refined
 from mirage_formal.codegen.schedule import (
     CLUSTER_MAX,
     DEFAULT_SM_COUNT,
@@ -90,8 +91,10 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
     varies one kind of choice at a time from the default)."""
     seen = {s.key for s in tried}
     out = []
-    # a coarsened winner's other choices apply to its coarsened block graph
+    # a coarsened (refined) winner's other choices apply to its coarsened (virtual) block graph
     bg = coarsened(bg, best.coarsen_axis, best.coarsen)
+    if best.refine_rows:
+        bg = refined(bg, best.refine_dim, best.refine_rows).graph
     # the winner itself with 256-byte L2 fetches for its streamed reads, and with its streamed
     # reads evicted first from L2 (two more trials)
     if any(n.op == "iter" for n in bg.nodes):
@@ -190,15 +193,16 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
             # scaled attention 13.90 -> 13.62), others slower (H100, s27 c12)
             policies.append(replace(best, async_stages=3))
         for r in policies:
-            if r.key not in seen:
+            if r.key not in seen and not r.refine_conflict:
                 seen.add(r.key)
                 out.append(r)
     for s in tried:
         if s.wgmma:  # (its thread count is its product's: it does not combine with another)
             continue
         r = replace(s, threads=best.threads, split=best.split, coarsen=best.coarsen,
-                    coarsen_axis=best.coarsen_axis, stream_k=best.stream_k)
-        if r.key in seen or not split_ok(bg, r.split):
+                    coarsen_axis=best.coarsen_axis, stream_k=best.stream_k,
+                    refine_rows=best.refine_rows, refine_dim=best.refine_dim)
+        if r.key in seen or not split_ok(bg, r.split) or r.refine_conflict:
             continue
         if r.gemv and not _gemv_threads_ok(bg, r.threads or bg.threads):
             continue
@@ -529,6 +533,34 @@ def _coarsened_candidates(bg: BlockGraph, sm_count: int) -> list[Schedule]:
     return out
 
 
+#: a grid of at most this fraction of the SMs' count of blocks gets refined candidates
+REFINE_MAX_WAVE = 0.75
+
+
+def _refined_candidates(bg: BlockGraph, sm_count: int) -> list[Schedule]:
+    """Refined variants of a kernel on too few blocks (see :func:`candidate_schedules`)."""
+    blocks = math.prod(bg.grid)
+    if blocks > REFINE_MAX_WAVE * sm_count:
+        return []
+    out: list[Schedule] = []
+    for dim, size in refinable_dims(bg)[:1]:
+        tiles = -(-size // 16)
+        for target in (sm_count, 2 * sm_count):
+            parts = max(2, min(tiles, target // blocks))
+            rows = 16 * -(-tiles // parts)
+            if rows >= size or not refinable(bg, dim, rows):
+                continue
+            virtual = refined(bg, dim, rows).graph
+            cands = candidate_schedules(virtual, sm_count, limit=64, coarsen=False)
+            picks = [c for c in cands if c.split == 1 and not c.stream_k
+                     and not c.cluster_combine][:2]
+            for p in picks:
+                r = replace(p, refine_rows=rows, refine_dim=dim)
+                if r not in out:
+                    out.append(r)
+    return out
+
+
 def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
                         limit: int = 19, coarsen: bool = True) -> list[Schedule]:
     """A few schedules worth measuring for ``bg``, the default first (rules, not a search).
@@ -806,7 +838,7 @@ def candidate_schedules(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT,
             replace(base, tf32x3=True, ring32=True, threads=t, split=wave,
                     async_stage_bytes=128 * 1024) for t in tf32_threads]
     if coarsen:
-        extra[:0] = _coarsened_candidates(bg, sm_count)
+        extra[:0] = _coarsened_candidates(bg, sm_count) + _refined_candidates(bg, sm_count)
     out = [grid[0], *extra, *grid[1:]]
     seen: set[str] = set()
     uniq = []
