@@ -257,6 +257,8 @@ PADDED_CHAIN_CASES = [
     (197, 64, 197, 64, 1, 0, True, "sum", "", True), (197, 64, 197, 64, 1, 0, True, "sum"),
     (37, 32, 100, 32, 2, 2, False, "mean"), (16, 64, 50, 64, 1, 0, True, "sum", "", True),
     (64, 64, 520, 64, 1, 0, False, "sum", "", True),
+    # 112 rows a block: 7 row tiles, two a warp on 4 warps, the last group past the rows
+    (112, 64, 64, 64, 2, 0, False, "sum"),
 ]
 
 

@@ -507,6 +507,15 @@ class KernelLayout:
         return (n.op == "matmul" and self.opts.mma and self.warp_ok()
                 and tensor_core_type(*(s.dtype for s in n.src)) is not None)
 
+    def rows_past(self, n: Node) -> bool:
+        """Tensor-core matmul ``n``'s warps address rows past its last, whose loads must clamp
+        and whose sums and stores must be skipped: its rows end inside a 16-row tile, or (a
+        register chain's) the last warp's group of ``wm`` row tiles runs past its row tiles
+        (7 row tiles of a 112-row band, 2 a warp)."""
+        M = n.shape[-2]
+        wm = self.chain_wm.get(n)
+        return M % 16 != 0 or (wm is not None and (M // 16) % wm != 0)
+
     def warp_blocking(self, n: Node) -> tuple[int, int, int]:
         """Tensor-core matmul ``n``'s register blocking (WM, WN) and its number of warp tiles
         (a k-sliced product's: one per warp of each slice)."""

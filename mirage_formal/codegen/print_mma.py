@@ -87,7 +87,7 @@ class MmaPrinter(Tf32Printer):
         ab = self.addr(A, [*align_idx(bidx, batch, A.shape[:-2]), "0", "0"]) if batch else "0"
         bb = self.addr(B, [*align_idx(bidx, batch, B.shape[:-2]), "0", "0"]) if batch else "0"
         lda, ldb = self.row(A), self.row(B)
-        mk, kk, nk = M % 16 != 0, K % 16 != 0, N % 8 != 0
+        mk, kk, nk = self.rows_past(n), K % 16 != 0, N % 8 != 0
         # a register chain's padded columns (layout.Chain.cols): the first product's B
         # columns and the second's B rows past the real ones load as zeros
         ch = self.chain_of.get(n)
@@ -125,7 +125,7 @@ class MmaPrinter(Tf32Printer):
             rows8 = M <= 8 and n in self.frag_fold.values()
             lanes, half_k, ld = ("(lane & 7)", "((lane >> 3) & 1)", "mf::ldsm_x2_rows8") if rows8 else \
                 ("(lane & 15)", "(lane >> 4)", "mf::ldsm_x4")
-            row = f"tm * 16 + {lanes}" if M % 16 == 0 else f"min(tm * 16 + {lanes}, {M - 1})"
+            row = f"tm * 16 + {lanes}" if not mk else f"min(tm * 16 + {lanes}, {M - 1})"
 
             def ld_frag(dst: str, t: Node, p: str) -> str:
                 """ldmatrix of raw or fp16 tile ``t`` (at ``p``) into fragment ``dst``."""
@@ -534,7 +534,7 @@ class MmaPrinter(Tf32Printer):
                       f"{i4}s += __shfl_xor_sync(0xffffffffu, s, 1);",
                       f"{i4}s += __shfl_xor_sync(0xffffffffu, s, 2);",
                       f"{i4}const int r = (tm0 + wm) * 16 + g + 8 * h;",
-                      f"{i4}if ({'q == 0' if M % 16 == 0 else f'q == 0 && r < {M}'}) "
+                      f"{i4}if ({'q == 0' if not self.rows_past(ch.first) else f'q == 0 && r < {M}'}) "
                       f"{dst} {'=' if kw > 1 else '+='} s;",
                       f"{i3}}}", f"{i2}}}"]
         lines.append(f"{ind}}}")
@@ -657,7 +657,7 @@ class MmaPrinter(Tf32Printer):
                  f"{i4}s += __shfl_xor_sync(0xffffffffu, s, 1);",
                  f"{i4}s += __shfl_xor_sync(0xffffffffu, s, 2);",
                  f"{i4}const int r = (tm0 + wm) * 16 + g + 8 * h;",
-                 f"{i4}if ({'q == 0' if M % 16 == 0 else f'q == 0 && r < {M}'}) {dst} = s;",
+                 f"{i4}if ({'q == 0' if not self.rows_past(m) else f'q == 0 && r < {M}'}) {dst} = s;",
                  f"{i3}}}", f"{i2}}}", f"{i2}}}", f"{ind}}}"]
         if kw > 1:
             lines += self.add_slices(self.kslices[a], self.buf[a], self.buf_size(a), kw, "=", ind)
@@ -704,7 +704,8 @@ class MmaPrinter(Tf32Printer):
             # output otherwise missed its registers and read its never-written tile)
             vals.append(ex.val(root, align_idx(idx, root.shape, root.shape)))
             exs.append(ex)
-        cond = [c for c, need in (("er < " + str(M), M % 16 != 0), ("ec < " + str(N), N % 8 != 0)) if need]
+        cond = [c for c, need in (("er < " + str(M), self.rows_past(root)), ("ec < " + str(N), N % 8 != 0))
+                if need]
         at = self.out_ref(k, [*bidx, "er", "ec"])
         if pair:
             t = FLOAT16[root.dtype]

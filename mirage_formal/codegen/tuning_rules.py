@@ -92,7 +92,7 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
     seen = {s.key for s in tried}
     out = []
     # a coarsened (refined) winner's other choices apply to its coarsened (virtual) block graph
-    bg = coarsened(bg, best.coarsen_axis, best.coarsen)
+    bg = unrefined = coarsened(bg, best.coarsen_axis, best.coarsen)
     if best.refine_rows:
         bg = refined(bg, best.refine_dim, best.refine_rows).graph
     # the winner itself with 256-byte L2 fetches for its streamed reads, and with its streamed
@@ -196,6 +196,12 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
             if r.key not in seen and not r.refine_conflict:
                 seen.add(r.key)
                 out.append(r)
+    for rows in (best.refine_rows - 16, best.refine_rows + 16) if best.refine_rows else ():
+        # a refined winner's neighbouring bands, 16 rows fewer and more
+        r = replace(best, refine_rows=rows)
+        if rows >= 16 and r.key not in seen and refinable(unrefined, best.refine_dim, rows):
+            seen.add(r.key)
+            out.append(r)
     for s in tried:
         if s.wgmma:  # (its thread count is its product's: it does not combine with another)
             continue
@@ -551,9 +557,11 @@ def _refined_candidates(bg: BlockGraph, sm_count: int) -> list[Schedule]:
             if rows >= size or not refinable(bg, dim, rows):
                 continue
             virtual = refined(bg, dim, rows).graph
-            cands = candidate_schedules(virtual, sm_count, limit=64, coarsen=False)
-            picks = [c for c in cands if c.split == 1 and not c.stream_k
-                     and not c.cluster_combine][:2]
+            cands = [c for c in candidate_schedules(virtual, sm_count, limit=64, coarsen=False)
+                     if c.split == 1 and not c.stream_k and not c.cluster_combine]
+            # its default, and its first other block size without fp16 tiles (a chain's
+            # one warp per row tile: 48-row bands of ViT's attention on 3 warps)
+            picks = cands[:1] + [c for c in cands if c.threads and not c.half_tiles][:1]
             for p in picks:
                 r = replace(p, refine_rows=rows, refine_dim=dim)
                 if r not in out:

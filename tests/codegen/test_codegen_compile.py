@@ -575,6 +575,22 @@ def test_padded_and_pass_by_pass_chains_compile(case: tuple, cache: Path) -> Non
     assert all(chained)
 
 
+def test_a_chain_whose_last_row_group_runs_past_its_rows_clamps_and_skips_them() -> None:
+    """112 query rows a block are 7 row tiles; on 4 warps each owns two, so the last warp's
+    second tile (rows 112-127) lies past the rows although 112 is a multiple of 16: its A
+    fragments read row 111 and its sums and stores are skipped (they overran shared memory
+    and faulted, s49 c2, before :meth:`KernelLayout.rows_past`)."""
+    from mirage_formal.codegen import launches
+    from mirage_formal.codegen.compiled import emit_graph
+
+    prog = attention_loop_program(112, 64, 64, 64, 2)
+    (la,) = launches(prog, 128)
+    src, _, _ = emit_graph(prog, schedules={la.graph.key: Schedule()})
+    assert "unsigned ea" in src  # (the register chain)
+    assert "(r0 < 112 ? pa[" in src  # (Q's fragments: zeros past the rows)
+    assert "if (r0 < 112)" in src and "q == 0 && r < 112" in src
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 300), st.sampled_from([16, 32, 64, 128]), st.integers(1, 600),
        st.sampled_from([8, 16, 32, 64, 128]), st.sampled_from([1, 2, 3]),

@@ -40,6 +40,8 @@ def test_every_field_survives_the_text_key_and_unknown_fields_are_refused() -> N
     assert Schedule.from_dict(s.to_dict()) == s
     t = Schedule(stream_k=132, gemv=True)  # (stream-K comes without a split)
     assert Schedule.from_dict(t.to_dict()) == t
-    assert {f.name for f in fields(Schedule)} == set(s.to_dict()) | set(t.to_dict())
+    r = Schedule(refine_rows=48, refine_dim=2)  # (a refinement comes without a split)
+    assert Schedule.from_dict(r.to_dict()) == r
+    assert {f.name for f in fields(Schedule)} == set(s.to_dict()) | set(t.to_dict()) | set(r.to_dict())
     with pytest.raises(GraphError, match="unknown fields"):
         Schedule.from_dict({**s.to_dict(), "tma_rings": True})
