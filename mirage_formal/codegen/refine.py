@@ -64,7 +64,11 @@ class Refinement:
 
 
 def _free_axis(bg: BlockGraph) -> int | None:
-    return next((a for a, g in enumerate(bg.grid) if g == 1), None)
+    """The first grid axis of extent 1 that no iterator or saver maps (an axis of one block
+    may still name a dimension: ViT's V tile a whole head's columns on grid x = 1)."""
+    used = {a for n in bg.nodes if n.op == ITER for a, d in enumerate(n.attr("imap")) if d != -1}
+    used |= {a for o in bg.outputs for a, d in enumerate(o.omap) if d != -1}
+    return next((a for a, g in enumerate(bg.grid) if g == 1 and a not in used), None)
 
 
 def _iter_options(bg: BlockGraph, n: Node, size: int) -> list[int | None]:

@@ -144,6 +144,12 @@ def test_refinement_keeps_the_function_wherever_it_is_allowed(graph: KernelGraph
                 assert _same_function(graph, _with_refined(graph, dim, rows)), (dim, rows, bg)
 
 
+def test_a_grid_axis_of_one_block_that_a_map_names_is_not_taken() -> None:
+    """One V column group a head: grid x is 1 but V's map names it, so the bands go on z."""
+    rf = refined(_bg(vit_attention(heads=2, vsplit=1)), 2, 48)
+    assert rf.axis == 2 and rf.graph.grid == (1, 2, 5)
+
+
 def test_rows_that_an_op_combines_are_not_refined() -> None:
     bg = _bg(centered_rows())
     assert refinable_dims(bg) == []
@@ -222,7 +228,8 @@ def test_refined_schedules_validate(case: str) -> None:
     cands = candidate_schedules(bg, 132)
     scheds = [s for s in cands if s.refine_rows]
     scheds += [Schedule(refine_rows=r, refine_dim=dim, threads=t)
-               for r in (16, 48, 112) if r < bg.outputs[0].node.shape[dim] for t in (None, 256)]
+               for r in (16, 48, 112) if refinable(bg, dim, r) for t in (None, 256)]
+    assert len(scheds) >= 6
     if scheds:
         scheds += refinements(scheds[0], cands, bg, 132)
     for s in scheds:
