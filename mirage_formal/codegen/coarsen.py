@@ -39,7 +39,7 @@ def _aligned(shape: Sequence[int], out_rank: int, d: int) -> int | None:
     return d - off if d >= off else None
 
 
-def _split_of(n: Node, srcs: Sequence[Split]) -> tuple[bool, Split]:
+def split_of(n: Node, srcs: Sequence[Split]) -> tuple[bool, Split]:
     """(ok, split dimension of ``n``) from its sources' split dimensions, by the op's label
     rule; ok False when ``n`` combines elements across the split dimension."""
     d = REGISTRY.get(n.op)
@@ -117,7 +117,7 @@ def coarsenable(bg: BlockGraph, ax: int, c: int) -> bool:
                 return False  # the loop walks the same dimension: chunks would interleave
             split[n] = None if d == -1 else d
             continue
-        ok, sd = _split_of(n, [split[s] for s in n.src])
+        ok, sd = split_of(n, [split[s] for s in n.src])
         if not ok:
             return False
         split[n] = sd

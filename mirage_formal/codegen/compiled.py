@@ -71,16 +71,16 @@ def emit_graph(kg: KernelGraph, threads: int = 128, smem_limit: int = SMEM_LIMIT
             tag = "".join("1" if j in early else "0" for j in range(len(la.inputs))) if early else ""
             # a coarsened schedule runs the same μGraph kernel on fewer, wider blocks, a
             # refined one on more CTAs, each over a band of rows (addressing the real tensors)
-            bg, real = la.graph, None
+            bg, rf = la.graph, None
             if sched is not None and sched.coarsen > 1:
                 bg = coarsened(la.graph, sched.coarsen_axis, sched.coarsen)
             elif sched is not None and sched.refine_rows:
                 if sched.refine_conflict:
                     raise GraphError(f"schedule {sched.short()}: {sched.refine_conflict}")
                 rf = refined(la.graph, sched.refine_dim, sched.refine_rows)
-                bg, real = rf.graph, (rf.real_inputs, rf.real_outputs)
+                bg = rf.graph
             k = emit_block_graph(bg, f"mf_{la.graph.key[:16]}" + (f"_e{tag}" if tag else ""),
-                                 smem_limit, sched, early=early, real=real)
+                                 smem_limit, sched, early=early, refinement=rf)
             by_key[la.graph.key, early] = k
         kernels.append(k)
     src = PRELUDE + "\n".join(k.source for k in by_key.values())

@@ -36,7 +36,6 @@ planning and printing modules of ``codegen``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mirage_formal.codegen.barriers import Extent, touches, with_barriers
@@ -48,6 +47,7 @@ from mirage_formal.codegen.print_mma import MmaPrinter
 from mirage_formal.codegen.print_row_registers import RowRegisterPrinter
 from mirage_formal.codegen.print_rows import RowPrinter
 from mirage_formal.codegen.printer import TileExpr, ld_vec_fn, st_vec_fn, zeroed_accumulators
+from mirage_formal.codegen.refine import Refinement
 from mirage_formal.codegen.schedule import SIMPLE as SIMPLE
 from mirage_formal.codegen.schedule import Schedule
 from mirage_formal.codegen.steps import (
@@ -399,9 +399,9 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         """The kernel of a :attr:`Schedule.row_registers` schedule (``print_row_registers``):
         no shared tiles, no loop; the dependency wait before the first load."""
         bg = self.bg
-        one_wave = math.prod(bg.grid) <= ONE_WAVE_BLOCKS
+        one_wave = math.prod(self.launch_grid) <= ONE_WAVE_BLOCKS
         body = self.emit_row_registers_body("  ")
-        lines = [*self.signature(), "  const int bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;"]
+        lines = [*self.signature(), self.block_index_decl()]
         if self.row_reductions:
             lines.append(f"  __shared__ float mf_red[{2 * (self.T // 32)}];")
         lines += ["  mf::grid_dep_launch();"] if one_wave else []
@@ -409,7 +409,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
         lines += [] if one_wave else ["  mf::grid_dep_launch();"]
         lines.append("}")
         return EmittedKernel(
-            name=self.name, source="\n".join(lines) + "\n", grid=bg.grid, threads=self.T,
+            name=self.name, source="\n".join(lines) + "\n", grid=self.launch_grid, threads=self.T,
             smem_bytes=0, ws_floats=0, schedule=self.opts,
             in_types=tuple(dt for _, dt in bg.inputs),
             out_types=tuple(o.node.dtype for o in bg.outputs))
@@ -577,14 +577,14 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
             dims = f"__cluster_dims__({', '.join('2' if a == self.mcast_axis else '1' for a in range(3))}) "
         lines = self.signature(dims)
         SP, SK = self.split, self.stream_k
-        gx, gy, gz = bg.grid
+        gx, gy, gz = self.launch_grid
         if SP > 1:
             # block (bx*SP + s, by, bz) runs iterations [s*FL, (s+1)*FL) of block (bx, by, bz)
             lines += [f"  const int bx = blockIdx.x / {SP}, by = blockIdx.y, bz = blockIdx.z;",
                       f"  const int mf_split = blockIdx.x % {SP};",
                       f"  const int itb = mf_split * {self.FL};"]
         elif not SK:  # (stream-K: each segment's block indices, at the top of its loop below)
-            lines.append("  const int bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;")
+            lines.append(self.block_index_decl())
         if self.opts.evict_first:
             # the L2 policy every streamed read passes (unused, and removed, if none is)
             lines.append("  const unsigned long long mf_pol = mf::l2_evict_first();")
@@ -847,7 +847,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
                 tail.append(self.emit_cluster_combine(accs))
             else:
                 combine, combine_floats = self.emit_split_combine(
-                    accs, ws_base=plan.ws_floats * math.prod(bg.grid) * SP)
+                    accs, ws_base=plan.ws_floats * math.prod(self.launch_grid) * SP)
                 tail.append(combine)
         chunks = head + [(code, frozenset[str]()) for code in tail]
         chunks += [(self.emit_step(s, "  "), self.reads_only(s)) for s in steps[q + self.post_head:]
@@ -877,8 +877,7 @@ class _Emitter(MmaPrinter, RowPrinter, CombinePrinter, RowRegisterPrinter):
 def emit_block_graph(bg: BlockGraph, name: str, smem_limit: int = SMEM_LIMIT_BYTES,
                      opts: EmitOptions | None = None,
                      early: frozenset[int] = frozenset(),
-                     real: tuple[Sequence[tuple[int, ...]], Sequence[tuple[int, ...]]] | None = None,
-                     ) -> EmittedKernel:
+                     refinement: Refinement | None = None) -> EmittedKernel:
     """Emit the ``__global__`` function ``name`` computing block graph ``bg``.
 
     Every kernel waits for the kernel launched before it (``griddepcontrol.wait``: a no-op
@@ -889,11 +888,11 @@ def emit_block_graph(bg: BlockGraph, name: str, smem_limit: int = SMEM_LIMIT_BYT
     (``griddepcontrol.launch_dependents``) at its start when its grid fits one wave
     (``ONE_WAVE_BLOCKS``), else after its main loop.
 
-    ``real``: the real shapes of the kernel's inputs and outputs where ``bg`` is a refined
-    block's virtual graph (:mod:`refine`): addresses then follow those, each band's start
-    clamped to end inside its dimension."""
+    ``refinement``: ``bg`` is that refined block's virtual graph (:mod:`refine`): addresses
+    follow the real shapes, each CTA's band start added to the refined dimension, and the
+    grid is launched wider along the band axis."""
     em = _Emitter(bg, name, smem_limit, opts or EmitOptions())
     em.early = early
-    if real is not None:
-        em.real_inputs, em.real_outputs = tuple(real[0]), tuple(real[1])
+    if refinement is not None:
+        em.set_refinement(refinement)
     return em.emit()

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from mirage_formal.codegen.cindex import fmt_float, lin
 from mirage_formal.codegen.plan import Buffer
+from mirage_formal.codegen.refine import Refinement
 from mirage_formal.codegen.schedule import (
     ROWWISE_MAX_ROW,
     Schedule,
@@ -257,6 +258,8 @@ class KernelLayout:
         #: refined block's virtual graph (:mod:`refine`) has other shapes (see emit_block_graph)
         self.real_inputs: tuple[tuple[int, ...], ...] = tuple(s for s, _ in bg.inputs)
         self.real_outputs: tuple[tuple[int, ...], ...] = tuple(bg.output_shape(o) for o in bg.outputs)
+        #: (band axis, bands) of a refined block: CTA index i along that axis is block i / bands
+        self.band: tuple[int, int] | None = None
         #: (set by build_steps) the wait for the previous kernel may follow the loop; the
         #: number of leading post-loop steps printed before the reductions and the combine
         self.late_wait_ok = False
@@ -506,6 +509,31 @@ class KernelLayout:
         both bf16 (:func:`float16.tensor_core_type`)."""
         return (n.op == "matmul" and self.opts.mma and self.warp_ok()
                 and tensor_core_type(*(s.dtype for s in n.src)) is not None)
+
+    def set_refinement(self, rf: Refinement) -> None:
+        """This layout's block graph is ``rf``'s virtual graph: address the real tensors and
+        launch ``rf.parts`` bands of each block along ``rf.axis``."""
+        self.real_inputs, self.real_outputs = rf.real_inputs, rf.real_outputs
+        self.band = (rf.axis, rf.parts)
+
+    @property
+    def launch_grid(self) -> tuple[int, int, int]:
+        """The grid the kernel launches (a refined block's bands along their axis)."""
+        g = list(self.bg.grid)
+        if self.band is not None:
+            g[self.band[0]] *= self.band[1]
+        return g[0], g[1], g[2]
+
+    def block_index_decl(self) -> str:
+        """The kernel's declaration of its block index ``bx, by, bz`` (and, refined, of its
+        band ``mf_band``)."""
+        idx = [f"blockIdx.{c}" for c in "xyz"]
+        band = ""
+        if self.band is not None:
+            a, c = self.band
+            idx[a] = f"blockIdx.{'xyz'[a]} / {c}" if self.bg.grid[a] > 1 else "0"
+            band = f" const int mf_band = blockIdx.{'xyz'[a]} % {c};"
+        return f"  const int bx = {idx[0]}, by = {idx[1]}, bz = {idx[2]};{band}"
 
     def rows_past(self, n: Node) -> bool:
         """Tensor-core matmul ``n``'s warps address rows past its last, whose loads must clamp

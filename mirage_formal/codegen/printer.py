@@ -84,11 +84,10 @@ def st_vec_fn(nbytes: int) -> str:
     return "mf::st_vec" if nbytes == 16 else f"mf::st_vecn<{nbytes}>"
 
 
-def band_start(block: str, tile: int, size: int) -> str:
-    """Where block index ``block``'s tile of ``tile`` elements starts along a dimension of
-    ``size``: ``block * tile``, or, where the tiles do not divide the dimension (a refined
-    block, :mod:`refine`), clamped so that the last tile ends at the dimension's end."""
-    return f"{block}*{tile}" if size % tile == 0 else f"min({block}*{tile}, {size - tile})"
+def band_start(rows: int, size: int) -> str:
+    """Where a refined block's band (``mf_band``, :mod:`refine`) of ``rows`` starts along its
+    dimension of ``size``: clamped so that the last band ends at the dimension's end."""
+    return f"mf_band*{rows}" if size % rows == 0 else f"min(mf_band*{rows}, {size - rows})"
 
 
 def flat_ref(name: str, shape: Sequence[int], parts: Sequence[Sequence[str]],
@@ -119,8 +118,9 @@ class TilePrinter(KernelLayout):
         imap, fmap = n.attr("imap"), n.attr("fmap")
         parts: list[list[str]] = []
         for d in range(len(shape)):
-            ps = [band_start(BLOCK_IDX[a], shape[d] // self.bg.grid[a], real[d])
-                  for a in range(3) if imap[a] == d]
+            ps = [f"{BLOCK_IDX[a]}*{shape[d] // self.bg.grid[a]}" for a in range(3) if imap[a] == d]
+            if real[d] != shape[d]:  # (a refined block's band of rows)
+                ps.append(band_start(shape[d], real[d]))
             if fmap == d and self.bg.forloop > 1:
                 it = f"(itb + {itv})" if self.split > 1 or self.stream_k else itv
                 ps.append(f"{it}*{n.shape[d]}")
@@ -134,8 +134,10 @@ class TilePrinter(KernelLayout):
     def out_ref(self, k: int, idx: Sequence[str]) -> str:
         o = self.bg.outputs[k]
         shape = self.real_outputs[k]
-        parts = [[band_start(BLOCK_IDX[a], o.node.shape[d], shape[d]) for a in range(3)
-                  if o.omap[a] == d] for d in range(len(shape))]
+        virtual = self.bg.output_shape(o)
+        parts = [[f"{BLOCK_IDX[a]}*{o.node.shape[d]}" for a in range(3) if o.omap[a] == d]
+                 + ([band_start(virtual[d], shape[d])] if virtual[d] != shape[d] else [])
+                 for d in range(len(shape))]
         return flat_ref(f"out{k}", shape, parts, idx)
 
     # ------------------------------------------------------------ code per step

@@ -3,30 +3,31 @@
 The inverse of :mod:`coarsen`, and like it a schedule choice (:attr:`Schedule.refine_rows`):
 the μGraph fixes what each logical block computes, the schedule which CTAs compute it. A
 block whose tiles carry a dimension that no block op combines across (attention's query
-rows, a product's rows) can run as ``c`` CTAs along a grid axis the μGraph leaves at 1, each
-computing ``rows`` of that dimension. The μGraph semantics split a dimension only into equal
-parts, so ViT's 197 tokens (a prime) were one tile a block; a refinement needs no divisor:
-CTA ``y`` computes the band starting at ``min(y * rows, n - rows)``, so the last band ends at
-the dimension's end and overlaps its neighbour. Rows computed twice are computed the same way
-from the same data and stored twice with the same values; every address stays inside the
-tensors, and no tile has a partial band to mask.
+rows, a product's rows) can run as ``c`` CTAs, each computing ``rows`` of that dimension.
+The μGraph semantics split a dimension only into equal parts, so ViT's 197 tokens (a prime)
+were one tile a block; a refinement needs no divisor: band ``j`` starts at
+``min(j * rows, n - rows)``, so the last band ends at the dimension's end and overlaps its
+neighbour. Rows computed twice are computed the same way from the same data and stored twice
+with the same values; every address stays inside the tensors, and no band is partial.
 
 How it is emitted: :func:`refined` builds a *virtual* block graph, the μGraph's block graph
-with grid axis ``axis`` of extent ``c`` splitting the refined dimension of the chosen iterators
-and of the outputs into ``rows``-sized tiles, over virtual input and output shapes whose
-refined dimension is ``c * rows``. Codegen prints that graph (every layout and schedule rule
-applies to its tiles), but addresses the real tensors: strides from the real shapes and the
-band's start clamped (``printer.TilePrinter.iter_starts``, ``out_ref``). Which iterators carry
-the dimension is found, not guessed: an assignment is accepted when
-:func:`coarsen.coarsenable` accepts the virtual graph along ``axis`` (coarsening it back gives
-the μGraph's block graph: no op reduces the dimension, every operand aligns it, every output
-saves it), so only row-independent blocks are refined. Every refined kernel is validated
-against the float64 program like every schedule.
+over virtual input and output shapes whose refined dimension has ``rows`` elements (its
+tiles then hold one band; grid and maps unchanged), and picks a grid axis to carry the band
+index: the first of extent 1 that no map names, else x, launched ``c`` times wider (CTA index
+``i`` is block ``i / c``, band ``i % c``: the bands of one block are neighbours, sharing its
+other tiles in L2). Codegen prints the virtual graph (every layout and schedule rule applies to
+its tiles) but addresses the real tensors: strides from the real shapes, and each band's
+start added to the refined dimension's index (``printer.TilePrinter.iter_starts``,
+``out_ref``). Which iterators carry the dimension is found, not guessed: an assignment is
+accepted when the split it seeds, propagated through the block's ops by
+:func:`coarsen.split_of` (the rules block coarsening checks), reaches every output at the
+refined dimension and no op reduces it, so only row-independent blocks are refined. Every
+refined kernel is validated against the float64 program like every schedule.
 
-Not with a split loop, stream-K or a cluster combine (their partials are per CTA; kept
-apart for simplicity), and only for a dimension that is not the last of any tile it splits,
-whose rows are a whole number of 16-byte vectors (so a clamped start keeps every vector
-aligned) and that no grid axis or loop already splits.
+Not with a split loop, stream-K, a cluster combine, TMA multicast or coarsening (their
+partials, tickets and pairs are per logical block), and only for a dimension that is not the
+last of any tile it splits, whose rows are a whole number of 16-byte vectors (so a clamped
+start keeps every vector aligned) and that no grid axis or loop already splits.
 
 Imports ``ir`` and :mod:`coarsen` only.
 """
@@ -37,7 +38,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from mirage_formal.codegen.coarsen import coarsenable
+from mirage_formal.codegen.coarsen import Split, split_of
 from mirage_formal.errors import GraphError
 from mirage_formal.ir.graph import ITER, BlockGraph, BlockOutput, make_iter, make_op
 from mirage_formal.ir.node import Node
@@ -47,14 +48,17 @@ Shape = tuple[int, ...]
 
 #: at most this many iterator assignments are tried (a block graph has a handful of iterators)
 MAX_ASSIGNMENTS = 4096
+#: the most CTAs a grid axis other than x may launch
+MAX_YZ = 65535
 
 
 @dataclass(frozen=True)
 class Refinement:
     """A block graph refined along one dimension (see the module docstring)."""
 
-    #: the virtual block graph codegen prints (grid axis ``axis`` of extent ``parts``)
+    #: the virtual block graph codegen prints (the refined dimension ``rows`` long)
     graph: BlockGraph
+    #: the grid axis that carries the band index, launched ``parts`` times wider
     axis: int
     rows: int
     parts: int
@@ -62,13 +66,18 @@ class Refinement:
     real_inputs: tuple[Shape, ...]
     real_outputs: tuple[Shape, ...]
 
+    @property
+    def launch_grid(self) -> tuple[int, int, int]:
+        g = [x * (self.parts if a == self.axis else 1) for a, x in enumerate(self.graph.grid)]
+        return g[0], g[1], g[2]
 
-def _free_axis(bg: BlockGraph) -> int | None:
-    """The first grid axis of extent 1 that no iterator or saver maps (an axis of one block
-    may still name a dimension: ViT's V tile a whole head's columns on grid x = 1)."""
+
+def band_axis(bg: BlockGraph) -> int:
+    """The grid axis that carries a refinement's band index: the first of extent 1 that no
+    iterator or saver maps (ViT's V tile names grid x at extent 1), else x."""
     used = {a for n in bg.nodes if n.op == ITER for a, d in enumerate(n.attr("imap")) if d != -1}
     used |= {a for o in bg.outputs for a, d in enumerate(o.omap) if d != -1}
-    return next((a for a, g in enumerate(bg.grid) if g == 1 and a not in used), None)
+    return next((a for a, g in enumerate(bg.grid) if g == 1 and a not in used), 0)
 
 
 def _iter_options(bg: BlockGraph, n: Node, size: int) -> list[int | None]:
@@ -84,37 +93,43 @@ def _iter_options(bg: BlockGraph, n: Node, size: int) -> list[int | None]:
     return [*out, None]
 
 
-def _virtual(bg: BlockGraph, axis: int, parts: int, rows: int,
-             assign: dict[Node, int | None], dim: int) -> BlockGraph | None:
-    """The virtual block graph for one assignment of iterators to split dimensions (None when
-    an input would be split by one iterator and read whole by another, or an op refuses)."""
-    split_inputs: dict[int, int | None] = {}
+def _rows_independent(bg: BlockGraph, assign: dict[Node, int | None], dim: int) -> bool:
+    """The split seeded at the iterators' assigned dimensions passes every op (none combines
+    elements across it) and reaches each output at dimension ``dim``."""
+    split: dict[Node, Split] = {}
+    for n in bg.nodes:
+        if n.op == ITER:
+            split[n] = assign[n]
+            continue
+        ok, sd = split_of(n, [split[s] for s in n.src])
+        if not ok:
+            return False
+        split[n] = sd
+    return all(split[o.node] == dim for o in bg.outputs)
+
+
+def _virtual(bg: BlockGraph, rows: int, assign: dict[Node, int | None]) -> BlockGraph | None:
+    """The virtual block graph for one assignment of iterators to refined dimensions (None
+    when an input would be refined by one iterator and read whole by another, or an op
+    refuses the band's tiles)."""
+    refined_inputs: dict[int, int | None] = {}
     for n, d in assign.items():
-        k = n.attr("input")
-        if split_inputs.setdefault(k, d) != d:
+        if refined_inputs.setdefault(n.attr("input"), d) != d:
             return None
     inputs = []
     for k, (shape, dt) in enumerate(bg.inputs):
-        d = split_inputs.get(k)
-        inputs.append((tuple(parts * rows if i == d else s for i, s in enumerate(shape)), dt)
-                      if d is not None else (shape, dt))
-    grid = tuple(parts if a == axis else g for a, g in enumerate(bg.grid))
+        d = refined_inputs.get(k)
+        inputs.append((tuple(rows if i == d else x for i, x in enumerate(shape)), dt))
     new: dict[Node, Node] = {}
     try:
         for b in bg.nodes:
             if b.op == ITER:
-                d = assign[b]
-                im = [d if (a == axis and d is not None) else m for a, m in enumerate(b.attr("imap"))]
-                new[b] = make_iter(inputs, b.attr("input"), (im[0], im[1], im[2]), b.attr("fmap"),
-                                   (grid[0], grid[1], grid[2]), bg.forloop)
+                new[b] = make_iter(inputs, b.attr("input"), b.attr("imap"), b.attr("fmap"),
+                                   bg.grid, bg.forloop)
             else:
                 new[b] = make_op(b.op, [new[s] for s in b.src], b.attr_dict, BLOCK)
-        outs = []
-        for o in bg.outputs:
-            om = [dim if a == axis else m for a, m in enumerate(o.omap)]
-            outs.append(BlockOutput(new[o.node], (om[0], om[1], om[2])))
-        return BlockGraph((grid[0], grid[1], grid[2]), bg.threads, bg.forloop, tuple(inputs),
-                          tuple(outs))
+        outs = tuple(BlockOutput(new[o.node], o.omap) for o in bg.outputs)
+        return BlockGraph(bg.grid, bg.threads, bg.forloop, tuple(inputs), outs)
     except GraphError:
         return None
 
@@ -122,8 +137,6 @@ def _virtual(bg: BlockGraph, axis: int, parts: int, rows: int,
 def _refusal(bg: BlockGraph, dim: int, rows: int) -> str | None:
     """Why the outputs' dimension ``dim`` of ``bg`` cannot be split into bands of ``rows``
     before any iterator is looked at, or None."""
-    if _free_axis(bg) is None:
-        return "every grid axis is in use"
     sizes = {o.node.shape[dim] if dim < len(o.node.shape) else None for o in bg.outputs}
     if len(sizes) != 1 or None in sizes:
         return f"not every output tile has a dimension {dim} of the same size"
@@ -135,6 +148,9 @@ def _refusal(bg: BlockGraph, dim: int, rows: int) -> str | None:
            for o in bg.outputs):
         return (f"dimension {dim} is the last of an output, a grid axis saves along it, or its "
                 "rows are not whole 16-byte vectors")
+    axis = band_axis(bg)
+    if axis > 0 and bg.grid[axis] * -(-n // rows) > MAX_YZ:
+        return "the grid axis for the bands would launch too many CTAs"
     return None
 
 
@@ -142,19 +158,20 @@ def refined(bg: BlockGraph, dim: int, rows: int) -> Refinement:
     """``bg`` with its outputs' dimension ``dim`` computed ``rows`` at a time by separate CTAs.
     Raises :class:`GraphError` (saying why) when the block cannot be refined so."""
     why = _refusal(bg, dim, rows)
-    axis = _free_axis(bg)
-    if why is None and axis is not None:
+    if why is None:
         n = bg.outputs[0].node.shape[dim]
         parts = -(-n // rows)
+        axis = band_axis(bg)
         iters = [x for x in bg.nodes if x.op == ITER]
         options = [_iter_options(bg, x, n) for x in iters]
         for k, choice in enumerate(itertools.product(*options)):
             if k >= MAX_ASSIGNMENTS:
                 break
-            if all(c is None for c in choice):
+            assign = dict(zip(iters, choice, strict=True))
+            if all(c is None for c in choice) or not _rows_independent(bg, assign, dim):
                 continue
-            v = _virtual(bg, axis, parts, rows, dict(zip(iters, choice, strict=True)), dim)
-            if v is not None and coarsenable(v, axis, parts):
+            v = _virtual(bg, rows, assign)
+            if v is not None:
                 real_out = tuple(bg.output_shape(o) for o in bg.outputs)
                 return Refinement(v, axis, rows, parts, tuple(s for s, _ in bg.inputs), real_out)
         why = "an op combines elements across that dimension (or no input carries it alone)"
@@ -173,7 +190,7 @@ def refinable(bg: BlockGraph, dim: int, rows: int) -> bool:
 def refinable_dims(bg: BlockGraph) -> list[tuple[int, int]]:
     """(output dimension, its size) of each dimension a refinement could split into bands of
     16 rows (the tensor cores' row tile), the highest dimension first."""
-    if _free_axis(bg) is None or not bg.outputs:
+    if not bg.outputs:
         return []
     rank = len(bg.outputs[0].node.shape)
     out = []

@@ -467,12 +467,14 @@ class Schedule:
     def refine_conflict(self) -> str | None:
         """Why this schedule's refinement (``refine_rows``) cannot be emitted with its other
         choices, or None: a refined block runs without a split loop, stream-K, a cluster
-        combine or coarsening (their partials and tickets are per logical block)."""
+        combine, coarsening or TMA multicast (their partials, tickets and pairs are per
+        logical block)."""
         if self.refine_rows and (self.split > 1 or self.stream_k or self.cluster_combine
-                                 or self.coarsen > 1):
-            return ("refine_rows comes without split, stream_k, cluster_combine and coarsen; "
-                    f"got split={self.split}, stream_k={self.stream_k}, "
-                    f"cluster_combine={self.cluster_combine}, coarsen={self.coarsen}")
+                                 or self.coarsen > 1 or self.tma_multicast):
+            return ("refine_rows comes without split, stream_k, cluster_combine, coarsen and "
+                    f"tma_multicast; got split={self.split}, stream_k={self.stream_k}, "
+                    f"cluster_combine={self.cluster_combine}, coarsen={self.coarsen}, "
+                    f"tma_multicast={self.tma_multicast}")
         return None
 
     def short(self) -> str:
