@@ -199,9 +199,14 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
     for rows in (best.refine_rows - 16, best.refine_rows + 16) if best.refine_rows else ():
         # a refined winner's neighbouring bands, 16 rows fewer and more
         r = replace(best, refine_rows=rows)
-        if rows >= 16 and r.key not in seen and refinable(unrefined, best.refine_dim, rows):
-            seen.add(r.key)
-            out.append(r)
+        if rows < 16 or r.key in seen or not refinable(unrefined, best.refine_dim, rows):
+            continue
+        # (a TF32 winner only where that band's products still tile on its warps)
+        if best.tf32x3 and not _tf32_thread_counts(
+                refined(unrefined, best.refine_dim, rows).graph, [best.threads]):
+            continue
+        seen.add(r.key)
+        out.append(r)
     for s in tried:
         if s.wgmma:  # (its thread count is its product's: it does not combine with another)
             continue
