@@ -61,7 +61,8 @@ def main() -> int:
         out.append(row)
         cells = " | ".join(f"{k} {v:.1f}" for k, v in med.items())
         print(f"| {spec} | {cells} | best {row['best_baseline_us']:.1f} |", flush=True)
-    (Path(os.environ.get("OUT", ".")) / "baselines_only.json").write_text(json.dumps(out, indent=1))
+        # (after every row: a run cut short by its time limit keeps the rows it finished)
+        (Path(os.environ.get("OUT", ".")) / "baselines_only.json").write_text(json.dumps(out, indent=1))
     return 0
 
 
