@@ -258,8 +258,8 @@ class KernelLayout:
         #: refined block's virtual graph (:mod:`refine`) has other shapes (see emit_block_graph)
         self.real_inputs: tuple[tuple[int, ...], ...] = tuple(s for s, _ in bg.inputs)
         self.real_outputs: tuple[tuple[int, ...], ...] = tuple(bg.output_shape(o) for o in bg.outputs)
-        #: (band axis, bands) of a refined block: CTA index i along that axis is block i / bands
-        self.band: tuple[int, int] | None = None
+        #: the refinement whose virtual graph this block graph is (:mod:`refine`), or None
+        self.refinement: Refinement | None = None
         #: (set by build_steps) the wait for the previous kernel may follow the loop; the
         #: number of leading post-loop steps printed before the reductions and the combine
         self.late_wait_ok = False
@@ -514,23 +514,20 @@ class KernelLayout:
         """This layout's block graph is ``rf``'s virtual graph: address the real tensors and
         launch ``rf.parts`` bands of each block along ``rf.axis``."""
         self.real_inputs, self.real_outputs = rf.real_inputs, rf.real_outputs
-        self.band = (rf.axis, rf.parts)
+        self.refinement = rf
 
     @property
     def launch_grid(self) -> tuple[int, int, int]:
         """The grid the kernel launches (a refined block's bands along their axis)."""
-        g = list(self.bg.grid)
-        if self.band is not None:
-            g[self.band[0]] *= self.band[1]
-        return g[0], g[1], g[2]
+        return self.refinement.launch_grid if self.refinement is not None else self.bg.grid
 
     def block_index_decl(self) -> str:
         """The kernel's declaration of its block index ``bx, by, bz`` (and, refined, of its
         band ``mf_band``)."""
         idx = [f"blockIdx.{c}" for c in "xyz"]
         band = ""
-        if self.band is not None:
-            a, c = self.band
+        if (rf := self.refinement) is not None:
+            a, c = rf.axis, rf.parts
             idx[a] = f"blockIdx.{'xyz'[a]} / {c}" if self.bg.grid[a] > 1 else "0"
             band = f" const int mf_band = blockIdx.{'xyz'[a]} % {c};"
         return f"  const int bx = {idx[0]}, by = {idx[1]}, bz = {idx[2]};{band}"
