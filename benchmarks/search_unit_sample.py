@@ -59,9 +59,10 @@ def main() -> None:
         got: list[str] = []
         produce = st.on_candidate
 
-        def record(g: KernelGraph, produce=produce, got=got) -> None:  # type: ignore[no-untyped-def]
+        def record(g: KernelGraph, seed: bool = False, produce=produce,  # type: ignore[no-untyped-def]
+                   got=got) -> None:
             got.append(g.key)
-            produce(g)
+            produce(g, seed)
 
         st.on_candidate = record  # type: ignore[method-assign]
         t = time.perf_counter()

@@ -286,7 +286,7 @@ class Enumerator:
     """The depth-first enumeration of one program's μGraph space (see the module docstring)."""
 
     def __init__(self, program: KernelGraph, config: SearchConfig, keep: KeepFn,
-                 on_candidate: Callable[[KernelGraph], None], tick: Callable[[], None],
+                 on_candidate: Callable[[KernelGraph, bool], None], tick: Callable[[], None],
                  stats: Stats) -> None:
         self.program = program
         self.cfg = config
@@ -512,12 +512,12 @@ class Enumerator:
             g = self.direct_lowering()
             if g is not None:
                 self.stats.candidates += 1
-                self.on_candidate(g)
+                self.on_candidate(g, False)
         elif mv.kind == "seed":
             seeds = self.loop_seeds()
             if mv.args[0] < len(seeds):
                 self.stats.candidates += 1
-                self.on_candidate(seeds[mv.args[0]])
+                self.on_candidate(seeds[mv.args[0]], True)
         elif mv.kind == "op":
             self._apply_op(mv)
         else:
@@ -651,7 +651,7 @@ class Enumerator:
                     if g.key == self.direct_key:
                         return  # the first unit ("direct") produces it
                     self.stats.candidates += 1
-                    self.on_candidate(g)
+                    self.on_candidate(g, False)
                     return
         self.stats.pruned_shape += 1
 
