@@ -507,6 +507,18 @@ def vit_attention(b: int = 1) -> KernelGraph:
     return g.build()
 
 
+def vitl_attention(b: int = 1) -> KernelGraph:
+    """ViT-L/14's attention at 224 px: 16 heads of 64 over 257 tokens (a prime; K stored
+    transposed), written with the row sums after the product as a user may write it."""
+    g = mf.Graph()
+    q = g.input((b, 16, 257, 64), "f16", "Q")
+    k = g.input((b, 16, 64, 257), "f16", "K")
+    v = g.input((b, 16, 257, 64), "f16", "V")
+    e = g.exp(g.mul_scalar(g.matmul(q, k), scalar=0.125))
+    g.output(g.div(g.matmul(e, v), g.sum(e, axis=-1, keepdims=True)))
+    return g.build()
+
+
 def vit_proj_ln(b: int = 1) -> KernelGraph:
     """ViT-Base's third region: the attention's output projection with bias plus the residual,
     then the second LayerNorm; the residual sum and the normed rows are returned."""
@@ -556,7 +568,7 @@ PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "gpt2_post_attention": gpt2_post_attention,
     "layernorm_gain_projection": layernorm_gain_projection,
     "vit_ln_qkv": vit_ln_qkv, "vit_attention": vit_attention, "vit_proj_ln": vit_proj_ln,
-    "vit_mlp": vit_mlp,
+    "vit_mlp": vit_mlp, "vitl_attention": vitl_attention,
 }
 
 
