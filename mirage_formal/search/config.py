@@ -70,8 +70,8 @@ class SearchConfig:
     max_variants: int = 256
     verify_variants: int = 2
     #: a complete candidate estimated slower than this multiple of the input program's own cost
-    #: is not verified, unless it is a loop seed (``state.SearchState.on_candidate``; ``inf``
-    #: verifies every candidate)
+    #: is not verified (a loop seed: four times that, ``state.SEED_CEILING``;
+    #: ``state.SearchState.on_candidate``; ``inf`` verifies every candidate)
     cost_ceiling: float = 1.0
     #: cost-model target (cost.TARGETS)
     target: str = "h100"
