@@ -102,6 +102,22 @@ def split_of(n: Node, srcs: Sequence[Split]) -> tuple[bool, Split]:
     return False, None
 
 
+def propagate_split(bg: BlockGraph, seeds: dict[Node, Split]) -> dict[Node, Split] | None:
+    """Each node's split dimension, from the iterators' ``seeds`` through every op by
+    :func:`split_of`; None when an op combines elements across it (the rule check shared by
+    coarsening and refinement, :mod:`refine`)."""
+    split: dict[Node, Split] = {}
+    for n in bg.nodes:
+        if n.op == ITER:
+            split[n] = seeds[n]
+            continue
+        ok, sd = split_of(n, [split[s] for s in n.src])
+        if not ok:
+            return None
+        split[n] = sd
+    return split
+
+
 def coarsenable(bg: BlockGraph, ax: int, c: int) -> bool:
     """Whether ``c`` adjacent blocks of grid axis ``ax`` can run as one block computing the
     same elements with the same arithmetic (see the module docstring)."""
@@ -109,18 +125,16 @@ def coarsenable(bg: BlockGraph, ax: int, c: int) -> bool:
         return True
     if c < 1 or bg.grid[ax] % c:
         return False
-    split: dict[Node, Split] = {}
+    seeds: dict[Node, Split] = {}
     for n in bg.nodes:
         if n.op == ITER:
             d = n.attr("imap")[ax]
             if d != -1 and d == n.attr("fmap"):
                 return False  # the loop walks the same dimension: chunks would interleave
-            split[n] = None if d == -1 else d
-            continue
-        ok, sd = split_of(n, [split[s] for s in n.src])
-        if not ok:
-            return False
-        split[n] = sd
+            seeds[n] = None if d == -1 else d
+    split = propagate_split(bg, seeds)
+    if split is None:
+        return False
     for o in bg.outputs:
         d = o.omap[ax]
         if d == -1 or split[o.node] != d:

@@ -20,7 +20,7 @@ its tiles) but addresses the real tensors: strides from the real shapes, and eac
 start added to the refined dimension's index (``printer.TilePrinter.iter_starts``,
 ``out_ref``). Which iterators carry the dimension is found, not guessed: an assignment is
 accepted when the split it seeds, propagated through the block's ops by
-:func:`coarsen.split_of` (the rules block coarsening checks), reaches every output at the
+:func:`coarsen.propagate_split` (the rules block coarsening checks), reaches every output at the
 refined dimension and no op reduces it, so only row-independent blocks are refined. Every
 refined kernel is validated against the float64 program like every schedule.
 
@@ -38,7 +38,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from mirage_formal.codegen.coarsen import Split, split_of
+from mirage_formal.codegen.coarsen import propagate_split
 from mirage_formal.errors import GraphError
 from mirage_formal.ir.graph import ITER, BlockGraph, BlockOutput, make_iter, make_op
 from mirage_formal.ir.node import Node
@@ -96,16 +96,8 @@ def _iter_options(bg: BlockGraph, n: Node, size: int) -> list[int | None]:
 def _rows_independent(bg: BlockGraph, assign: dict[Node, int | None], dim: int) -> bool:
     """The split seeded at the iterators' assigned dimensions passes every op (none combines
     elements across it) and reaches each output at dimension ``dim``."""
-    split: dict[Node, Split] = {}
-    for n in bg.nodes:
-        if n.op == ITER:
-            split[n] = assign[n]
-            continue
-        ok, sd = split_of(n, [split[s] for s in n.src])
-        if not ok:
-            return False
-        split[n] = sd
-    return all(split[o.node] == dim for o in bg.outputs)
+    split = propagate_split(bg, assign)
+    return split is not None and all(split[o.node] == dim for o in bg.outputs)
 
 
 def _virtual(bg: BlockGraph, rows: int, assign: dict[Node, int | None]) -> BlockGraph | None:
@@ -179,12 +171,16 @@ def refined(bg: BlockGraph, dim: int, rows: int) -> Refinement:
                      f"{rows} rows a block: {why}")
 
 
-def refinable(bg: BlockGraph, dim: int, rows: int) -> bool:
+def refinement(bg: BlockGraph, dim: int, rows: int) -> Refinement | None:
+    """:func:`refined`, or None where it refuses."""
     try:
-        refined(bg, dim, rows)
+        return refined(bg, dim, rows)
     except GraphError:
-        return False
-    return True
+        return None
+
+
+def refinable(bg: BlockGraph, dim: int, rows: int) -> bool:
+    return refinement(bg, dim, rows) is not None
 
 
 def refinable_dims(bg: BlockGraph) -> list[tuple[int, int]]:

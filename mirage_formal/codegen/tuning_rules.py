@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from mirage_formal.codegen.coarsen import coarsenable, coarsened, narrow_axes
-from mirage_formal.codegen.refine import refinable, refinable_dims, refined
+from mirage_formal.codegen.refine import refinable_dims, refined, refinement
 from mirage_formal.codegen.schedule import (
     CLUSTER_MAX,
     DEFAULT_SM_COUNT,
@@ -199,11 +199,11 @@ def refinements(best: Schedule, tried: list[Schedule], bg: BlockGraph,
     for rows in (best.refine_rows - 16, best.refine_rows + 16) if best.refine_rows else ():
         # a refined winner's neighbouring bands, 16 rows fewer and more
         r = replace(best, refine_rows=rows)
-        if rows < 16 or r.key in seen or not refinable(unrefined, best.refine_dim, rows):
+        rf = refinement(unrefined, best.refine_dim, rows) if rows >= 16 else None
+        if rf is None or r.key in seen:
             continue
         # (a TF32 winner only where that band's products still tile on its warps)
-        if best.tf32x3 and not _tf32_thread_counts(
-                refined(unrefined, best.refine_dim, rows).graph, [best.threads]):
+        if best.tf32x3 and not _tf32_thread_counts(rf.graph, [best.threads]):
             continue
         seen.add(r.key)
         out.append(r)
@@ -561,9 +561,10 @@ def _refined_candidates(bg: BlockGraph, sm_count: int) -> list[Schedule]:
         bands = [16 * -(-tiles // max(2, min(tiles, target // blocks)))
                  for target in (sm_count, 2 * sm_count)] + [REFINE_ROWS]
         for rows in dict.fromkeys(bands):
-            if rows >= size or not refinable(bg, dim, rows):
+            rf = refinement(bg, dim, rows) if rows < size else None
+            if rf is None:
                 continue
-            virtual = refined(bg, dim, rows).graph
+            virtual = rf.graph
             cands = [c for c in candidate_schedules(virtual, sm_count, limit=64, coarsen=False)
                      if c.split == 1 and not c.stream_k and not c.cluster_combine
                      and not c.tma_multicast]
