@@ -9,7 +9,8 @@ the SMs without a loop split (``grid_filling_variants``), whose products run as 
 rules only choose sizes; ``gpu_stage`` measures them.
 
 Imports ``ir``, ``search`` and, lazily, ``codegen.schedule``, ``codegen.emit`` (whether a size
-fits in shared memory) and ``ir.occupancy``; not ``codegen.autotune`` or the runtime.
+fits in shared memory), ``codegen.refine`` and ``codegen.tuning_rules`` (bands a warpgroup MMA
+takes) and ``ir.occupancy``; not ``codegen.autotune`` or the runtime.
 """
 
 from __future__ import annotations
@@ -192,11 +193,28 @@ GPU_WGMMA_SIZES = 2
 
 def _wgmma_sizes(g: KernelGraph) -> bool:
     """Every looping graph-defined kernel of ``g`` (at least one) has a product that
-    :attr:`Schedule.wgmma` can run (``codegen.schedule.wgmma_threads``)."""
-    from mirage_formal.codegen.schedule import wgmma_threads
-
+    :attr:`Schedule.wgmma` can run (``codegen.schedule.wgmma_threads``), at its own rows or
+    refined into bands of ``tuning_rules.REFINE_ROWS`` (64) rows (:func:`_wgmma_kernel`)."""
     loops = _loop_blocks(g)
-    return bool(loops) and all(wgmma_threads(bg) is not None for bg in loops)
+    return bool(loops) and all(_wgmma_kernel(bg) is not None for bg in loops)
+
+
+@functools.lru_cache(maxsize=4096)
+def _refined_wgmma_band(bg: BlockGraph) -> BlockGraph | None:
+    """The virtual block graph of one 64-row band of ``bg`` where ``bg`` holds more rows than
+    one such band of a dimension no op combines and its products run as warpgroup MMAs once
+    refined so (:mod:`codegen.refine`): a row count no grid divides into 64s (ViT's 197
+    tokens: the search's blocks hold all 197 rows, and a 197-row product is no
+    warpgroup's). None where that does not apply."""
+    from mirage_formal.codegen.refine import refinable_dims, refinement
+    from mirage_formal.codegen.schedule import wgmma_threads
+    from mirage_formal.codegen.tuning_rules import REFINE_ROWS
+
+    for dim, size in refinable_dims(bg)[:1]:
+        rf = refinement(bg, dim, REFINE_ROWS) if size > REFINE_ROWS else None
+        if rf is not None and wgmma_threads(rf.graph) is not None:
+            return rf.graph
+    return None
 
 
 def wgmma_variants(config: SearchConfig, accepted: Sequence[Optimized],
@@ -204,9 +222,69 @@ def wgmma_variants(config: SearchConfig, accepted: Sequence[Optimized],
                    n_sm: int = H100_SMS) -> list[tuple[Optimized, KernelGraph, Cost]]:
     """Up to ``limit`` (structure, size variant, cost): among the first ``pool`` structures of
     ``accepted``, each one's size variant whose products all run as warpgroup MMAs
-    (:func:`_wgmma_sizes`) with the most blocks up to ``n_sm`` (one wave), the cost model's
-    cheapest among those; the ones with the most blocks first, then the cheapest."""
-    return _fullest_wave_sizes(config, accepted, _wgmma_sizes, limit, pool, n_sm)
+    (:func:`_wgmma_sizes`), each looping kernel at its size with the most blocks up to
+    ``n_sm`` (one wave; :func:`_kernelwise_wave_size`), the cost model's cheapest among
+    those; the ones whose looping kernels have the most blocks first, then the cheapest."""
+    found: list[tuple[Optimized, KernelGraph, Cost]] = []
+    for a in accepted[:pool]:
+        vc = _kernelwise_wave_size(config, a.graph, _wgmma_kernel, n_sm)
+        if vc is not None:
+            found.append((a, *vc))
+    found.sort(key=lambda t: (-_loop_kernel_blocks(t[1]), t[2].seconds, t[1].key))
+    return found[:limit]
+
+
+def _loop_kernel_blocks(g: KernelGraph) -> int:
+    """Blocks of ``g``'s looping kernels (a row-wise kernel beside them, ViT's layer norm
+    on 197 blocks before its projection, does not take the product's blocks)."""
+    return sum(math.prod(gr) for gr, f in kernel_grids(g) if f > 1)
+
+
+@functools.lru_cache(maxsize=4096)
+def _wgmma_kernel(bg: BlockGraph) -> BlockGraph | None:
+    """The block graph a CTA of ``bg`` runs with its products as warpgroup MMAs: ``bg``
+    itself, or one 64-row band of it (:func:`_refined_wgmma_band`); None where neither."""
+    from mirage_formal.codegen.schedule import wgmma_threads
+
+    return bg if wgmma_threads(bg) is not None else _refined_wgmma_band(bg)
+
+
+def _kernelwise_wave_size(config: SearchConfig, graph: KernelGraph,
+                          runs: Callable[[BlockGraph], BlockGraph | None],
+                          n_sm: int) -> tuple[KernelGraph, Cost] | None:
+    """``graph`` with each looping graph-defined kernel resized in turn, the others kept
+    (``space.size_variants`` with ``vary``), to its size in ``config``'s space with the most
+    blocks up to ``n_sm`` (the cheapest estimate among those) whose block graph a CTA
+    ``runs`` (that graph, or None where it cannot) fits in shared memory (a refined block's
+    one band: the whole 197-row block counts its every tile); None where some looping kernel
+    has no such size. Kernel by kernel: a kernel's tiles do not change what another reads,
+    and the space's list of whole-graph variants, cut at ``max_variants``, varies the last
+    kernel only."""
+    from mirage_formal.search.cost import estimate, smem_bytes
+    from mirage_formal.search.space import size_variants
+
+    g = graph
+    kernels = [n for n in g.nodes if n.op == KERNEL_OP]
+    for j, kn in enumerate(kernels):
+        if kn.attr("graph").forloop < 2:
+            continue
+        best: tuple[int, float, KernelGraph] | None = None
+        for v in size_variants(dataclasses.replace(config, max_variants=WAVE_SIZES_ENUMERATED),
+                               g, vary=j):
+            bg = [n for n in v.nodes if n.op == KERNEL_OP][j].attr("graph")
+            blocks = math.prod(bg.grid)
+            if blocks > n_sm or (best is not None and blocks < best[0]):
+                continue
+            cta = runs(bg)
+            if cta is None or smem_bytes(cta, chains=True) > config.smem_limit:
+                continue
+            us = estimate(v, config.target).seconds
+            if best is None or (blocks, -us) > (best[0], -best[1]):
+                best = (blocks, us, v)
+        if best is None:
+            return None
+        g = best[2]
+    return (g, estimate(g, config.target)) if _loop_blocks(g) else None
 
 
 def _fullest_wave_sizes(config: SearchConfig, accepted: Sequence[Optimized],

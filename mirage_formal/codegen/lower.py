@@ -199,6 +199,11 @@ WGMMA_MIN_BLOCKS = 64
 #: (512, 2048) · W (2048, 2048) has 341; attention's P·V at b=8 (256 x 4096 · 4096 x 64 a
 #: head) 50, a weight stream whose narrow tiles keep more blocks reading
 WGMMA_MIN_INTENSITY = 128
+#: ... and a product of ragged rows (:func:`_ragged_warpgroup_tiles`) this many 64-row bands of
+#: blocks: ViT's 197 x 768 outputs make 48 of 64 x 64 (its narrow-tile lowering on 48 blocks
+#: of 197 x 16 ran 8.1 µs of a 768 x 768 product where cuBLAS's warpgroup kernel took 4.2;
+#: H200 s50 c2)
+RAGGED_WGMMA_MIN_BLOCKS = 32
 
 
 def _warpgroup_tiles(M: int, N: int, K: int, batch: int, f16: bool) -> tuple[int, int, int] | None:
@@ -217,6 +222,25 @@ def _warpgroup_tiles(M: int, N: int, K: int, batch: int, f16: bool) -> tuple[int
     tn = 128 if N % 128 == 0 else 64
     tk = 128 if K % 128 == 0 and K >= 256 else 64
     return (64, tn, tk) if (M // 64) * (N // tn) * batch >= WGMMA_MIN_BLOCKS else None
+
+
+def _ragged_warpgroup_tiles(M: int, N: int, K: int, batch: int,
+                            f16: bool) -> tuple[int, int, int] | None:
+    """(rows, columns, k) for a product whose M rows no tile side divides (a block holds all
+    of them: ViT's 197 tokens) but which is otherwise :func:`_warpgroup_tiles`' kind: all M
+    rows a block, columns and k as warpgroup tiles. The tuner runs such a block refined
+    into 64-row bands (``codegen.refine``; the last band shifted back to end at row M), each
+    a warpgroup's product; so the block count asked of it is the bands' (128 columns while
+    they reach :data:`RAGGED_WGMMA_MIN_BLOCKS`, else 64). None where that does not apply."""
+    if not (f16 and M > 64 and M % 64 and N % 64 == 0 and K % 64 == 0 and K >= 128
+            and M * N * K >= WGMMA_MIN_INTENSITY * (M * K + K * N + M * N)):
+        return None
+    bands = -(-M // 64) * batch
+    tk = 128 if K % 128 == 0 and K >= 256 else 64
+    for tn in (128, 64):
+        if N % tn == 0 and bands * (N // tn) >= RAGGED_WGMMA_MIN_BLOCKS:
+            return M, tn, tk
+    return None
 
 
 def _shared_b_axes(n: Node) -> list[int]:
@@ -259,8 +283,11 @@ def _matmul(n: Node, threads: int) -> BlockGraph:
             tn = cand
             if (N // cand) * (M // tm) * over_z >= MIN_BLOCKS:
                 break
-    wide = None if share_b else _warpgroup_tiles(M, N, K, batch,
-                                                 tensor_core_type(A.dtype, B.dtype) is not None)
+    f16 = tensor_core_type(A.dtype, B.dtype) is not None
+    wide = None if share_b else _warpgroup_tiles(M, N, K, batch, f16)
+    if wide is None and not share_b and (tm == M or tm < MIN_TILE_SIDE):
+        # (a prime above MAX_TILE_SIDE rows lowers to 1-row tiles otherwise)
+        wide = _ragged_warpgroup_tiles(M, N, K, batch, f16)
     if wide is not None:
         tm, tn, tk = wide
     grid = [N // tn, M // tm, 1]

@@ -52,8 +52,18 @@ def opening_schedule(bg: BlockGraph, sm_count: int = DEFAULT_SM_COUNT) -> Schedu
     this split and the unsplit default were both measured with every other choice equal, the
     split was faster 607 of 714 times, 0.60x in geometric mean: 516 of 537 times (0.53x) on
     grids of at most half the SMs, 91 of 177 (0.88x, at worst 1.25x slower) on larger ones
-    (``benchmarks/opening_split_evidence.py``)."""
+    (``benchmarks/opening_split_evidence.py``).
+
+    A block of more rows than a warpgroup's 64 that runs as warpgroup MMAs once refined into
+    64-row bands (a lowered product of ViT's 197 tokens) opens with that refined schedule:
+    the same block split over the loop ran 170 µs of a 197 x 768 x 2304 product where its
+    bands took about 10 (H200, s50 c3)."""
     blocks = math.prod(bg.grid)
+    if bg.forloop > 1 and wgmma_threads(bg) is None and any(n.op == "matmul" for n in bg.nodes):
+        banded = [c for c in _refined_candidates(bg, sm_count)
+                  if c.wgmma and c.refine_rows == REFINE_ROWS]
+        if banded:
+            return banded[0]
     if blocks < sm_count:
         splits = [s for s in loop_splits(blocks, bg.forloop, sm_count) if split_ok(bg, s)]
         if splits:

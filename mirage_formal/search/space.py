@@ -751,7 +751,7 @@ def size_distance(own: tuple[Sequence[int], int], other: tuple[Sequence[int], in
 
 
 def size_variants(cfg: SearchConfig, graph: KernelGraph,
-                  radius: float | None = None) -> Iterator[KernelGraph]:
+                  radius: float | None = None, vary: int | None = None) -> Iterator[KernelGraph]:
     """``graph`` rebuilt with every choice of grid sizes and loop ranges from the space
     ``cfg`` (the axes and loops it uses stay used), at most ``cfg.max_variants``: ``graph``
     itself first, then in a fixed pseudo-random order per kernel (seeded by the graph's key),
@@ -762,8 +762,13 @@ def size_variants(cfg: SearchConfig, graph: KernelGraph,
     With ``radius``, only the sizes near ``graph``'s own: the :func:`size_distance` of every
     kernel's size from its own, summed over the kernels, at most ``radius``, and ``graph``
     itself left out (the neighbourhood a measured walk over sizes steps through; a cut-off list
-    of every variant can miss it whole)."""
+    of every variant can miss it whole).
+
+    With ``vary``, only graph-defined kernel number ``vary`` (in node order) changes size; the
+    others keep their own (the nested product cut at ``max_variants`` varies the last
+    kernel's sizes only: a two-kernel MLP's first kernel kept its one size in all 43)."""
     kernels = [n for n in graph.nodes if n.op not in (INPUT, GET)]
+    numbers = {n: i for i, n in enumerate(n for n in kernels if n.op == KERNEL_OP)}
     budget = math.inf if radius is None else radius
 
     def rec(j: int, memo: dict[Node, Node], left: float = budget) -> Iterator[dict[Node, Node]]:
@@ -795,6 +800,8 @@ def size_variants(cfg: SearchConfig, graph: KernelGraph,
             axis_opts.append(opts)
         f_opts = [f for f in cfg.forloop if f > 1] if bg.forloop > 1 else [1]
         combos = [(g3, f) for g3 in itertools.product(*axis_opts) for f in f_opts]
+        if vary is not None and numbers[n] != vary:
+            combos = [(tuple(bg.grid), bg.forloop)]
         # the graph's own sizes first, the rest in a fixed pseudo-random order: a depth-first
         # product cut at ``max_variants`` would only ever vary the last kernel's last axis
         own = (tuple(bg.grid), bg.forloop)

@@ -200,3 +200,46 @@ def test_product_tiles_divide_and_are_never_needlessly_thin(m: int, k: int, n: i
         if side < min(16, size):
             assert not any(size % d == 0 for d in range(16, min(size, 256) + 1)), axis
             assert axis != "k" or size > 1024
+
+
+@pytest.mark.parametrize(("lead", "m", "k", "n", "tiles"), [
+    ((1,), 197, 768, 2304, (197, 128, 128)),   # ViT-Base's q/k/v projection: 4 bands x 18
+    ((1,), 197, 3072, 768, (197, 64, 128)),    # its MLP's down projection: 4 bands x 12
+    ((), 257, 1024, 1024, (257, 128, 128)),    # ViT-L's 257 tokens: 5 bands x 8
+])
+def test_ragged_rows_lower_to_warpgroup_tiles_the_tuner_refines(
+        lead: tuple[int, ...], m: int, k: int, n: int, tiles: tuple[int, int, int]) -> None:
+    """A product of more than 64 rows that no tile side divides (a prime token count) keeps
+    all its rows in each block with warpgroup column and k tiles; the tuner's refined
+    candidates then include 64-row bands run as warpgroup MMAs, and the lowering is exact."""
+    import mirage_formal as mf
+    from mirage_formal.codegen.refine import refined
+    from mirage_formal.codegen.schedule import wgmma_threads
+    from mirage_formal.codegen.tuning_rules import candidate_schedules
+
+    g = mf.Graph()
+    g.output(g.matmul(g.input((*lead, m, k), "f16", "X"), g.input((k, n), "f16", "W")))
+    prog = g.build()
+    (la,) = launches(prog)
+    bg = la.graph
+    (mm,) = [x for x in bg.nodes if x.op == "matmul"]
+    assert (mm.shape[-2], mm.shape[-1], mm.src[0].shape[-1]) == tiles
+    assert wgmma_threads(bg) is None  # (all the rows: no warpgroup's product)
+    banded = [c for c in candidate_schedules(bg) if c.wgmma and c.refine_rows == 64]
+    assert banded
+    assert wgmma_threads(refined(bg, banded[0].refine_dim, 64).graph) == banded[0].threads
+    xs = random_inputs(prog, 5, -0.5, 0.5)
+    _same(run_reference(lowered_graph(prog), xs), run_reference(prog, xs))
+
+
+def test_ragged_rows_of_too_few_bands_or_multiply_adds_keep_the_narrow_tiles() -> None:
+    """Ragged rows with too few bands of blocks (197 x 512 outputs: 4 x 8 of 64) or too few
+    multiply-adds per element moved (k 128) stay on the narrow-tile rule."""
+    import mirage_formal as mf
+
+    for m, k, n in ((197, 768, 256), (197, 128, 4096)):
+        g = mf.Graph()
+        g.output(g.matmul(g.input((m, k), "f16", "X"), g.input((k, n), "f16", "W")))
+        (la,) = launches(g.build())
+        (mm,) = [x for x in la.graph.nodes if x.op == "matmul"]
+        assert mm.shape[-1] <= 64 and mm.src[0].shape[-1] <= 64

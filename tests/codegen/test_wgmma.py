@@ -8,12 +8,14 @@ operands streamed through the TMA ring, multiplied by ``wgmma`` straight from th
   ``compile_cubin`` picks from the source);
 - on the GPU: the kernels validate against the float64 program at several shapes, with an
   epilogue op, a bias operand, one slice of a batched product a block, and with the loop
-  split over blocks (global combine).
+  split over blocks (global combine); a block of ragged rows (ViT's 197 tokens) refined
+  into 64-row bands, each a warpgroup's product.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from graph_strategies import gated_program, gemm_program
@@ -22,7 +24,7 @@ import mirage_formal as mf
 from mirage_formal.codegen import candidate_schedules, compile_graph, gpu_available, launches
 from mirage_formal.codegen.nvrtc import WGMMA_MARK, feature_arch
 from mirage_formal.codegen.schedule import Schedule, wgmma_threads
-from mirage_formal.codegen.tuning_rules import refinements
+from mirage_formal.codegen.tuning_rules import opening_schedule, refinements
 from mirage_formal.codegen.validate import validate
 from mirage_formal.ir.graph import KernelGraph
 from mirage_formal.ir.text import parse_text
@@ -276,3 +278,54 @@ def test_wgmma_kernels_validate(name: str) -> None:
         assert WGMMA_MARK in cg.kernels[0].source
         rep = validate(cg, low=-0.5, high=0.5, trials=2)
         assert rep.ok, f"{name} {sched.short()}: {rep}"
+
+
+#: (rows, k, n, forloop, column blocks): products of ragged rows (ViT's 197 and 257 tokens)
+#: whose block holds every row, with a bias and gelu after the product
+RAGGED = {"197x768x2304": (197, 64, 64, 12, 36), "257x512x512": (257, 128, 128, 4, 4),
+          "80x256x256": (80, 64, 64, 4, 4)}
+
+
+def _ragged_wgmma(name: str) -> tuple[KernelGraph, Any, Schedule]:
+    m, k, n, f, gn = RAGGED[name]
+    # (every row in each block: no grid axis maps X's rows, as the search builds it)
+    text = str(biased_gemm_program(m=m, k=k, n=n, forloop=f, gm=1, gn=gn))
+    prog = parse_text(text.replace("imap=(-1, 0, -1), input=0", "imap=(-1, -1, -1), input=0")
+                      .replace("omap=(1, 0, -1)", "omap=(1, -1, -1)"))
+    bg = _block(prog)
+    return prog, bg, opening_schedule(bg)
+
+
+@pytest.mark.parametrize("name", sorted(RAGGED))
+def test_ragged_rows_open_with_warpgroup_bands_and_compile(name: str) -> None:
+    """A block of all its ragged rows is no warpgroup's product at its own size; refined into
+    64-row bands it is: the tuner opens with that refined schedule (and keeps it among its
+    candidates), and the kernel prints one warpgroup product per band, the last band
+    shifted back to end at the last row, and compiles for sm_90a."""
+    prog, bg, sched = _ragged_wgmma(name)
+    m = RAGGED[name][0]
+    assert wgmma_threads(bg) is None
+    assert sched.wgmma and sched.refine_rows == 64 and sched in candidate_schedules(bg)
+    (kern,) = compile_graph(prog, schedules={bg.key: sched}, arch="sm_90", load=False).kernels
+    assert WGMMA_MARK in kern.source and "mf_band" in kern.source
+    assert f"min(mf_band*64, {m - 64})" in kern.source
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a GPU")
+@pytest.mark.parametrize("name", sorted(RAGGED))
+def test_ragged_rows_in_warpgroup_bands_validate(name: str) -> None:
+    """The refined warpgroup kernel against the float64 program on fresh random inputs (the
+    overlapping last band included), as is the ragged lowering of a plain product under the
+    tuner's opening schedules."""
+    prog, bg, sched = _ragged_wgmma(name)
+    rep = validate(compile_graph(prog, schedules={bg.key: sched}), low=-0.5, high=0.5, trials=2)
+    assert rep.ok, f"{sched.short()}: {rep}"
+    m, k, n, f, gn = RAGGED[name]
+    g = mf.Graph()
+    g.output(g.matmul(g.input((m, k * f), "f16", "X"), g.input((k * f, n * gn), "f16", "W")))
+    plain = g.build()
+    (la,) = launches(plain, 128)
+    rep = validate(compile_graph(plain, schedules={la.graph.key: opening_schedule(la.graph)}),
+                   low=-0.5, high=0.5, trials=2)
+    assert rep.ok, str(rep)

@@ -886,3 +886,86 @@ def test_a_verdict_not_ready_by_the_stages_deadline_is_not_waited_for(
     got = ahead.result(v)
     assert got is not None and got[0].accepted
     ahead.close()
+
+
+#: ViT-Base's MLP as the search's two-kernel structure (s50): each product with its bias
+#: epilogue (gelu; the residual), all 197 rows in every block, at sizes no warpgroup takes
+VIT_MLP_TWO_KERNELS = """ugraph {
+  %0 = input() {name='X'} : f16[1, 197, 768]
+  %1 = input() {name='H'} : f16[1, 197, 768]
+  %2 = input() {name='W1'} : f16[768, 3072]
+  %3 = input() {name='B1'} : f16[3072]
+  %4 = input() {name='W2'} : f16[3072, 768]
+  %5 = input() {name='B2'} : f16[768]
+  %6 = kernel(%1, %2, %3) {forloop=8, grid=(64, 1, 1), threads=128} {
+    %b0 = iter() {fmap=2, imap=(-1, -1, -1), input=0} : f16[1, 197, 96]
+    %b1 = iter() {fmap=0, imap=(1, -1, -1), input=1} : f16[96, 48]
+    %b2 = matmul(%b0, %b1) : f16[1, 197, 48]
+    %b3 = accum(%b2) {fold=None, kind='sum'} : f16[1, 197, 48]
+    %b4 = iter() {fmap=-1, imap=(0, -1, -1), input=2} : f16[48]
+    %b5 = accum(%b4) {fold=None, kind='mean'} : f16[48]
+    %b6 = add(%b3, %b5) : f16[1, 197, 48]
+    %b7 = gelu(%b6) : f16[1, 197, 48]
+    save %b7 {omap=(2, -1, -1)}
+  }
+  %7 = get(%6) {index=0} : f16[1, 197, 3072]
+  %8 = kernel(%0, %4, %5, %7) {forloop=32, grid=(24, 1, 1), threads=128} {
+    %b0 = iter() {fmap=-1, imap=(2, -1, -1), input=0} : f16[1, 197, 32]
+    %b1 = accum(%b0) {fold=None, kind='mean'} : f16[1, 197, 32]
+    %b2 = iter() {fmap=2, imap=(-1, -1, -1), input=3} : f16[1, 197, 96]
+    %b3 = iter() {fmap=0, imap=(1, -1, -1), input=1} : f16[96, 32]
+    %b4 = matmul(%b2, %b3) : f16[1, 197, 32]
+    %b5 = accum(%b4) {fold=None, kind='sum'} : f16[1, 197, 32]
+    %b6 = iter() {fmap=-1, imap=(0, -1, -1), input=2} : f16[32]
+    %b7 = accum(%b6) {fold=None, kind='mean'} : f16[32]
+    %b8 = add(%b5, %b7) : f16[1, 197, 32]
+    %b9 = add(%b1, %b8) : f16[1, 197, 32]
+    save %b9 {omap=(2, -1, -1)}
+  }
+  %9 = get(%8) {index=0} : f16[1, 197, 768]
+  return %9
+}
+"""
+
+
+def _vit_mlp() -> KernelGraph:
+    g = mf.Graph()
+    x, h = g.input((1, 197, 768), "f16", "X"), g.input((1, 197, 768), "f16", "H")
+    w1, b1 = g.input((768, 3072), "f16", "W1"), g.input((3072,), "f16", "B1")
+    w2, b2 = g.input((3072, 768), "f16", "W2"), g.input((768,), "f16", "B2")
+    u = g.gelu(g.add(g.matmul(h, w1), b1))
+    g.output(g.add(x, g.add(g.matmul(u, w2), b2)))
+    return g.build()
+
+
+def test_each_kernel_of_a_structure_gets_its_warpgroup_band_size() -> None:
+    """Two kernels of 197-row products: the warpgroup-MMA hedge resizes each looping kernel
+    in turn (``size_variants`` with ``vary`` changes that kernel only) to its size with the
+    most blocks up to one wave whose 64-row bands run as warpgroup MMAs, so both kernels of
+    ViT's MLP get one (the whole-graph list, cut at 256, varied the second kernel only)."""
+    import dataclasses
+    import math
+
+    from mirage_formal.ir.graph import KERNEL_OP
+    from mirage_formal.ir.text import parse_text
+    from mirage_formal.search.space import size_variants
+
+    prog = _vit_mlp()
+    cfg = opt.make_config(prog, None, {})
+    start = parse_text(VIT_MLP_TWO_KERNELS)
+    grids = sz.kernel_grids(start)
+    for j in range(2):
+        for v in size_variants(dataclasses.replace(cfg, max_variants=64), start, vary=j):
+            assert sz.kernel_grids(v)[1 - j] == grids[1 - j]
+    found = sz._kernelwise_wave_size(cfg, start, sz._wgmma_kernel, 132)
+    assert found is not None
+    v, cost = found
+    assert structure_key(v) == structure_key(start) and cost.seconds > 0
+    kernels = [n.attr("graph") for n in v.nodes if n.op == KERNEL_OP]
+    assert all(sz._wgmma_kernel(bg) is not None for bg in kernels)
+    for j, bg in enumerate(kernels):  # (no wgmma-able size of that kernel has more blocks)
+        sizes = [[n for n in w.nodes if n.op == KERNEL_OP][j].attr("graph")
+                 for w in size_variants(dataclasses.replace(cfg, max_variants=4096), v, vary=j)]
+        most = max(math.prod(b.grid) for b in sizes
+                   if math.prod(b.grid) <= 132 and sz._wgmma_kernel(b) is not None)
+        assert math.prod(bg.grid) == most

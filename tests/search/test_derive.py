@@ -216,3 +216,31 @@ def test_a_program_with_no_size_to_split_gets_one_block_kernels(
     assert cfg.grid_sizes == () and cfg.max_grid_axes == 0
     res = superoptimize(prog, budget_s=20, workers=1, gpu=False, compile_best=False)
     assert res.accepted and all(a.verdict.accepted for a in res.accepted)
+
+
+def test_loop_ranges_leave_tiles_a_tensor_map_and_a_warpgroup_take() -> None:
+    """Beside the powers of two, the loop ranges that leave k tiles of 64, 128 and 256: a k of
+    768 gets 12, 6 and 3 (its powers of two leave tiles of 96 or 48, which no 64-column
+    tensor-map box or warpgroup k step of 64 takes); a power-of-two k gets nothing new."""
+    for k, want, never in ((768, {3, 6, 12}, set()), (4096, {16, 32, 64}, {3, 6, 12})):
+        g = mf.Graph()
+        g.output(g.matmul(g.input((197, k), "f16", "X"), g.input((k, 256), "f16", "W")))
+        loops = set(derive_config(g.build()).forloop)
+        assert want <= loops and not never & loops
+        assert all(k % f == 0 for f in loops)
+
+
+def test_chained_products_get_a_second_graph_defined_kernel() -> None:
+    """A product of another product's (activated) output, an MLP without any row reduction,
+    gets two graph-defined kernels (each product with its epilogue); two products of one
+    input (a gated MLP) keep one."""
+    def mlp(chained: bool) -> KernelGraph:
+        g = mf.Graph()
+        x = g.input((197, 256), "f16", "X")
+        w1, w2 = g.input((256, 512), "f16", "W1"), g.input((512, 256) if chained else (256, 512), "f16", "W2")
+        u = g.gelu(g.matmul(x, w1))
+        g.output(g.matmul(u, w2) if chained else g.mul(u, g.matmul(x, w2)))
+        return g.build()
+
+    assert derive_config(mlp(True)).max_graph_kernels == 2
+    assert derive_config(mlp(False)).max_graph_kernels == 1
