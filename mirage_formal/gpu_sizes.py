@@ -191,14 +191,6 @@ def grid_filling_variants(config: SearchConfig, accepted: Sequence[Optimized],
 GPU_WGMMA_SIZES = 2
 
 
-def _wgmma_sizes(g: KernelGraph) -> bool:
-    """Every looping graph-defined kernel of ``g`` (at least one) has a product that
-    :attr:`Schedule.wgmma` can run (``codegen.schedule.wgmma_threads``), at its own rows or
-    refined into bands of ``tuning_rules.REFINE_ROWS`` (64) rows (:func:`_wgmma_kernel`)."""
-    loops = _loop_blocks(g)
-    return bool(loops) and all(_wgmma_kernel(bg) is not None for bg in loops)
-
-
 @functools.lru_cache(maxsize=4096)
 def _refined_wgmma_band(bg: BlockGraph) -> BlockGraph | None:
     """The virtual block graph of one 64-row band of ``bg`` where ``bg`` holds more rows than
@@ -221,10 +213,11 @@ def wgmma_variants(config: SearchConfig, accepted: Sequence[Optimized],
                    limit: int = GPU_WGMMA_SIZES, pool: int = GPU_GRID_FILLING_POOL,
                    n_sm: int = H100_SMS) -> list[tuple[Optimized, KernelGraph, Cost]]:
     """Up to ``limit`` (structure, size variant, cost): among the first ``pool`` structures of
-    ``accepted``, each one's size variant whose products all run as warpgroup MMAs
-    (:func:`_wgmma_sizes`), each looping kernel at its size with the most blocks up to
-    ``n_sm`` (one wave; :func:`_kernelwise_wave_size`), the cost model's cheapest among
-    those; the ones whose looping kernels have the most blocks first, then the cheapest."""
+    ``accepted``, each one's size variant whose products all run as warpgroup MMAs, at their
+    own rows or refined into 64-row bands (:func:`_wgmma_kernel`), each looping kernel at its
+    size with the most blocks up to ``n_sm`` (one wave; :func:`_kernelwise_wave_size`), the
+    cost model's cheapest among those; the ones whose looping kernels have the most blocks
+    first, then the cheapest."""
     found: list[tuple[Optimized, KernelGraph, Cost]] = []
     for a in accepted[:pool]:
         vc = _kernelwise_wave_size(config, a.graph, _wgmma_kernel, n_sm)

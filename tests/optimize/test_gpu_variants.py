@@ -602,7 +602,8 @@ def test_warpgroup_mma_sizes_are_measured_and_can_win(monkeypatch: pytest.Monkey
         assert loops and all(wgmma_threads(bg) is not None for bg in loops)
         assert structure_key(v) == structure_key(a.graph) and sz._blocks(v) <= n_sm
         eligible = [w for w, _ in sz.ranked_variants(cfg, a.graph)
-                    if sz._blocks(w) <= n_sm and sz._wgmma_sizes(w)]
+                    if sz._blocks(w) <= n_sm and sz._loop_blocks(w)
+                    and all(sz._wgmma_kernel(bg) is not None for bg in sz._loop_blocks(w))]
         assert sz._blocks(v) == max(sz._blocks(w) for w in eligible)
     # (not for a program of 16-row products)
     assert not gs.wgmma_variants(opt.make_config(program(), "norm", SPACE), [
