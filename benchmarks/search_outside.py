@@ -545,6 +545,18 @@ def vit_mlp(b: int = 1) -> KernelGraph:
     return g.build()
 
 
+def vitl_mlp(b: int = 1) -> KernelGraph:
+    """ViT-L/14's MLP at 224 px: 257 tokens (a prime above 256), 1024 -> 4096 with bias, gelu,
+    4096 -> 1024 with bias, plus the residual (written as a user would, s50)."""
+    g = mf.Graph()
+    x = g.input((b, 257, 1024), "f16", "X")
+    w1, b1 = g.input((1024, 4096), "f16", "W1"), g.input((4096,), "f16", "B1")
+    w2, b2 = g.input((4096, 1024), "f16", "W2"), g.input((1024,), "f16", "B2")
+    h = g.gelu(g.add(g.matmul(x, w1), b1))
+    g.output(g.add(x, g.add(g.matmul(h, w2), b2)))
+    return g.build()
+
+
 PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "scaled_attention": scaled_attention, "softcap_attention": softcap_attention,
     "layernorm_matmul": layernorm_matmul,
@@ -568,7 +580,7 @@ PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "gpt2_post_attention": gpt2_post_attention,
     "layernorm_gain_projection": layernorm_gain_projection,
     "vit_ln_qkv": vit_ln_qkv, "vit_attention": vit_attention, "vit_proj_ln": vit_proj_ln,
-    "vit_mlp": vit_mlp, "vitl_attention": vitl_attention,
+    "vit_mlp": vit_mlp, "vitl_attention": vitl_attention, "vitl_mlp": vitl_mlp,
 }
 
 
