@@ -532,29 +532,29 @@ def vit_proj_ln(b: int = 1) -> KernelGraph:
     return g.build()
 
 
-def vit_mlp(b: int = 1) -> KernelGraph:
-    """ViT-Base's MLP: 768 -> 3072 with bias, tanh gelu, 3072 -> 768 with bias, plus the
-    residual, on 197 tokens."""
+def _vit_mlp(b: int, tokens: int, d: int, hidden: int) -> KernelGraph:
+    """A ViT block's MLP: the normed rows H through d -> hidden with bias, tanh gelu, hidden ->
+    d with bias, plus the residual X."""
     g = mf.Graph()
-    x = g.input((b, 197, 768), "f16", "X")
-    h = g.input((b, 197, 768), "f16", "H")
-    w1, b1 = g.input((768, 3072), "f16", "W1"), g.input((3072,), "f16", "B1")
-    w2, b2 = g.input((3072, 768), "f16", "W2"), g.input((768,), "f16", "B2")
+    x = g.input((b, tokens, d), "f16", "X")
+    h = g.input((b, tokens, d), "f16", "H")
+    w1, b1 = g.input((d, hidden), "f16", "W1"), g.input((hidden,), "f16", "B1")
+    w2, b2 = g.input((hidden, d), "f16", "W2"), g.input((d,), "f16", "B2")
     u = g.gelu(g.add(g.matmul(h, w1), b1))
     g.output(g.add(x, g.add(g.matmul(u, w2), b2)))
     return g.build()
 
 
+def vit_mlp(b: int = 1) -> KernelGraph:
+    """ViT-Base's MLP: 768 -> 3072 with bias, tanh gelu, 3072 -> 768 with bias, plus the
+    residual, on 197 tokens."""
+    return _vit_mlp(b, 197, 768, 3072)
+
+
 def vitl_mlp(b: int = 1) -> KernelGraph:
-    """ViT-L/14's MLP at 224 px: 257 tokens (a prime above 256), 1024 -> 4096 with bias, gelu,
-    4096 -> 1024 with bias, plus the residual (written as a user would, s50)."""
-    g = mf.Graph()
-    x = g.input((b, 257, 1024), "f16", "X")
-    w1, b1 = g.input((1024, 4096), "f16", "W1"), g.input((4096,), "f16", "B1")
-    w2, b2 = g.input((4096, 1024), "f16", "W2"), g.input((1024,), "f16", "B2")
-    h = g.gelu(g.add(g.matmul(x, w1), b1))
-    g.output(g.add(x, g.add(g.matmul(h, w2), b2)))
-    return g.build()
+    """ViT-L/14's MLP at 224 px: 257 tokens (a prime above 256), 1024 -> 4096 -> 1024 (a
+    program tried as a user would in s50)."""
+    return _vit_mlp(b, 257, 1024, 4096)
 
 
 PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
