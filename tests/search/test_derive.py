@@ -231,9 +231,10 @@ def test_loop_ranges_leave_tiles_a_tensor_map_and_a_warpgroup_take() -> None:
 
 
 def test_chained_products_get_a_second_graph_defined_kernel() -> None:
-    """A product of another product's (activated) output, an MLP without any row reduction,
-    gets two graph-defined kernels (each product with its epilogue); two products of one
-    input (a gated MLP) keep one."""
+    """A product of another product's (activated) output over a wide contraction, an MLP
+    without any row reduction, gets two graph-defined kernels (each product with its
+    epilogue); two products of one input (a gated MLP) and a low-rank adapter's (X·A)·B (a
+    contraction of 32) keep one."""
     def mlp(chained: bool) -> KernelGraph:
         g = mf.Graph()
         x = g.input((197, 256), "f16", "X")
@@ -244,3 +245,4 @@ def test_chained_products_get_a_second_graph_defined_kernel() -> None:
 
     assert derive_config(mlp(True)).max_graph_kernels == 2
     assert derive_config(mlp(False)).max_graph_kernels == 1
+    assert derive_config(workloads.program("lora", 1)).max_graph_kernels == 1
