@@ -118,3 +118,24 @@ def test_the_idiomatic_torch_baseline_computes_each_program() -> None:
     assert calls["outside:vit_attention"] == ["scaled_dot_product_attention"]
     assert "scaled_dot_product_attention" in calls["gqa"]
     assert calls["rmsnorm"] == ["rms_norm"]
+
+
+def test_kernel_breakdown_reads_one_call_per_kernel_from_a_trace(tmp_path: Path) -> None:
+    """benchmarks/kernel_breakdown.py: the flush's fill kernels left out, each kernel of one
+    call gets its median over the profiled calls and its launch arguments."""
+    import json
+
+    from kernel_breakdown import kernel_rows
+
+    events = []
+    for rep in range(3):
+        events += [{"cat": "kernel", "name": "void at::FillFunctor<unsigned char>", "ts": rep * 100, "dur": 50},
+                   {"cat": "kernel", "name": "mf_a", "ts": rep * 100 + 10, "dur": 5 + rep,
+                    "args": {"grid": [2, 1, 1], "registers per thread": 40}},
+                   {"cat": "kernel", "name": "mf_b", "ts": rep * 100 + 20, "dur": 7 - rep},
+                   {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": rep * 100 + 5, "dur": 1}]
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"traceEvents": events[::-1]}))
+    rows = kernel_rows(trace, 3)
+    assert [(r["name"], r["us"], r["grid"], r["regs"]) for r in rows] == [
+        ("mf_a", 6, [2, 1, 1], 40), ("mf_b", 6, None, None)]
