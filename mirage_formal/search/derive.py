@@ -138,21 +138,26 @@ def _loop_matmuls(program: KernelGraph, labs: Mapping[Node, Labels]) -> int:
     return max(by_label.values(), default=0)
 
 
-#: a product that reads another product's output over a contraction at least this wide gets
-#: a graph-defined kernel of its own (:func:`_chained_matmuls`)
+#: a product that reads another product's output over a contraction at least this wide, into
+#: more columns than this, gets a graph-defined kernel of its own (:func:`_chained_matmuls`)
 CHAINED_MIN_K = 256
+CHAINED_MIN_N = 128
 
 
 def _chained_matmuls(program: KernelGraph) -> bool:
     """A matmul reads, through any ops, another matmul's product as its left operand over a
-    contraction of at least :data:`CHAINED_MIN_K` (an MLP's down projection of its activated
-    up projection, k 3072 in ViT-Base). A low-rank adapter's (X·A)·B (k 32) is not one: its
-    rank-32 product fits any kernel, and the second kernel's space cost lora's search 56 s
-    instead of 11 on 2 cores for the same best estimate (s50)."""
+    contraction of at least :data:`CHAINED_MIN_K` into more than :data:`CHAINED_MIN_N`
+    columns: an MLP's down projection of its activated up projection (ViT-Base: k 3072 into
+    768), which one kernel could only compute by recomputing the first product for every
+    column tile of the second. Not a low-rank adapter's (X·A)·B (k 32: the rank-32 product
+    fits any kernel) nor exp(A·B)·C into 64 columns (one column tile: the one-kernel form
+    recomputes nothing); their second kernels cost lora's search 56 s instead of 11 and that
+    one's 73 s instead of 8 on 2 cores, for the same best estimates (s50)."""
     after: dict[Node, bool] = {}  # node -> a matmul's product reaches it (itself included)
     for n in program.nodes:
         fed = any(after.get(s, False) for s in n.src)
-        if n.op == "matmul" and after.get(n.src[0], False) and n.src[0].shape[-1] >= CHAINED_MIN_K:
+        if (n.op == "matmul" and after.get(n.src[0], False)
+                and n.src[0].shape[-1] >= CHAINED_MIN_K and n.shape[-1] > CHAINED_MIN_N):
             return True
         after[n] = fed or n.op == "matmul"
     return False

@@ -233,8 +233,8 @@ def test_loop_ranges_leave_tiles_a_tensor_map_and_a_warpgroup_take() -> None:
 def test_chained_products_get_a_second_graph_defined_kernel() -> None:
     """A product of another product's (activated) output over a wide contraction, an MLP
     without any row reduction, gets two graph-defined kernels (each product with its
-    epilogue); two products of one input (a gated MLP) and a low-rank adapter's (X·A)·B (a
-    contraction of 32) keep one."""
+    epilogue); two products of one input (a gated MLP), a low-rank adapter's (X·A)·B (a
+    contraction of 32) and exp(A·B)·C into 64 columns (one column tile) keep one."""
     def mlp(chained: bool) -> KernelGraph:
         g = mf.Graph()
         x = g.input((197, 256), "f16", "X")
@@ -246,3 +246,7 @@ def test_chained_products_get_a_second_graph_defined_kernel() -> None:
     assert derive_config(mlp(True)).max_graph_kernels == 2
     assert derive_config(mlp(False)).max_graph_kernels == 1
     assert derive_config(workloads.program("lora", 1)).max_graph_kernels == 1
+    g = mf.Graph()
+    a, b = g.input((4, 64, 64), "f16", "A"), g.input((4, 64, 1024), "f16", "B")
+    g.output(g.matmul(g.exp(g.matmul(a, b)), g.input((4, 1024, 64), "f16", "C")))
+    assert derive_config(g.build()).max_graph_kernels == 1
