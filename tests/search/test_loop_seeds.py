@@ -240,3 +240,40 @@ def test_a_key_count_no_loop_range_divides_is_walked_in_one_iteration() -> None:
         div = [n for n in _block(cand).nodes if n.op == "div"]
         assert len(div) == 1 and all(s.op == "accum" for s in div[0].src)
         assert_computes_program(program, cand, 1)
+
+
+def _attention_of_prime_rows(batch: int) -> mf.KernelGraph:
+    """exp(Q·K)·V / rowsum over 13 query rows and keys (a prime: the grid splits the rows only
+    into single rows), 3 heads, ``batch`` images."""
+    g = mf.Graph()
+    q = g.input((batch, 3, 13, 16), "f16", "Q")
+    k = g.input((batch, 3, 16, 13), "f16", "K")
+    v = g.input((batch, 3, 13, 16), "f16", "V")
+    e = g.exp(g.mul_scalar(g.matmul(q, k), scalar=0.25))
+    g.output(g.div(g.matmul(e, v), g.sum(e, axis=-1, keepdims=True)))
+    return g.build()
+
+
+def _split_dims(cand: mf.KernelGraph) -> set[int]:
+    """The dimensions of the output the candidate's grid splits."""
+    bg = _block(cand)
+    return {d for ax, d in enumerate(bg.outputs[0].omap) if d >= 0 and bg.grid[ax] > 1}
+
+
+def test_seeds_prefer_choices_that_keep_a_products_prime_rows_whole() -> None:
+    """With more choices of split classes than seeds (13 rows, V's columns, heads, images),
+    the ones that cut the products' rows into single rows are left out first: the choice of
+    heads and images alone (each score computed once) is seeded, and every seed computes the
+    program. With fewer choices than seeds nothing is left out."""
+    program = _attention_of_prime_rows(2)
+    cands = loop_lifted_candidates(program, (2, 3, 4, 13), LOOPS)
+    assert len(cands) == 4
+    splits = [_split_dims(c) for c in cands]
+    assert {0, 1} in splits, splits
+    assert sum(2 in s for s in splits) <= 1, splits
+    for cand in cands:
+        assert_computes_program(program, cand, 1)
+    one_image = _attention_of_prime_rows(1)
+    everything = [c.key for c in loop_lifted_candidates(one_image, (2, 3, 4, 13), LOOPS, limit=100)]
+    assert [c.key for c in loop_lifted_candidates(one_image, (2, 3, 4, 13), LOOPS,
+                                                  limit=len(everything))] == everything
