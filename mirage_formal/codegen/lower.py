@@ -204,6 +204,11 @@ WGMMA_MIN_INTENSITY = 128
 #: of 197 x 16 ran 8.1 µs of a 768 x 768 product where cuBLAS's warpgroup kernel took 4.2;
 #: H200 s50 c2)
 RAGGED_WGMMA_MIN_BLOCKS = 32
+#: ... with 128-column tiles only where those make this many bands x column tiles (about
+#: half of an H100's or H200's 132 SMs), else 64 columns: ViT-L's 257 x 4096 · 4096 x 1024
+#: on 5 x 8 blocks of 128 columns ran 14.7 µs, each SM near a warpgroup's peak but 92 of 132
+#: idle (cuBLAS: 8.0 split over k, plus 2.8 for the reduction; H200 s51 c3)
+RAGGED_WGMMA_WIDE_BLOCKS = 64
 
 
 def _warpgroup_tiles(M: int, N: int, K: int, batch: int, f16: bool) -> tuple[int, int, int] | None:
@@ -230,17 +235,19 @@ def _ragged_warpgroup_tiles(M: int, N: int, K: int, batch: int,
     of them: ViT's 197 tokens) but which is otherwise :func:`_warpgroup_tiles`' kind: all M
     rows a block, columns and k as warpgroup tiles. The tuner runs such a block refined
     into 64-row bands (``codegen.refine``; the last band shifted back to end at row M), each
-    a warpgroup's product; so the block count asked of it is the bands' (128 columns while
-    they reach :data:`RAGGED_WGMMA_MIN_BLOCKS`, else 64). None where that does not apply."""
+    a warpgroup's product; so the block count asked of it is the bands': 128 columns where
+    they make :data:`RAGGED_WGMMA_WIDE_BLOCKS`, else 64 where those make
+    :data:`RAGGED_WGMMA_MIN_BLOCKS`. None where that does not apply."""
     if not (f16 and M > 64 and M % 64 and N % 64 == 0 and K % 64 == 0 and K >= 128
             and M * N * K >= WGMMA_MIN_INTENSITY * (M * K + K * N + M * N)):
         return None
     bands = -(-M // 64) * batch
     tk = 128 if K % 128 == 0 and K >= 256 else 64
-    for tn in (128, 64):
-        if N % tn == 0 and bands * (N // tn) >= RAGGED_WGMMA_MIN_BLOCKS:
-            return M, tn, tk
-    return None
+    fits = [tn for tn in (128, 64) if N % tn == 0 and bands * (N // tn) >= RAGGED_WGMMA_MIN_BLOCKS]
+    if not fits:
+        return None
+    wide = fits[0] == 128 and bands * (N // 128) >= RAGGED_WGMMA_WIDE_BLOCKS
+    return M, (128 if wide else fits[-1]), tk
 
 
 def _shared_b_axes(n: Node) -> list[int]:

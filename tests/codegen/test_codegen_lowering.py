@@ -205,7 +205,9 @@ def test_product_tiles_divide_and_are_never_needlessly_thin(m: int, k: int, n: i
 @pytest.mark.parametrize(("lead", "m", "k", "n", "tiles"), [
     ((1,), 197, 768, 2304, (197, 128, 128)),   # ViT-Base's q/k/v projection: 4 bands x 18
     ((1,), 197, 3072, 768, (197, 64, 128)),    # its MLP's down projection: 4 bands x 12
-    ((), 257, 1024, 1024, (257, 128, 128)),    # ViT-L's 257 tokens: 5 bands x 8
+    ((), 257, 1024, 4096, (257, 128, 128)),    # ViT-L's MLP up projection: 5 bands x 32
+    # its down projection: 5 bands x 8 of 128 columns would leave most SMs idle; 5 x 16 of 64
+    ((), 257, 4096, 1024, (257, 64, 128)),
 ])
 def test_ragged_rows_lower_to_warpgroup_tiles_the_tuner_refines(
         lead: tuple[int, ...], m: int, k: int, n: int, tiles: tuple[int, int, int]) -> None:
