@@ -557,6 +557,20 @@ def vitl_mlp(b: int = 1) -> KernelGraph:
     return _vit_mlp(b, 257, 1024, 4096)
 
 
+def sd_cross_attention(b: int = 1) -> KernelGraph:
+    """Stable Diffusion 1.x's cross-attention in a 32 x 32 block at 512 px, as
+    ``F.scaled_dot_product_attention`` translates it: 1024 latent tokens attend to CLIP's 77
+    text tokens, 8 heads of 40 (no multiple of 16), two images a batch (classifier-free
+    guidance), K stored transposed (a program tried as a user would in s51)."""
+    g = mf.Graph()
+    q = g.input((2 * b, 8, 1024, 40), "f16", "Q")
+    k = g.input((2 * b, 8, 40, 77), "f16", "K")
+    v = g.input((2 * b, 8, 77, 40), "f16", "V")
+    e = g.exp(g.mul_scalar(g.matmul(q, k), scalar=40 ** -0.5))
+    g.output(g.matmul(g.div(e, g.sum(e, axis=-1, keepdims=True)), v))
+    return g.build()
+
+
 PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "scaled_attention": scaled_attention, "softcap_attention": softcap_attention,
     "layernorm_matmul": layernorm_matmul,
@@ -581,6 +595,7 @@ PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "layernorm_gain_projection": layernorm_gain_projection,
     "vit_ln_qkv": vit_ln_qkv, "vit_attention": vit_attention, "vit_proj_ln": vit_proj_ln,
     "vit_mlp": vit_mlp, "vitl_attention": vitl_attention, "vitl_mlp": vitl_mlp,
+    "sd_cross_attention": sd_cross_attention,
 }
 
 
