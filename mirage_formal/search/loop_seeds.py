@@ -375,6 +375,13 @@ def loop_lifted_candidates(program: KernelGraph, grid_sizes: Sequence[int], forl
                 except (Unliftable, GraphError):
                     continue
                 out.append(((bool(single & set(combo)), len(out)), graph))
-    # the first ``limit`` in the order built, those without single-element splits preferred
-    kept = sorted(sorted(out, key=lambda e: e[0])[:limit], key=lambda e: e[0][1])
+                if sum(not cut for (cut, _), _ in out) >= limit:
+                    return _first_kept(out, limit)
+    return _first_kept(out, limit)
+
+
+def _first_kept(built: list[tuple[tuple[bool, int], KernelGraph]], limit: int) -> list[KernelGraph]:
+    """The first ``limit`` lifts in the order built, those without single-element splits
+    preferred."""
+    kept = sorted(sorted(built, key=lambda e: e[0])[:limit], key=lambda e: e[0][1])
     return [g for _, g in kept]
