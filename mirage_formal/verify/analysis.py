@@ -155,6 +155,9 @@ class ProgramInfo:
     constants: set[int] = field(default_factory=set)
     exp_count: int = 0
     purity: dict[tuple[Node, Node | None], tuple[bool, bool]] = field(default_factory=dict)
+    #: per kernel-level node, an upper bound on the random-function applications one of its
+    #: elements depends on (its *cone*: :func:`pair_bound`'s collision pairs)
+    cones: dict[Node, int] = field(default_factory=dict)
 
     @property
     def in_class(self) -> bool:
@@ -167,6 +170,9 @@ class ProgramInfo:
 
     def output_degrees(self, graph: KernelGraph) -> list[Deg]:
         return [self.degrees[o] for o in graph.outputs]
+
+    def output_cones(self, graph: KernelGraph) -> list[int]:
+        return [self.cones[o] for o in graph.outputs]
 
 
 def _reduce_const(c: frozenset[int] | None, axis: int, rank: int, keepdims: bool) -> frozenset[int] | None:
@@ -181,8 +187,8 @@ def _reduce_const(c: frozenset[int] | None, axis: int, rank: int, keepdims: bool
 class _DV:
     """A degree bound with the shape of the value it bounds (the degree algebra's values)."""
 
-    def __init__(self, deg: Deg, shape: Shape) -> None:
-        self.deg, self.shape = deg, tuple(shape)
+    def __init__(self, deg: Deg, shape: Shape, cone: int = 0) -> None:
+        self.deg, self.shape, self.cone = deg, tuple(shape), cone
         self.p = self.q = self  # exp-kind rules read operands by side; degrees are the same
 
 
@@ -216,13 +222,13 @@ class _DegreeAlgebra:
 
     def add(self, a: _DV, b: _DV) -> _DV:
         shape = self._shape(a, b)
-        return _DV(d_add(a.deg, b.deg, *self._consts(a, b, shape)), shape)
+        return _DV(d_add(a.deg, b.deg, *self._consts(a, b, shape)), shape, a.cone + b.cone)
 
     sub = add
 
     def mul(self, a: _DV, b: _DV) -> _DV:
         shape = self._shape(a, b)
-        return _DV(d_mul(a.deg, b.deg, *self._consts(a, b, shape)), shape)
+        return _DV(d_mul(a.deg, b.deg, *self._consts(a, b, shape)), shape, a.cone + b.cone)
 
     def neg(self, a: _DV) -> _DV:
         return a
@@ -234,7 +240,7 @@ class _DegreeAlgebra:
             k = (*self.side_key, "inv", self.divisions, s)
             self.info.divisions[k] = Site(k, self.lead * math.prod(a.shape), a.deg, s)
         # the new denominator is a's numerator: fixed along the axes where a is broadcast
-        return _DV(_with(d_inv(a.deg), _bcast(a.shape, len(a.shape))), a.shape)
+        return _DV(_with(d_inv(a.deg), _bcast(a.shape, len(a.shape))), a.shape, a.cone)
 
     def const(self, c: Any) -> _DV:
         if isinstance(c, float) and math.isfinite(c):
@@ -251,11 +257,13 @@ class _DegreeAlgebra:
             del shape[axis]
         k = const_axes(a.deg, a.shape, len(a.shape))
         out = d_sum(a.deg, n, k is None or axis in k)
-        return _DV(_with(out, _reduce_const(k, axis, len(a.shape), keepdims)), tuple(shape))
+        return _DV(_with(out, _reduce_const(k, axis, len(a.shape), keepdims)), tuple(shape),
+                   n * a.cone)
 
     def matmul(self, a: _DV, b: _DV) -> _DV:
         batch = self._shape(_DV(ONE, a.shape[:-2]), _DV(ONE, b.shape[:-2]))
-        return _DV(d_sum(d_mul(a.deg, b.deg), a.shape[-1]), (*batch, a.shape[-2], b.shape[-1]))
+        return _DV(d_sum(d_mul(a.deg, b.deg), a.shape[-1]), (*batch, a.shape[-2], b.shape[-1]),
+                   a.shape[-1] * (a.cone + b.cone))
 
     def exp(self, a: _DV) -> _DV:
         self.info.exp_count += 1
@@ -263,21 +271,22 @@ class _DegreeAlgebra:
             self.info.problems.append(
                 f"{self.where}: an exp is applied to a value that already depends on an exp; "
                 "the LAX class allows at most one exp on any path (the bound does not apply)")
-        return _DV(EXPV, a.shape)
+        return _DV(EXPV, a.shape, a.cone)
 
 
-def _generic_degree(n: Node, args: list[Deg], info: ProgramInfo, where: str, elements: int,
-                    side_key: tuple[Any, ...], sides: set[str]) -> Deg:
-    """Degree of an exp-kind or random-kind op, by running its field rule on degrees."""
+def _generic_degree(n: Node, args: list[Deg], cones: list[int], info: ProgramInfo, where: str,
+                    elements: int, side_key: tuple[Any, ...], sides: set[str]) -> tuple[Deg, int]:
+    """Degree and cone (:func:`_op_degree`) of an exp-kind or random-kind op, by running its
+    field rule on degrees."""
     d = REGISTRY[n.op]
     f = d.field
     assert f.rule is not None
     lead = elements // max(math.prod(n.shape), 1)
-    dvs = [_DV(a, s.shape) for a, s in zip(args, n.src, strict=True)]
+    dvs = [_DV(a, s.shape, c) for a, s, c in zip(args, n.src, cones, strict=True)]
     if f.kind == "exp":
         alg = _DegreeAlgebra(info, where, lead, side_key, sides, exp_side=True)
         out: _DV = f.rule(alg, n.attr_dict, *dvs)
-        return out.deg
+        return out.deg, out.cone
     alg = _DegreeAlgebra(info, where, lead, side_key, sides)
     rf_args = list(f.rule(alg, n.attr_dict, *dvs))
     arg_deg = Deg(max(a.deg.nx + a.deg.dx for a in rf_args), max(a.deg.ny + a.deg.dy for a in rf_args))
@@ -285,16 +294,20 @@ def _generic_degree(n: Node, args: list[Deg], info: ProgramInfo, where: str, ele
     for s in sides:
         info.opaque[(*side_key, s)] = Site((*side_key, s), arg_elems, arg_deg, s, f.fid,
                                            *_rf_mode(n, side_key, info))
+    # this application and every one its arguments depend on
+    own = 1 + sum(a.cone for a in rf_args)
     if f.post is None:
-        return VAR
-    r = _DV(VAR, max((a.shape for a in rf_args), key=len))
+        return VAR, own
+    r = _DV(VAR, max((a.shape for a in rf_args), key=len), own)
     res: _DV = f.post(alg, n.attr_dict, r, *dvs)
-    return res.deg
+    return res.deg, res.cone
 
 
-def _op_degree(n: Node, args: list[Deg], info: ProgramInfo, where: str, elements: int,
-               side_key: tuple[Any, ...], sides: set[str]) -> Deg:
+def _op_degree(n: Node, args: list[Deg], cones: list[int], info: ProgramInfo, where: str,
+               elements: int, side_key: tuple[Any, ...], sides: set[str]) -> tuple[Deg, int]:
     """Degree of a registry-op node from its operands' degrees; records sites and problems.
+    Also its *cone*: an upper bound on the random-function applications one element of it
+    depends on (``cones``: its operands'), for the collision bound of :func:`pair_bound`.
 
     Ring-kind ops use the structural rule their declaration names (``degree``), which also
     tracks the axes along which a denominator is constant; exp- and random-kind ops run
@@ -308,50 +321,54 @@ def _op_degree(n: Node, args: list[Deg], info: ProgramInfo, where: str, elements
             info.constants.add(Fraction(v).numerator)
     rule = d.degree
     if rule in ("exp", "random"):
-        return _generic_degree(n, args, info, where, elements, side_key, sides)
+        return _generic_degree(n, args, cones, info, where, elements, side_key, sides)
+    # one element of each operand an element reads (broadcasting), or a reduced run of them
+    each = sum(cones)
     if rule == "add":
-        return d_add(args[0], args[1], cs[0], cs[1])
+        return d_add(args[0], args[1], cs[0], cs[1]), each
     if rule == "mul":
-        return d_mul(args[0], args[1], cs[0], cs[1])
+        return d_mul(args[0], args[1], cs[0], cs[1]), each
     if rule == "same":
-        return args[0]
+        return args[0], each
     if rule == "add_const":  # x + c: c's degree is that of a constant
-        return d_add(args[0], ONE, cs[0])
+        return d_add(args[0], ONE, cs[0]), each
     if rule == "square":
-        return d_mul(args[0], args[0], cs[0], cs[0])
+        return d_mul(args[0], args[0], cs[0], cs[0]), each
     if rule == "matmul":
         ka, kb = (const_axes(dg, s.shape, max(len(s.shape), rank)) for dg, s in zip(args, n.src, strict=True))
         fixed = (ka is None or -1 in ka) and (kb is None or -2 in kb)
         ca = None if ka is None else frozenset({ax for ax in ka if ax <= -2} | {-1})
         cb = None if kb is None else frozenset({ax for ax in kb if ax <= -3 or ax == -1} | {-2})
-        return d_sum(d_mul(args[0], args[1], ca, cb), n.src[0].shape[-1], fixed)
+        return d_sum(d_mul(args[0], args[1], ca, cb), n.src[0].shape[-1], fixed), \
+            n.src[0].shape[-1] * each
     if rule == "reduce":
         x, ax = args[0], a["axis"]
         k = const_axes(x, n.src[0].shape, len(n.src[0].shape))
         fixed = k is None or ax in k
         out = d_sum(x, n.src[0].shape[ax], fixed)
-        return _with(out, _reduce_const(k, ax, len(n.src[0].shape), a["keepdims"]))
+        return (_with(out, _reduce_const(k, ax, len(n.src[0].shape), a["keepdims"])),
+                n.src[0].shape[ax] * each)
     if rule == "div":
         divisor_elems = elements // max(math.prod(n.shape), 1) * math.prod(n.src[1].shape)
         for s in sides:
             info.divisions[(*side_key, s)] = Site((*side_key, s), divisor_elems, args[1], s)
-        return d_div(args[0], args[1], cs[0], _bcast(n.src[1].shape, rank))
+        return d_div(args[0], args[1], cs[0], _bcast(n.src[1].shape, rank)), each
     raise AssertionError(f"no degree rule {rule!r} for {n.op!r}")  # pragma: no cover
 
 
-def _accum_degree(n: Node, x: Deg, forloop: int, info: ProgramInfo, elements: int,
-                  side_key: tuple[Any, ...], sides: set[str]) -> Deg:
+def _accum_degree(n: Node, x: Deg, cone: int, forloop: int, info: ProgramInfo, elements: int,
+                  side_key: tuple[Any, ...], sides: set[str]) -> tuple[Deg, int]:
     # Whether a denominator changes across loop iterations is not tracked: a rational tile
     # is summed as if every term had its own denominator (a valid, loose bound).
     kind = n.attr("kind")
     count = accum_terms(forloop, n.src[0].shape[-1], n.attr("fold"))
     if kind != "rms":
-        return d_sum(x, count)
+        return d_sum(x, count), count * cone
     ms = d_sum(d_mul(x, x), count)
     for s in sides:
         info.opaque[(*side_key, s)] = Site((*side_key, s), elements, ms, s,
                                            REGISTRY["accum"].field.fid, *_rf_mode(n, side_key, info))
-    return VAR
+    return VAR, count * cone + 1
 
 
 def _rf_mode(n: Node, side_key: tuple[Any, ...], info: ProgramInfo) -> tuple[bool, bool]:
@@ -417,23 +434,29 @@ def analyze(graph: KernelGraph) -> ProgramInfo:
     for n in nodes:
         if n.op == INPUT:
             info.degrees[n] = VAR
+            info.cones[n] = 0
         elif n.op == GET:
             continue
         elif n.op == KERNEL_OP:
             bg = n.attr("graph")
-            outs = _block_degrees(n, bg, [info.degrees[s] for s in n.src], info, block_need[n])
+            outs = _block_degrees(n, bg, [info.degrees[s] for s in n.src],
+                                  [info.cones[s] for s in n.src], info, block_need[n])
             for m in nodes:
                 if m.op == GET and m.src[0] is n:
-                    info.degrees[m] = outs[m.attr("index")]
+                    info.degrees[m], info.cones[m] = outs[m.attr("index")]
         else:
-            info.degrees[n] = _op_degree(n, [info.degrees[s] for s in n.src], info, f"{n.op} node",
-                                         math.prod(n.shape), (n,), need[n] or {P_SIDE})
+            info.degrees[n], info.cones[n] = _op_degree(
+                n, [info.degrees[s] for s in n.src], [info.cones[s] for s in n.src], info,
+                f"{n.op} node", math.prod(n.shape), (n,), need[n] or {P_SIDE})
     return info
 
 
-def _block_degrees(kn: Node, bg: BlockGraph, ins: list[Deg], info: ProgramInfo,
-                   need: dict[Node, set[str]]) -> list[Deg]:
+def _block_degrees(kn: Node, bg: BlockGraph, ins: list[Deg], in_cones: list[int],
+                   info: ProgramInfo, need: dict[Node, set[str]]) -> list[tuple[Deg, int]]:
+    """Degree and cone of each block output (an element of a tile is one element of the
+    kernel input it iterates over: the same cone)."""
     deg: dict[Node, Deg] = {}
+    cone: dict[Node, int] = {}
     # Lead extent of each block value: the grid axes and loop iterations it actually varies
     # over (as the evaluator's broadcast arrays). Blocks that read the same data compute the
     # same formal terms, so only these many elements are distinct.
@@ -445,22 +468,24 @@ def _block_degrees(kn: Node, bg: BlockGraph, ins: list[Deg], info: ProgramInfo,
             lead[b] = (*(bg.grid[a] if imap[a] != -1 else 1 for a in range(3)),
                        bg.forloop if fmap != -1 else 1)
             deg[b] = ins[b.attr("input")]
+            cone[b] = in_cones[b.attr("input")]
             continue
         srcl = [lead[s] for s in b.src]
         lead[b] = tuple(max(v) for v in zip(*srcl, strict=True))
         if b.op == "accum":
             lead[b] = (*lead[b][:3], 1)
-            deg[b] = _accum_degree(b, deg[b.src[0]], bg.forloop, info,
-                                   math.prod(lead[b]) * math.prod(b.shape), (kn, b), sides)
+            deg[b], cone[b] = _accum_degree(b, deg[b.src[0]], cone[b.src[0]], bg.forloop, info,
+                                            math.prod(lead[b]) * math.prod(b.shape), (kn, b), sides)
         else:
-            deg[b] = _op_degree(b, [deg[s] for s in b.src], info, f"block {b.op} node",
-                                math.prod(lead[b]) * math.prod(b.shape), (kn, b), sides)
+            deg[b], cone[b] = _op_degree(b, [deg[s] for s in b.src], [cone[s] for s in b.src],
+                                         info, f"block {b.op} node",
+                                         math.prod(lead[b]) * math.prod(b.shape), (kn, b), sides)
     outs = []
     for o in bg.outputs:
         d = deg[o.node]
         # Blocks have their own denominators: fixed only along dimensions no grid axis splits.
         split = {dim - len(o.node.shape) for ax, dim in enumerate(o.omap) if dim != -1 and bg.grid[ax] > 1}
-        outs.append(_with(d, None if d.const is None else d.const - split))
+        outs.append((_with(d, None if d.const is None else d.const - split), cone[o.node]))
     return outs
 
 
@@ -501,14 +526,24 @@ def pair_bound(ref: KernelGraph, ri: ProgramInfo, cand: KernelGraph, ci: Program
         m, ax, ay, pure = groups.get(key, (0, 0, 0, True))
         groups[key] = (m + site.elements, max(ax, site.deg.nx + site.deg.dx),
                        max(ay, site.deg.ny + site.deg.dy), pure and site.pure)
-    coll = 0.0
+    # Two ways to count the pairs, the smaller bound taken. All pairs of each group's
+    # applications (ref's and the candidate's). Or: a wrong candidate differs from the
+    # reference at some output element as a formal expression, and a trial accepts it only if
+    # that element agrees; the element's value on either side depends only on the inputs and
+    # the applications in its cone (``ProgramInfo.cones``), so only collisions among those can
+    # make it agree (with the random function's values at formally different arguments
+    # replaced by independent variables, the two experiments differ only on such a collision).
+    # Hence the pairs of one element's two cones, the largest over the outputs, each at the
+    # worst group's per-pair probability.
+    coll = worst_pair = 0.0
     for (_, side, dual), (m, ax, ay, pure) in groups.items():
         mod = p if side == P_SIDE else q
-        pairs = m * (m - 1) / 2
-        if dual and pure:
-            coll += pairs * (max(ax, 1) / p) * (max(ax, 1) / q)
-        else:
-            coll += pairs * (max(ax, 1) / mod + ay / q)
+        pair = (max(ax, 1) / p) * (max(ax, 1) / q) if dual and pure else max(ax, 1) / mod + ay / q
+        coll += m * (m - 1) / 2 * pair
+        worst_pair = max(worst_pair, pair)
+    rc, cc = ri.output_cones(ref), ci.output_cones(cand)
+    cone = max((rc[i] + cc[j] for i, j in enumerate(mapping)), default=0)
+    coll = min(coll, cone * (cone - 1) / 2 * worst_pair)
     delta = 0.0
     for site in {**ri.divisions, **ci.divisions}.values():
         mod = p if site.side == P_SIDE else q

@@ -190,9 +190,23 @@ def test_mutation_kinds_cover_the_issue_list() -> None:
     assert {"imap", "fmap", "swap", "accum", "forloop", "op"} <= kinds
 
 
+def _nested_random_functions() -> tuple[mf.KernelGraph, mf.KernelGraph]:
+    """maximum(relu(x)·y, -x) over two elements (a random function of another one's output,
+    where the collision bound counts one element's cones rather than all pairs), and the
+    program lifted into one kernel of one element a block."""
+    from mirage_formal.search.seeds import lifted_candidates
+
+    g = mf.Graph()
+    x, y = g.input((1, 2), "f32", "X"), g.input((1, 2), "f32", "Y")
+    g.output(g.maximum(g.mul(g.relu(x), y), g.neg(x)))
+    ref = g.build()
+    return ref, lifted_candidates(ref, (2,), 1)[0]
+
+
 def tiny_cases() -> list[tuple[mf.KernelGraph, mf.KernelGraph]]:
     """One-element-output programs, so that a tiny field gives measurable false accepts."""
     return [
+        _nested_random_functions(),
         (W.program("rmsnorm", 1, rows=1, h=4, n=2),
          W.handwritten("rmsnorm", 1, rows=1, h=4, n=2, col_tile=1, k_tile=2)),
         (W.program("gqa", 1, heads=1, q=2, d=2, kv=4),
@@ -201,7 +215,7 @@ def tiny_cases() -> list[tuple[mf.KernelGraph, mf.KernelGraph]]:
     ]
 
 
-@pytest.mark.parametrize("case", [0, 1])
+@pytest.mark.parametrize("case", [0, 1, 2])
 def test_false_accept_rate_at_one_trial_is_within_the_bound(case: int) -> None:
     """In a tiny field (p = 47, q = 23) wrong mutants do pass single trials; for every mutant
     the measured pass rate must stay below the per-trial bound computed for that pair."""
@@ -548,3 +562,40 @@ def test_a_check_past_its_deadline_stops_between_trials_and_never_passes() -> No
         v.check(cand)
     v.set_deadline(None)
     assert v.check(cand).status == ACCEPTED
+
+
+def test_cones_count_the_random_function_applications_one_element_depends_on() -> None:
+    """analyze's cones: an input depends on none, an elementwise opaque op adds itself to its
+    operands', a product over k terms multiplies by k, a norm adds its one square root."""
+    g = mf.Graph()
+    x = g.input((4, 64), "f32", "X")
+    g.output(g.gelu(g.matmul(g.relu(x), g.input((64, 8), "f32", "W"))), g.rms_norm(x))
+    prog = g.build()
+    out, n = prog.outputs
+    p = out.src[0]
+    r = p.src[0]
+    x = r.src[0]
+    cones = analyze(prog).cones
+    assert (cones[x], cones[r], cones[p], cones[out], cones[n]) == (0, 1, 64, 65, 1)
+
+
+def test_nested_random_functions_over_many_elements_get_a_verdict() -> None:
+    """maximum(relu(x)·y, -x) over 100 x 320: counted over all pairs of applications the
+    collision term passed 1 and no fused kernel was accepted (the search returned the input);
+    counted over one output element's cones the one-kernel lift is accepted within a few
+    trials, and the same lift of a different function is rejected."""
+    from mirage_formal.search.seeds import lifted_candidates
+
+    def prog(second: str) -> mf.KernelGraph:
+        g = mf.Graph()
+        x, y = g.input((100, 320), "f32", "X"), g.input((100, 320), "f32", "Y")
+        g.output(g.maximum(g.mul(g.relu(x), y), g.neg(x if second == "x" else y)))
+        return g.build()
+
+    ref = prog("x")
+    v = Verifier(ref, seed=5)
+    good = v.check(lifted_candidates(ref, (2, 4, 5), 2)[0])
+    assert good.status == ACCEPTED and good.trials <= 4, good.reason
+    assert good.per_trial_bound is not None and good.per_trial_bound < 1e-6
+    bad = v.check(lifted_candidates(prog("y"), (2, 4, 5), 2)[0])
+    assert bad.status == REJECTED
