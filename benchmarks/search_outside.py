@@ -571,6 +571,17 @@ def sd_cross_attention(b: int = 1) -> KernelGraph:
     return g.build()
 
 
+def prenorm_gelu_projection(b: int = 1) -> KernelGraph:
+    """gelu(rms_norm(X, G) · W) over 197 tokens, 768 -> 3072: a pre-norm MLP's first half,
+    whose fused kernels the verifier could not decide before s51 (a random function of
+    another one's output over 605 000 elements: the run returned the input program)."""
+    g = mf.Graph()
+    x = g.input((b, 197, 768), "f16", "X")
+    gain, w = g.input((768,), "f16", "G"), g.input((768, 3072), "f16", "W")
+    g.output(g.gelu(g.matmul(g.rms_norm(x, gain), w)))
+    return g.build()
+
+
 PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "scaled_attention": scaled_attention, "softcap_attention": softcap_attention,
     "layernorm_matmul": layernorm_matmul,
@@ -595,7 +606,7 @@ PROGRAMS: dict[str, Callable[[int], KernelGraph]] = {
     "layernorm_gain_projection": layernorm_gain_projection,
     "vit_ln_qkv": vit_ln_qkv, "vit_attention": vit_attention, "vit_proj_ln": vit_proj_ln,
     "vit_mlp": vit_mlp, "vitl_attention": vitl_attention, "vitl_mlp": vitl_mlp,
-    "sd_cross_attention": sd_cross_attention,
+    "sd_cross_attention": sd_cross_attention, "prenorm_gelu_projection": prenorm_gelu_projection,
 }
 
 
