@@ -191,24 +191,6 @@ def grid_filling_variants(config: SearchConfig, accepted: Sequence[Optimized],
 GPU_WGMMA_SIZES = 2
 
 
-@functools.lru_cache(maxsize=4096)
-def _refined_wgmma_band(bg: BlockGraph) -> BlockGraph | None:
-    """The virtual block graph of one 64-row band of ``bg`` where ``bg`` holds more rows than
-    one such band of a dimension no op combines and its products run as warpgroup MMAs once
-    refined so (:mod:`codegen.refine`): a row count no grid divides into 64s (ViT's 197
-    tokens: the search's blocks hold all 197 rows, and a 197-row product is no
-    warpgroup's). None where that does not apply."""
-    from mirage_formal.codegen.refine import refinable_dims, refinement
-    from mirage_formal.codegen.schedule import wgmma_threads
-    from mirage_formal.codegen.tuning_rules import REFINE_ROWS
-
-    for dim, size in refinable_dims(bg)[:1]:
-        rf = refinement(bg, dim, REFINE_ROWS) if size > REFINE_ROWS else None
-        if rf is not None and wgmma_threads(rf.graph) is not None:
-            return rf.graph
-    return None
-
-
 def wgmma_variants(config: SearchConfig, accepted: Sequence[Optimized],
                    limit: int = GPU_WGMMA_SIZES, pool: int = GPU_GRID_FILLING_POOL,
                    n_sm: int = H100_SMS) -> list[tuple[Optimized, KernelGraph, Cost]]:
@@ -236,10 +218,21 @@ def _loop_kernel_blocks(g: KernelGraph) -> int:
 @functools.lru_cache(maxsize=4096)
 def _wgmma_kernel(bg: BlockGraph) -> BlockGraph | None:
     """The block graph a CTA of ``bg`` runs with its products as warpgroup MMAs: ``bg``
-    itself, or one 64-row band of it (:func:`_refined_wgmma_band`); None where neither."""
+    itself, or the virtual block graph of one 64-row band of it where ``bg`` holds more rows
+    than one band, of a dimension no op combines, and the band's products qualify
+    (:mod:`codegen.refine`: a row count no grid divides into 64s, ViT's 197 tokens, whose
+    whole-row product is no warpgroup's); None where neither."""
+    from mirage_formal.codegen.refine import refinable_dims, refinement
     from mirage_formal.codegen.schedule import wgmma_threads
+    from mirage_formal.codegen.tuning_rules import REFINE_ROWS
 
-    return bg if wgmma_threads(bg) is not None else _refined_wgmma_band(bg)
+    if wgmma_threads(bg) is not None:
+        return bg
+    for dim, size in refinable_dims(bg)[:1]:
+        rf = refinement(bg, dim, REFINE_ROWS) if size > REFINE_ROWS else None
+        if rf is not None and wgmma_threads(rf.graph) is not None:
+            return rf.graph
+    return None
 
 
 def _kernelwise_wave_size(config: SearchConfig, graph: KernelGraph,
