@@ -358,6 +358,7 @@ def loop_lifted_candidates(program: KernelGraph, grid_sizes: Sequence[int], forl
     classes = splittable(program, dv)
     single = _single_row_classes(program, dv, classes, grid_sizes)
     out: list[tuple[tuple[bool, int], KernelGraph]] = []
+    whole = 0  # built choices without single-element splits
     for r in loop_classes(program, dv):
         # a size no loop range divides (a prime token count: ViT's 197 keys) is walked in
         # one iteration: the accumulators and the deferred factors still put the softmax's
@@ -374,8 +375,10 @@ def loop_lifted_candidates(program: KernelGraph, grid_sizes: Sequence[int], forl
                     graph = loop_lift(program, dv, r, combo, grid, loops[0], threads)
                 except (Unliftable, GraphError):
                     continue
-                out.append(((bool(single & set(combo)), len(out)), graph))
-                if sum(not cut for (cut, _), _ in out) >= limit:
+                cut = bool(single & set(combo))
+                out.append(((cut, len(out)), graph))
+                whole += not cut
+                if whole >= limit:
                     return _first_kept(out, limit)
     return _first_kept(out, limit)
 
