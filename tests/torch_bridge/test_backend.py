@@ -146,3 +146,37 @@ def test_bad_options_are_refused() -> None:
     assert BackendOptions.from_mapping({"capture_softmax": False, "gpu": None}).capture_softmax is False
     with pytest.raises(MirageError, match="positive"):
         mf.compile(f, budget_s=0)
+
+
+def test_workers_option_reaches_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``workers`` is checked, defaults to this machine's cores less one (1 to 16), and is what
+    the region's superoptimize call gets."""
+    from mirage_formal import optimize
+    from mirage_formal.torch_bridge.backend import BackendOptions
+
+    for bad in (0, -2, True, 1.5, "4"):
+        with pytest.raises(MirageError, match="workers=.* must be a positive whole number"):
+            BackendOptions.from_mapping({"workers": bad})
+    assert BackendOptions.from_mapping({"workers": 3}).settings().workers == 3
+    for cores, want in ((None, 1), (1, 1), (2, 1), (8, 7), (128, region_mod.MAX_DEFAULT_WORKERS)):
+        monkeypatch.setattr(region_mod.os, "cpu_count", lambda c=cores: c)
+        assert region_mod.default_workers() == want
+
+    seen: list[dict[str, Any]] = []
+
+    class Stop(Exception):
+        pass
+
+    def spy(program: Any, preset: Any, **kw: Any) -> Any:
+        seen.append(kw)
+        raise Stop
+
+    monkeypatch.setattr(optimize, "superoptimize", spy)
+    monkeypatch.setattr(region_mod.os, "cpu_count", lambda: 6)
+    g = mf.Graph()
+    g.output(g.exp(g.input((16, 32), "f16", "X")))
+    for settings, want in ((BackendOptions(workers=3).settings(), 3),
+                           (BackendOptions().settings(), 5)):
+        with pytest.raises(Stop):
+            region_mod._search(g.build(), settings, gpu=False)
+        assert seen[-1]["workers"] == want and seen[-1]["gpu_top"] == 8
