@@ -155,7 +155,7 @@ def test_workers_option_reaches_the_search(monkeypatch: pytest.MonkeyPatch) -> N
     from mirage_formal.torch_bridge.backend import BackendOptions
 
     for bad in (0, -2, True, 1.5, "4"):
-        with pytest.raises(MirageError, match="workers=.* must be a positive whole number"):
+        with pytest.raises(MirageError, match=r"workers=.* must be a positive whole number"):
             BackendOptions.from_mapping({"workers": bad})
     assert BackendOptions.from_mapping({"workers": 3}).settings().workers == 3
     for cores, want in ((None, 1), (1, 1), (2, 1), (8, 7), (128, region_mod.MAX_DEFAULT_WORKERS)):
