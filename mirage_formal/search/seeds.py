@@ -25,6 +25,7 @@ Imports ``ir`` and ``search.labels`` only.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Sequence
 
@@ -206,7 +207,8 @@ def lifted_candidates(program: KernelGraph, grid_sizes: Sequence[int], max_grid_
                       threads: int = 128) -> list[KernelGraph]:
     """Up to :data:`MAX_SEEDS` lifts of ``program`` (one per choice of split classes; each at
     the smallest grid size of ``grid_sizes`` that divides its classes: the search's variant
-    expansion tries the others), or none when the program cannot be lifted."""
+    expansion tries the others), the one-block lift where no choice gives one, or none when
+    the program cannot be lifted."""
     try:
         dv = DimVars(program)
     except Unliftable:
@@ -224,4 +226,10 @@ def lifted_candidates(program: KernelGraph, grid_sizes: Sequence[int], max_grid_
                 continue
             if len(out) >= MAX_SEEDS:
                 return out
+    if not out:
+        # nothing splits across blocks (a one-row layer norm: its only axis is reduced; a
+        # decode step's (1, 1, d) activations): the whole program on one block. Without it
+        # such a program had no seed at all, and the search returned its unfused program
+        with contextlib.suppress(GraphError):
+            out.append(lift(program, (), (), dv, threads))
     return out

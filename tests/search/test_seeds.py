@@ -52,7 +52,38 @@ def test_a_dimension_an_output_lacks_is_not_split() -> None:
     x = g.input((8, 16), name="X")
     g.output(g.op("sum", x, axis=1, keepdims=True), g.op("sum", x, axis=0, keepdims=True))
     program = g.build()
-    assert lifted_candidates(program, GRIDS) == []
+    assert splittable(program, DimVars(program)) == []
+    # (no dimension splits: the only lift is the whole program on one block)
+    (cand,) = lifted_candidates(program, GRIDS)
+    (k,) = [n for n in cand.nodes if n.op == KERNEL_OP]
+    assert k.attr("graph").grid == (1, 1, 1)
+    assert_computes_program(program, cand, 3)
+
+
+def _one_row_layer_norm(shape: tuple[int, ...]) -> mf.KernelGraph:
+    g = mf.Graph()
+    x = g.input(shape, "f16", "X")
+    c = g.sub(x, g.mean(x, axis=-1, keepdims=True))
+    v = g.mean(g.square(c), axis=-1, keepdims=True)
+    xn = g.div(c, g.sqrt(g.add_scalar(v, scalar=1e-5)))
+    g.output(xn, g.matmul(xn, g.input((shape[-1], 256), "f16", "W")))
+    return g.build()
+
+
+def test_a_program_nothing_splits_is_fused_on_one_block() -> None:
+    """A one-row layer norm (a decode step's activations) reduces its only split-able axis:
+    its one seed is the one-block lift, which the search accepts (it had returned the unfused
+    program: a random-program campaign, s52)."""
+    for shape in ((1, 128), (1, 1, 96)):
+        program = _one_row_layer_norm(shape)
+        assert splittable(program, DimVars(program)) == []
+        (cand,) = lifted_candidates(program, GRIDS)
+        assert_computes_program(program, cand, 4)
+    res = mf.superoptimize(_one_row_layer_norm((1, 128)), budget_s=30, workers=1, gpu=False,
+                           compile_best=False)
+    fused = [a for a in res.accepted if any(n.op == KERNEL_OP for n in a.graph.nodes)]
+    assert fused and fused[0].verdict.accepted and fused[0].float64_error <= 1e-6
+    assert res.accepted[0] is fused[0]  # (the cost model ranks it above 8 library launches)
 
 
 def test_search_accepts_the_ntrans_lift_before_any_unit() -> None:
