@@ -362,7 +362,10 @@ def _codegen_stage(out: OptimizeResult, program: KernelGraph, cfg: SearchConfig,
     if not accepted:
         return
     if deadline is not None and time.monotonic() >= deadline:
-        out.codegen_notes.append("budget spent: code generation skipped")
+        if gpu or (gpu is None and _gpu_likely(gpu)) or compile_best:
+            # (only where code generation would have run: gpu=False with compile_best=False
+            # asks for none, and a note saying it was skipped misled a reader of the result)
+            out.codegen_notes.append("budget spent: code generation skipped")
         return
     t = time.monotonic()
     if gpu is None or gpu:

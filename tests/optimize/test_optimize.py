@@ -244,3 +244,21 @@ def test_a_pre_norm_projection_gets_fused_kernels_accepted() -> None:
     fused = [a for a in res.accepted
              if len([n for n in a.graph.nodes if n.op == "kernel"]) == 1]
     assert fused, [a.graph.key for a in res.accepted]
+
+
+@pytest.mark.parametrize(("gpu", "compile_best", "noted"),
+                         [(False, False, False), (False, True, True)])
+def test_a_spent_budget_notes_skipped_code_generation_only_where_some_was_asked(
+        result: Any, gpu: bool, compile_best: bool, noted: bool) -> None:
+    """With the deadline passed before the last phase, the result says code generation was
+    skipped only where it would have run (a campaign read the note on a gpu=False,
+    compile_best=False call, s52)."""
+    from dataclasses import replace
+
+    from mirage_formal import optimize as opt
+
+    out = replace(result, codegen_notes=[])
+    opt._codegen_stage(out, result.program, SearchConfig(), None, None,  # type: ignore[arg-type]
+                       gpu, 1, 0, deadline=0.0, budget=1.0, compile_best=compile_best,
+                       progress=False)
+    assert ("budget spent: code generation skipped" in out.codegen_notes) is noted
