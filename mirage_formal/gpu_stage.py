@@ -77,15 +77,6 @@ GPU_MORE_STRUCTURES = 4
 #: c1), so a 3% margin lost it 14%
 SECOND_ROUND_STRUCTURES = 2
 SECOND_ROUND_MARGIN = 0.10
-#: the warpgroup-MMA sizes (``gpu_sizes.wgmma_variants``) of the first this many candidates
-#: are measured right after their first rounds, before the other candidates' first rounds
-#: (the other hedges and size variants still come after all of them). On Hopper they are the
-#: winners of ViT's product kernels (2x the cost model's sizes); with eight candidates a
-#: short stage spent its time on first rounds and never reached them: the ViT block's
-#: layer-norm and QKV region through the PyTorch backend at 90 s kept its 72-column
-#: mma.sync kernel, 25.2 µs against torch's 13.1 (H200, s52 c3), where the benchmark row
-#: of the same program measured 12.2 with a warpgroup size
-EARLY_HEDGE_AFTER = 2
 #: the input program's own lowering (the floor a result must beat), when the cost model ranks
 #: another candidate first, is timed at its default schedules (or its cached ones) only: a full
 #: first round of its several library kernels took 5 s of mqa b=8's 38 s stage for a floor
@@ -333,11 +324,8 @@ def _rank(program: KernelGraph, accepted: list[Optimized], top: int, seed: int |
 
     # the hedges' sizes (they depend on the accepted μGraphs only), chosen before the first
     # round so that their verification runs during its tuning (``_VerifyAhead``); measured
-    # after it, in this order (the first candidates' warpgroup sizes before the rest of it)
+    # after it, in this order
     planned: list[tuple[list[tuple[Optimized, KernelGraph, Cost]], str]] = []
-    #: the warpgroup-MMA hedges (measured early for the first candidates: EARLY_HEDGE_AFTER)
-    wgmma: list[tuple[Optimized, KernelGraph, Cost]] = []
-    hedges: list[tuple[Optimized, KernelGraph, Cost]] = []
     if variants is not None and ahead is not None:
         ctx = variants
         grid_fill = grid_filling_variants(ctx.config, accepted, n_sm=ctx.n_sm)
@@ -352,29 +340,8 @@ def _rank(program: KernelGraph, accepted: list[Optimized], top: int, seed: int |
                    (tf32, "TF32 size"), (tf32_split, "TF32 split size")]
         known = {a.graph.key for a in accepted}
         ahead.ask(v for vs, _ in planned for _, v, _ in vs if v.key not in known)
-    tried: set[str] = {a.graph.key for a in accepted}
-
-    def measure(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], kind: str,
-                reserve: int = 1) -> None:
-        nonlocal best_us, best_cg
-        assert variants is not None
-        tried.update(v.key for v, _ in vcs)
-        cg, us, more = _measure_variants(a, vcs, program, seed, variants, out_of_time,
-                                         start_sched, kind, reserve, ahead)
-        notes.extend(more)
-        if cg is not None and us < best_us:
-            best_us, best_cg = us, cg
-
     floor: Optimized | None = None
     for i, a in enumerate(picked):
-        if i == EARLY_HEDGE_AFTER:
-            # the warpgroup sizes of the structures already tuned, before the other
-            # candidates' first rounds (module constant's doc)
-            for h, v, c in wgmma:
-                if (any(h is p for p in picked[:i]) and h.measured_us is not None
-                        and v.key not in tried and not out_of_time(reserve=1)):
-                    measure(h, [(v, c)], "warpgroup-MMA size")
-                    hedges.append((h, v, c))
         if out_of_time(reserve=1):
             notes.append(f"budget spent: {len(picked) - i} candidate(s) not tuned or timed")
             break
@@ -388,6 +355,19 @@ def _rank(program: KernelGraph, accepted: list[Optimized], top: int, seed: int |
         first_round(floor)  # a floor that may win: its full first round
     if variants is not None:
         ctx = variants
+        tried: set[str] = {a.graph.key for a in accepted}
+
+        def measure(a: Optimized, vcs: Sequence[tuple[KernelGraph, Cost]], kind: str,
+                    reserve: int = 1) -> None:
+            nonlocal best_us, best_cg
+            tried.update(v.key for v, _ in vcs)
+            cg, us, more = _measure_variants(a, vcs, program, seed, ctx, out_of_time, start_sched,
+                                             kind, reserve, ahead)
+            notes.extend(more)
+            if cg is not None and us < best_us:
+                best_us, best_cg = us, cg
+
+        hedges: list[tuple[Optimized, KernelGraph, Cost]] = []
         for vs, kind in planned:
             vs = [h for h in vs if h[1].key not in tried]  # (a size an earlier hedge measured)
             for a, v, c in vs:

@@ -653,41 +653,6 @@ def test_a_structure_that_is_two_kinds_of_hedge_is_walked_once(
     assert walked.count(structure_key(a.graph)) == 1
 
 
-def test_the_first_candidates_warpgroup_sizes_come_before_the_later_first_rounds(
-        result: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The warpgroup-MMA size of a structure among the first EARLY_HEDGE_AFTER candidates is
-    tuned right after their first rounds, ahead of the third candidate's (a short stage
-    reaches it); one of a later candidate comes after every first round, as before; each is
-    tuned once, and the early one can win."""
-    cfg = opt.make_config(program(), "norm", SPACE)
-    accepted = [optimized.Optimized(a.graph, a.verdict, a.cost, a.found_at_s, a.float64_error)
-                for a in result.accepted]
-    with_sizes = [x for x in accepted if any(w.key != x.graph.key
-                                             for w, _ in sz.ranked_variants(cfg, x.graph))]
-    assert len(with_sizes) >= 3, "the fixture has three structures with size variants"
-    first, second, third = with_sizes[:3]
-    assert gs.EARLY_HEDGE_AFTER == 2
-    v1, c1 = next((w, c) for w, c in sz.ranked_variants(cfg, first.graph) if w.key != first.graph.key)
-    v3, c3 = next((w, c) for w, c in sz.ranked_variants(cfg, third.graph) if w.key != third.graph.key)
-    keys = {first.graph.key: "first", second.graph.key: "second", third.graph.key: "third",
-            v1.key: "v1", v3.key: "v3"}
-    calls: list[Any] = []
-    monkeypatch.setattr(gs, "_tune_one", _fake_tune({v1.key: 5.0}, calls, key=lambda g: g.key))
-    monkeypatch.setattr(gs, "gpu_candidates", lambda acc, top, prog: [first, second, third])
-    monkeypatch.setattr(gs, "wgmma_variants", lambda *a, **k: [(first, v1, c1), (third, v3, c3)])
-    for name in ("grid_filling_variants", "tf32_variants", "tf32_split_variants"):
-        monkeypatch.setattr(gs, name, lambda *a, **k: [])
-    monkeypatch.setattr(gs, "variants_to_measure", lambda *a, **k: [])
-    monkeypatch.setattr(gs, "walk_step", lambda *a, **k: [])
-    ctx = gs.VariantContext(cfg, Verifier(program(), seed=5), FloatRecheck(program()), n_sm=4)
-    ranked, kernel, notes = gs._gpu_rank(program(), accepted, 3, 0, None, ctx)
-    order = [keys.get(k, "other") for k, start in calls if start is None]
-    assert order == ["first", "second", "v1", "third", "v3"], order
-    assert not [n for n in notes if "FAILED" in n or "failed" in n]
-    assert ranked[0] is first and first.graph.key == v1.key and kernel == ("kernel", v1.key, False)
-    assert "warpgroup-MMA size variant" in (first.validation or "")
-
-
 @pytest.mark.parametrize(("floor_us", "full_round"), [(100.0, False), (15.0, True)])
 def test_the_inputs_own_lowering_is_timed_quickly_unless_it_may_win(
         result: Any, monkeypatch: pytest.MonkeyPatch, floor_us: float, full_round: bool) -> None:
