@@ -136,6 +136,7 @@ def region_rows(fast: Any) -> list[dict[str, Any]]:
                 "kernel_us": r.kernel_us,
                 "torch_us": r.torch_us,
                 "ugraph": str(r.ugraph) if r.ugraph is not None else None,
+                "search": r.search,
             }
         )
     return rows

@@ -85,6 +85,10 @@ class RegionReport:
     kernel_us: float | None = None
     torch_us: float | None = None
     timing: str = ""  # how they were timed, or why they were not
+    #: this process's search of the region (empty when the μGraph came from the cache): its
+    #: budget, accepted count, seconds by phase, units, the GPU stage's measured candidates
+    #: and its notes (what the budget left out)
+    search: dict[str, Any] = field(default_factory=dict)
 
     def line(self) -> str:
         how = "superoptimized kernel" if self.runs_on == "kernel" else f"torch ({self.reason})"
@@ -139,6 +143,14 @@ def _search(
         "gpu": res.gpu,
         "seconds": {k: round(v, 3) for k, v in res.seconds.items()},
         "stopped": res.search.summary().get("stopped"),
+        "units": res.search.summary().get("units"),
+        # what the GPU stage measured and what it left out (budget notes): why a region's
+        # kernel is the one it is
+        "gpu_measured_us": [{"ugraph": a.graph.key[:12], "kernels": len(a.graph.kernels),
+                             "estimated_us": round(a.cost.seconds * 1e6, 2),
+                             "measured_us": round(a.measured_us, 2)}
+                            for a in res.accepted if a.measured_us is not None],
+        "codegen_notes": list(res.codegen_notes),
     }
     if res.kernel is not None:
         best = res.accepted[0]
@@ -323,6 +335,7 @@ def compile_region(
             ugraph, report.source = tr.program, "program"
             meta = {"budget_s": s.budget_s, "search_error": str(e).splitlines()[0]}
         report.seconds["search"] = time.monotonic() - t
+        report.search = meta
         cache.put(key, ugraph, meta)
     report.ugraph = ugraph
     if not gpu:

@@ -51,6 +51,9 @@ def test_runs_without_gpu_and_matches_eager(first_run: tuple[Path, Any, list[str
         ["matmul", "sum"],
     ]
     assert all(r.runs_on == "torch" and r.source in ("search", "program") for r in regions)
+    for r in regions:  # (the search's account is kept on the report: units, GPU stage, notes)
+        assert r.search["budget_s"] == 2 and "/" in r.search["units"]
+        assert r.search["gpu_measured_us"] == [] and isinstance(r.search["codegen_notes"], list)
     assert len(warned) == 2 and all("\n" not in w and "no GPU" in w for w in warned)
     assert [b.op for b in fast.backend.boundaries] == ["Tensor.view"]
     # a second call reuses the compiled graph: no new regions, no warnings
