@@ -144,6 +144,9 @@ class BlockGraph:
     inputs: tuple[tuple[tuple[int, ...], DType], ...]
     outputs: tuple[BlockOutput, ...]
     key: str = field(init=False, repr=False)
+    #: :attr:`nodes`, walked once (the graph is immutable); the search's cost model asks for
+    #: it tens of thousands of times a second
+    _nodes: tuple[Node, ...] = field(init=False, repr=False, compare=False, default=())
 
     def __post_init__(self) -> None:
         text = "|".join([
@@ -162,15 +165,17 @@ class BlockGraph:
 
     @property
     def nodes(self) -> list[Node]:
-        """Every block node, sources before users (deterministic order)."""
-        seen: set[Node] = set()
-        order: list[Node] = []
-        for o in self.outputs:
-            for n in o.node.walk():
-                if n not in seen:
-                    seen.add(n)
-                    order.append(n)
-        return order
+        """Every block node, sources before users (deterministic order; a fresh list)."""
+        if not self._nodes:
+            seen: set[Node] = set()
+            order: list[Node] = []
+            for o in self.outputs:
+                for n in o.node.walk():
+                    if n not in seen:
+                        seen.add(n)
+                        order.append(n)
+            object.__setattr__(self, "_nodes", tuple(order))
+        return list(self._nodes)
 
     def output_shape(self, o: BlockOutput) -> tuple[int, ...]:
         s = list(o.node.shape)
@@ -387,6 +392,8 @@ class KernelGraph:
     inputs: tuple[Node, ...]
     outputs: tuple[Node, ...]
     key: str = field(init=False, repr=False)
+    #: :attr:`nodes`, walked once (the graph is immutable)
+    _nodes: tuple[Node, ...] = field(init=False, repr=False, compare=False, default=())
 
     def __post_init__(self) -> None:
         if not self.outputs:
@@ -411,18 +418,21 @@ class KernelGraph:
 
     @property
     def nodes(self) -> list[Node]:
-        """Every kernel-level node reachable from the outputs (plus unused inputs), sources first."""
-        seen: set[Node] = set()
-        order: list[Node] = []
-        for n in self.inputs:
-            seen.add(n)
-            order.append(n)
-        for o in self.outputs:
-            for n in o.walk():
-                if n not in seen:
-                    seen.add(n)
-                    order.append(n)
-        return order
+        """Every kernel-level node reachable from the outputs (plus unused inputs), sources
+        first (a fresh list)."""
+        if not self._nodes:
+            seen: set[Node] = set()
+            order: list[Node] = []
+            for n in self.inputs:
+                seen.add(n)
+                order.append(n)
+            for o in self.outputs:
+                for n in o.walk():
+                    if n not in seen:
+                        seen.add(n)
+                        order.append(n)
+            object.__setattr__(self, "_nodes", tuple(order))
+        return list(self._nodes)
 
     @property
     def kernels(self) -> list[Node]:

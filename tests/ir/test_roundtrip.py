@@ -95,3 +95,22 @@ def test_malformed_text_rejected() -> None:
 def test_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(FormatError, match="cannot read"):
         load_ugraphs(tmp_path / "missing.json")
+
+
+@given(block_programs())
+def test_node_lists_are_walked_once_and_handed_out_as_fresh_lists(g: mf.KernelGraph) -> None:
+    """``nodes`` of a kernel graph and of each block graph is cached (the graphs are
+    immutable): every call gives the same order, as a new list a caller may change, and a
+    graph that went through pickling (the search's workers) gives it too."""
+    import pickle
+
+    from mirage_formal.ir.graph import KERNEL_OP
+
+    graphs: list = [g, *[n.attr("graph") for n in g.nodes if n.op == KERNEL_OP]]
+    for x in graphs:
+        first = x.nodes
+        first.append(first[0])
+        first.reverse()
+        again = x.nodes
+        assert again == list(reversed(first[1:])) and again is not x.nodes
+        assert pickle.loads(pickle.dumps(x)).nodes == again
