@@ -39,6 +39,7 @@ import numpy as np
 from mirage_formal import idle
 from mirage_formal.errors import DeadlinePassed, MirageError
 from mirage_formal.ir.graph import KernelGraph
+from mirage_formal.ir.ops import REGISTRY
 from mirage_formal.semantics.evaluate import evaluate
 from mirage_formal.semantics.field import (
     DEFAULT_P,
@@ -161,6 +162,19 @@ def run_float64(graph: KernelGraph, inputs: dict[str, np.ndarray]) -> list[np.nd
     return evaluate(graph, {k: np.asarray(v, dtype=np.float64) for k, v in inputs.items()}, _F64())
 
 
+def fix_hint(problems: Sequence[str]) -> str:
+    """What a user can change when the reference is outside the field test's class (appended
+    to the error): for nested exp-kind ops, which ops those are and how to split the program."""
+    if not any("already depends on an exp" in p for p in problems):
+        return ""
+    exps = sorted(k for k, d in REGISTRY.items() if d.field.kind == "exp")
+    opaque = sorted(k for k, d in REGISTRY.items() if d.field.kind == "random")
+    return (f". To change: an op of {', '.join(exps)} may read a value computed from another "
+            f"one only through an op the test takes as a random function ({', '.join(opaque)}); "
+            "otherwise superoptimize the program in two parts, split after the first of them, "
+            "and chain the results")
+
+
 class Verifier:
     """Checks candidates against one reference, reusing the reference's work across them."""
 
@@ -182,7 +196,7 @@ class Verifier:
         problems = self.ref_info.problems + self.ref_info.field_problems(p, q)
         if problems:
             raise VerifyError("the reference program is outside the class the field test covers: "
-                              + "; ".join(problems))
+                              + "; ".join(problems) + fix_hint(problems))
         self._trials: list[_Trial] = []
         self._ref_float: list[np.ndarray] | None = None
         self._float_inputs: dict[str, np.ndarray] | None = None

@@ -286,6 +286,20 @@ def test_exp_of_exp_is_outside_the_class() -> None:
     assert "does not apply" in v.theorem
 
 
+def test_nested_exp_ops_are_refused_with_what_to_change() -> None:
+    """sigmoid(sigmoid(x)) is refused with the ops concerned and the way out named (a
+    random-program campaign's programs hit it without being told, s52); with a random-function
+    op between the two (sigmoid(tanh(sigmoid(x))) the program is in the class."""
+    g = mf.Graph()
+    g.output(g.sigmoid(g.sigmoid(g.input((4, 8), "f32", "x"))))
+    with pytest.raises(VerifyError, match=r"To change: an op of exp, sigmoid, silu .* tanh\); "
+                                          r"otherwise superoptimize the program in two parts"):
+        Verifier(g.build())
+    h = mf.Graph()
+    h.output(h.sigmoid(h.tanh(h.sigmoid(h.input((4, 8), "f32", "x")))))
+    assert Verifier(h.build(), seed=1).ref_info.problems == []
+
+
 def test_constants_that_vanish_in_the_field_are_not_covered() -> None:
     """x + 2p·y equals x mod p: such a candidate is refused, not accepted."""
     g = mf.Graph()
