@@ -1,6 +1,6 @@
 """The torch.compile backend ``"mirage_formal"`` and ``mf.compile``.
 
-    fast = mf.compile(model, budget_s=30)            # or:
+    fast = mf.compile(model, budget_s=90)            # or:
     fast = torch.compile(model, backend="mirage_formal", dynamic=False,
                          options={"budget_s": 30, "cache_dir": "~/.cache/mf"})
     fast(x)                       # same results as model(x)
@@ -29,6 +29,7 @@ import torch
 import torch.fx
 
 from mirage_formal.errors import MirageError
+from mirage_formal.torch_bridge import DEFAULT_BUDGET_S
 from mirage_formal.torch_bridge.cache import RegionCache
 from mirage_formal.torch_bridge.partition import Boundary, partition
 from mirage_formal.torch_bridge.region import Region, RegionReport, SearchSettings, compile_region
@@ -50,7 +51,7 @@ _BOOL_OPTIONS = ("warn", "prefer_faster", "capture_softmax")
 class BackendOptions:
     """How the backend searches and where it caches (a frozen config, passed in)."""
 
-    budget_s: float = 30.0
+    budget_s: float = DEFAULT_BUDGET_S
     cache_dir: str | Path | None = None
     gpu: bool | None = None
     bound: float = 2.0**-64
@@ -219,7 +220,7 @@ class Compiled:
 def compile(
     fn: Callable[..., Any],
     *,
-    budget_s: float = 30.0,
+    budget_s: float = DEFAULT_BUDGET_S,
     cache_dir: str | Path | None = None,
     gpu: bool | None = None,
     bound: float = 2.0**-64,
@@ -229,13 +230,18 @@ def compile(
     max_region_ops: int | None = 6,
     prefer_faster: bool = True,
     capture_softmax: bool = True,
+    workers: int | None = None,
+    gpu_top: int = 8,
 ) -> Compiled:
     """``torch.compile(fn, backend="mirage_formal", dynamic=False)`` with these options, as an
     object that also reports its regions. Calls run under ``torch.no_grad()`` (inference).
     ``prefer_faster``: on a GPU, a region whose validated kernel measures slower than its
     torch code on the first call's inputs runs with torch (the report says both times).
     ``capture_softmax=False`` leaves softmax and scaled_dot_product_attention to torch (a
-    captured one subtracts no row maximum: docs/torch.md)."""
+    captured one subtracts no row maximum: docs/torch.md). ``budget_s`` bounds each region's
+    superoptimize call (default :data:`DEFAULT_BUDGET_S`), ``workers`` its search processes
+    (None: this machine's cores less one, at most 16), ``gpu_top`` how many accepted μGraphs
+    its GPU stage tunes."""
     if not callable(fn):
         raise MirageError(f"compile takes a function or nn.Module, not {type(fn).__name__}")
     opts = BackendOptions.from_mapping(
@@ -250,6 +256,8 @@ def compile(
             "max_region_ops": max_region_ops,
             "prefer_faster": prefer_faster,
             "capture_softmax": capture_softmax,
+            "workers": workers,
+            "gpu_top": gpu_top,
         }
     )
     return Compiled(fn, MirageBackend(opts))

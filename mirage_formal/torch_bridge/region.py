@@ -33,6 +33,7 @@ import torch.fx
 
 from mirage_formal.errors import MirageError
 from mirage_formal.ir.graph import INPUT, KernelGraph
+from mirage_formal.torch_bridge import DEFAULT_BUDGET_S
 from mirage_formal.torch_bridge.cache import RegionCache
 from mirage_formal.torch_bridge.translate import TORCH_DTYPE, Translation, Translator
 
@@ -45,7 +46,7 @@ class FallbackWarning(UserWarning):
 class SearchSettings:
     """What the search of one region is given (part of the cache key, except the budget)."""
 
-    budget_s: float = 30.0
+    budget_s: float = DEFAULT_BUDGET_S
     bound: float = 2.0**-64
     preset: str | None = None
     overrides: tuple[tuple[str, Any], ...] = ()
