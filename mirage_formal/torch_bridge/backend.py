@@ -2,7 +2,7 @@
 
     fast = mf.compile(model, budget_s=90)            # or:
     fast = torch.compile(model, backend="mirage_formal", dynamic=False,
-                         options={"budget_s": 30, "cache_dir": "~/.cache/mf"})
+                         options={"budget_s": 90, "cache_dir": "~/.cache/mf"})
     fast(x)                       # same results as model(x)
     fast.regions                  # (mf.compile) what each region became, with reasons
 
@@ -61,7 +61,7 @@ class BackendOptions:
     #: registry ops per region at most (the search completes on a few ops; None: no limit)
     max_region_ops: int | None = 6
     #: accepted μGraphs per region autotuned and timed on the GPU (as many as the benchmark
-    #: rows time: the cost model's first two were both slow for ViT's attention, s52 c1)
+    #: rows time; the cost model ranks kernels it cannot time only roughly)
     gpu_top: int = 8
     #: processes each region's search runs on (None: this machine's cores less one, at most 16)
     workers: int | None = None
@@ -88,6 +88,9 @@ class BackendOptions:
         if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
             raise MirageError(f"workers={w!r} must be a positive whole number of processes, or None "
                               "(this machine's cores less one, at most 16)")
+        top = d.get("gpu_top", 1)
+        if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+            raise MirageError(f"gpu_top={top!r} must be a positive whole number of μGraphs to tune")
         for name in _BOOL_OPTIONS:
             if name in d and not isinstance(d[name], bool):
                 raise MirageError(f"{name}={d[name]!r} must be True or False")

@@ -161,6 +161,9 @@ def test_workers_option_reaches_the_search(monkeypatch: pytest.MonkeyPatch) -> N
         with pytest.raises(MirageError, match=r"workers=.* must be a positive whole number"):
             BackendOptions.from_mapping({"workers": bad})
     assert BackendOptions.from_mapping({"workers": 3}).settings().workers == 3
+    for bad in (0, True, 2.5):
+        with pytest.raises(MirageError, match=r"gpu_top=.* must be a positive whole number"):
+            BackendOptions.from_mapping({"gpu_top": bad})
     opts = mf.compile(f, workers=2, gpu_top=3).backend.options
     assert (opts.workers, opts.gpu_top, opts.budget_s) == (2, 3, 90.0)
     for cores, want in ((None, 1), (1, 1), (2, 1), (8, 7), (128, region_mod.MAX_DEFAULT_WORKERS)):
