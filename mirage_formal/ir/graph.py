@@ -147,6 +147,9 @@ class BlockGraph:
     #: :attr:`nodes`, walked once (the graph is immutable); the search's cost model asks for
     #: it tens of thousands of times a second
     _nodes: tuple[Node, ...] = field(init=False, repr=False, compare=False, default=())
+    #: :attr:`phases`, computed once (by :func:`check_block_graph`, which needs them too)
+    _phases: dict[Node, bool] = field(init=False, repr=False, compare=False,
+                                      default_factory=dict)
 
     def __post_init__(self) -> None:
         text = "|".join([
@@ -176,6 +179,14 @@ class BlockGraph:
                         order.append(n)
             object.__setattr__(self, "_nodes", tuple(order))
         return list(self._nodes)
+
+    @property
+    def phases(self) -> dict[Node, bool]:
+        """:func:`block_phases` of :attr:`nodes`: for each node, whether it is computed after
+        the for-loop (a fresh dict)."""
+        if not self._phases:
+            object.__setattr__(self, "_phases", block_phases(self.nodes))
+        return dict(self._phases)
 
     def output_shape(self, o: BlockOutput) -> tuple[int, ...]:
         s = list(o.node.shape)
@@ -320,6 +331,7 @@ def check_block_graph(bg: BlockGraph) -> None:
         elif BLOCK not in get_op(n.op).levels:
             raise GraphError(f"{n.op} is not allowed at the block level")
     phases = block_phases(nodes)
+    object.__setattr__(bg, "_phases", phases)  # (BlockGraph.phases: kept, never handed out)
     for k, o in enumerate(bg.outputs):
         if not phases[o.node]:
             raise GraphError(

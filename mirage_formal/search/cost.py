@@ -87,7 +87,6 @@ from mirage_formal.ir.graph import (
     KERNEL_OP,
     BlockGraph,
     KernelGraph,
-    block_phases,
     loop_invariant,
 )
 from mirage_formal.ir.node import Node
@@ -286,7 +285,7 @@ def smem_bytes(bg: BlockGraph, chains: bool = False) -> int:
     ``chains``, those a register chain keeps in registers left out (what decides whether a
     candidate fits; the model's blocks per SM still count them, so that no estimate of a
     candidate that fitted before changes)."""
-    phases = block_phases(bg.nodes)
+    phases = bg.phases
     in_registers = register_chain_tiles(bg) if chains else set()
     total = 0
     for n in bg.nodes:
@@ -421,7 +420,7 @@ class _KernelParts:
         #: in node order: ("dram" | "l2", bytes) reads, ("op", tc, simt, runs once) flops and
         #: ("accum", tc, simt, fp32 partial bytes) accumulators
         self.terms: list[tuple[Any, ...]] = []
-        phases = block_phases(bg.nodes)
+        phases = bg.phases
         once = loop_invariant(bg)  # computed before the loop by codegen
         read: set[int] = set()
         for n in bg.nodes:

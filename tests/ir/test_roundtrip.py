@@ -114,3 +114,10 @@ def test_node_lists_are_walked_once_and_handed_out_as_fresh_lists(g: mf.KernelGr
         again = x.nodes
         assert again == list(reversed(first[1:])) and again is not x.nodes
         assert pickle.loads(pickle.dumps(x)).nodes == again
+    for bg in graphs[1:]:  # (block graphs: their phases too, computed once, handed out fresh)
+        from mirage_formal.ir.graph import block_phases
+
+        ph = bg.phases
+        assert ph == block_phases(bg.nodes)
+        ph.clear()
+        assert bg.phases == block_phases(bg.nodes)
