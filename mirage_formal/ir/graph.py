@@ -126,6 +126,22 @@ def iter_tile_shape(tshape: Sequence[int], imap: MapT, fmap: int, grid: GridT, f
     return tuple(tile)
 
 
+def _sources_first(first: Iterable[Node], tops: Iterable[Node]) -> tuple[Node, ...]:
+    """``first`` in order, then every node ``tops`` depend on (``Node.walk``: sources before
+    users), each once: a graph's node list."""
+    seen: set[Node] = set()
+    order: list[Node] = []
+    for n in first:
+        seen.add(n)
+        order.append(n)
+    for t in tops:
+        for n in t.walk():
+            if n not in seen:
+                seen.add(n)
+                order.append(n)
+    return tuple(order)
+
+
 @dataclass(frozen=True)
 class BlockOutput:
     """An output saver: block results concatenated along ``omap`` dimensions."""
@@ -170,14 +186,7 @@ class BlockGraph:
     def nodes(self) -> list[Node]:
         """Every block node, sources before users (deterministic order; a fresh list)."""
         if not self._nodes:
-            seen: set[Node] = set()
-            order: list[Node] = []
-            for o in self.outputs:
-                for n in o.node.walk():
-                    if n not in seen:
-                        seen.add(n)
-                        order.append(n)
-            object.__setattr__(self, "_nodes", tuple(order))
+            object.__setattr__(self, "_nodes", _sources_first((), [o.node for o in self.outputs]))
         return list(self._nodes)
 
     @property
@@ -433,17 +442,7 @@ class KernelGraph:
         """Every kernel-level node reachable from the outputs (plus unused inputs), sources
         first (a fresh list)."""
         if not self._nodes:
-            seen: set[Node] = set()
-            order: list[Node] = []
-            for n in self.inputs:
-                seen.add(n)
-                order.append(n)
-            for o in self.outputs:
-                for n in o.walk():
-                    if n not in seen:
-                        seen.add(n)
-                        order.append(n)
-            object.__setattr__(self, "_nodes", tuple(order))
+            object.__setattr__(self, "_nodes", _sources_first(self.inputs, self.outputs))
         return list(self._nodes)
 
     @property
