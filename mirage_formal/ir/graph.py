@@ -76,6 +76,12 @@ def make_op(name: str, srcs: Sequence[Node], attrs: Mapping[str, Any], level: st
     shapes = [s.shape for s in srcs]
     a = d.normalize_attrs(shapes, attrs)
     shape = d.shape(shapes, a)
+    if not shape and level == KERNEL:
+        # (kernels store tensors of at least one dimension, as inputs are: a 0-d value had no
+        # layout in codegen, whose compile of a sum to a scalar raised an IndexError)
+        raise GraphError(f"{name} of shape(s) {[list(x) for x in shapes]} gives a 0-d scalar, "
+                         "which a kernel cannot store; keep a dimension of size 1 "
+                         "(keepdims=True on the reduction)")
     dtype = srcs[0].dtype
     for s in srcs[1:]:
         dtype = promote(dtype, s.dtype)

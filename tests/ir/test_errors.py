@@ -23,6 +23,21 @@ def test_shape_mismatch_broadcast() -> None:
         g.add(a, b)
 
 
+@pytest.mark.parametrize("shape", [(1,), (3,), (5, 7)])
+def test_a_reduction_to_a_scalar_is_refused_with_the_fix(shape: tuple[int, ...]) -> None:
+    """A kernel-level value of no dimension (sum over every axis, keepdims=False) is refused
+    when built: codegen stores tensors of at least one dimension, and its compile of such a
+    program raised an IndexError (a random-program campaign, s52). keepdims=True builds."""
+    g = mf.Graph()
+    x = g.input(shape, "f32", "x")
+    if len(shape) == 2:
+        x = g.sum(x, axis=0, keepdims=False)
+    with pytest.raises(mf.GraphError, match=r"gives a 0-d scalar, which a kernel cannot store; "
+                                            r"keep a dimension of size 1 \(keepdims=True"):
+        g.sum(x, axis=0, keepdims=False)
+    assert g.sum(x, axis=0, keepdims=True).shape == (1,)
+
+
 def test_non_divisible_partition_grid_and_loop() -> None:
     g = mf.Graph()
     x = g.input((6, 10), "f16", "x")
