@@ -138,13 +138,14 @@ def _search(
         ops = sorted({n.op for n in program.nodes if n.op != INPUT} | set(base.kernel_ops))
         overrides = {**overrides, "kernel_ops": ops}
     res = superoptimize(program, s.preset, overrides=overrides, **kw)
+    summary = res.search.summary()
     meta: dict[str, Any] = {
         "budget_s": s.budget_s,
         "accepted": len(res.accepted),
         "gpu": res.gpu,
         "seconds": {k: round(v, 3) for k, v in res.seconds.items()},
-        "stopped": res.search.summary().get("stopped"),
-        "units": res.search.summary().get("units"),
+        "stopped": summary.get("stopped"),
+        "units": summary.get("units"),
         # what the GPU stage measured and what it left out (budget notes): why a region's
         # kernel is the one it is
         "gpu_measured_us": [{"ugraph": a.graph.key[:12], "kernels": len(a.graph.kernels),

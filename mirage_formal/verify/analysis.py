@@ -154,6 +154,8 @@ class ProgramInfo:
     #: numerators of the float constants (mul_scalar scalars, rms_norm eps), as exact rationals
     constants: set[int] = field(default_factory=set)
     exp_count: int = 0
+    #: an exp-kind op reads a value that already depends on one (one of ``problems``)
+    nested_exp: bool = False
     purity: dict[tuple[Node, Node | None], tuple[bool, bool]] = field(default_factory=dict)
     #: per kernel-level node, an upper bound on the random-function applications one of its
     #: elements depends on (its *cone*: :func:`pair_bound`'s collision pairs)
@@ -268,6 +270,7 @@ class _DegreeAlgebra:
     def exp(self, a: _DV) -> _DV:
         self.info.exp_count += 1
         if a.deg.has_exp:
+            self.info.nested_exp = True
             self.info.problems.append(
                 f"{self.where}: an exp is applied to a value that already depends on an exp; "
                 "the LAX class allows at most one exp on any path (the bound does not apply)")
